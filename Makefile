@@ -1,0 +1,64 @@
+# make demo   run the demo (main job)
+# make test   lint, then the test suite
+# make setup  build .venv: pinned requirements, msg/ interfaces, this project in editable mode
+#
+# Each setup step leaves a stamp in .venv/.stamps named after a hash of the files it reads, so
+# a second `make setup` does nothing, and editing a .msg or requirements.txt redoes only the
+# steps that read it. Deleting .venv resets everything.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := setup
+
+# DDS discovery must stay on loopback (this workplace allows no other traffic).
+export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMPS := $(VENV)/.stamps
+PYTEST_ARGS ?=
+DEMO_ARGS ?=
+
+content_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
+REQ_STAMP := $(STAMPS)/requirements-$(call content_hash,requirements.txt)
+MSG_STAMP := $(STAMPS)/msgs-$(call content_hash,requirements.txt $(sort $(wildcard msg/*.msg)) \
+	CMakeLists.txt package.xml cmake/fix_manylinux_includes.cmake scripts/build_msgs.sh)
+PKG_STAMP := $(STAMPS)/editable-$(call content_hash,setup.py pyproject.toml)
+
+# Replaces the step's older stamps with the current one.
+define mark_done
+rm -f $(STAMPS)/$(1)-* && mkdir -p $(STAMPS) && touch $@
+endef
+
+.PHONY: setup lint test demo clean
+
+setup: $(REQ_STAMP) $(MSG_STAMP) $(PKG_STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(REQ_STAMP): | $(BIN)/python
+	$(BIN)/python -m pip install --progress-bar off -r requirements.txt
+	$(call mark_done,requirements)
+
+$(MSG_STAMP): | $(REQ_STAMP)
+	scripts/build_msgs.sh $(VENV) build/msgs
+	$(call mark_done,msgs)
+
+# --no-deps: requirements.txt is the one place that pins dependencies.
+$(PKG_STAMP): | $(REQ_STAMP)
+	$(BIN)/python -m pip install --progress-bar off --no-deps -e .
+	$(call mark_done,editable)
+
+lint: setup
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/python -m pytest test $(PYTEST_ARGS)
+
+demo: setup
+	$(BIN)/oxygen-demo $(DEMO_ARGS)
+
+clean:
+	rm -rf build

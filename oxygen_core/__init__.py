@@ -1,0 +1,1 @@
+"""pi0.5 in JAX and the OxyGen engine; never imports ROS, so it runs and tests anywhere."""

@@ -1,0 +1,1 @@
+"""Benchmarks comparing OxyGen with isolated and shared-only execution, with reports."""

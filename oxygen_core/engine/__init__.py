@@ -1,0 +1,1 @@
+"""The OxyGen engine: shared-prefix KV pool, request state, scheduler and baselines."""
