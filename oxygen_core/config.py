@@ -1,0 +1,176 @@
+"""Model, robot and engine configuration as frozen dataclasses with named presets.
+
+A preset is data: `MODEL_PRESETS[name]` gives the shapes of every part of pi0.5, and
+`ROBOT_PRESETS[name]` says which cameras a robot has and how many action dimensions it
+uses. Nothing here allocates arrays, so `oxygen-info` can describe the full-size model on
+a laptop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+# Fixed by pi0.5 / PaliGemma; kept here for checkpoint compatibility.
+IMAGE_SLOTS = ("base_0_rgb", "left_wrist_0_rgb", "right_wrist_0_rgb")
+PAD_ID, EOS_ID, BOS_ID = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class SiglipConfig:
+    """SigLIP ViT image encoder (pre-LN, learned position embedding, no pooling)."""
+
+    width: int
+    depth: int
+    mlp_dim: int
+    num_heads: int
+    patch_size: int = 14
+    image_size: int = 224
+
+    @property
+    def num_tokens(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmaConfig:
+    """One Gemma expert of the Mixture-of-Transformers (all experts share depth/heads)."""
+
+    width: int
+    depth: int
+    mlp_dim: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """The whole pi0.5 model: vision encoder, VLM stream, action expert, geometry."""
+
+    name: str
+    vision: SiglipConfig
+    vlm: GemmaConfig
+    expert: GemmaConfig
+    vocab_size: int
+    action_dim: int = 32
+    action_horizon: int = 10
+    max_token_len: int = 200
+    num_images: int = len(IMAGE_SLOTS)
+    rope_max_wavelength: float = 10_000.0
+
+    def __post_init__(self) -> None:
+        v, e = self.vlm, self.expert
+        shared = ("depth", "num_heads", "num_kv_heads", "head_dim")
+        for field in shared:
+            if getattr(v, field) != getattr(e, field):
+                raise ValueError(
+                    f"VLM and action expert must share {field}: "
+                    f"{getattr(v, field)} != {getattr(e, field)}"
+                )
+
+    @property
+    def image_tokens(self) -> int:
+        return self.num_images * self.vision.num_tokens
+
+    @property
+    def prefix_len(self) -> int:
+        """Tokens in the shared prefix: all image slots plus the padded prompt."""
+        return self.image_tokens + self.max_token_len
+
+    def kv_bytes_per_token(self, bytes_per_value: int = 2) -> int:
+        """K and V of every layer for one token (bf16 by default, as on the robot)."""
+        v = self.vlm
+        return v.depth * 2 * v.num_kv_heads * v.head_dim * bytes_per_value
+
+
+MODEL_PRESETS: dict[str, ModelConfig] = {
+    # Fast tests: a forward pass in milliseconds. Geometry shrunk everywhere.
+    "tiny": ModelConfig(
+        name="tiny",
+        vision=SiglipConfig(
+            width=32, depth=2, mlp_dim=64, num_heads=2, patch_size=14, image_size=56
+        ),
+        vlm=GemmaConfig(width=64, depth=2, mlp_dim=128, num_heads=4, num_kv_heads=1, head_dim=16),
+        expert=GemmaConfig(width=32, depth=2, mlp_dim=64, num_heads=4, num_kv_heads=1, head_dim=16),
+        vocab_size=512,
+        action_dim=32,
+        action_horizon=4,
+        max_token_len=48,
+    ),
+    # The CPU benchmark model: pi0.5's token geometry (3 x 256 image tokens, H=10, 32
+    # action dims) with reduced width and depth.
+    "small": ModelConfig(
+        name="small",
+        vision=SiglipConfig(width=256, depth=4, mlp_dim=1024, num_heads=4),
+        vlm=GemmaConfig(width=512, depth=4, mlp_dim=2048, num_heads=8, num_kv_heads=1, head_dim=64),
+        expert=GemmaConfig(
+            width=256, depth=4, mlp_dim=1024, num_heads=8, num_kv_heads=1, head_dim=64
+        ),
+        vocab_size=512,
+        action_dim=32,
+        action_horizon=10,
+        max_token_len=100,
+    ),
+    # The real pi0.5 (openpi `pi05` with Gemma 2B + Gemma 300M, SigLIP So400m/14).
+    "pi05": ModelConfig(
+        name="pi05",
+        vision=SiglipConfig(width=1152, depth=27, mlp_dim=4304, num_heads=16),
+        vlm=GemmaConfig(
+            width=2048, depth=18, mlp_dim=16_384, num_heads=8, num_kv_heads=1, head_dim=256
+        ),
+        expert=GemmaConfig(
+            width=1024, depth=18, mlp_dim=4096, num_heads=8, num_kv_heads=1, head_dim=256
+        ),
+        vocab_size=257_152,
+        action_dim=32,
+        action_horizon=10,
+        max_token_len=200,
+    ),
+}
+
+
+def _lookup(table: dict, kind: str, name: str):
+    try:
+        return table[name]
+    except KeyError:
+        raise ValueError(f"unknown {kind} {name!r}; choose one of {sorted(table)}") from None
+
+
+def model_preset(name: str) -> ModelConfig:
+    """Look up a model preset by name, naming the choices when it is unknown."""
+    return _lookup(MODEL_PRESETS, "model preset", name)
+
+
+@dataclasses.dataclass(frozen=True)
+class RobotConfig:
+    """What a robot feeds the model and takes from it.
+
+    `cameras` are the image slots the robot fills, in slot order; the remaining slots
+    are zero images with mask False, as openpi does for a missing camera.
+    """
+
+    name: str
+    cameras: tuple[str, ...]
+    action_dim: int
+    state_dim: int
+    action_horizon: int | None = None  # None keeps the model preset's H
+    max_token_len: int | None = None  # None keeps the model preset's prompt budget
+
+    def apply(self, model: ModelConfig) -> ModelConfig:
+        """The model preset with this robot's horizon and prompt budget."""
+        changes = {"action_horizon": self.action_horizon, "max_token_len": self.max_token_len}
+        return dataclasses.replace(model, **{k: v for k, v in changes.items() if v is not None})
+
+
+ROBOT_PRESETS: dict[str, RobotConfig] = {
+    "libero": RobotConfig("libero", cameras=IMAGE_SLOTS[:2], action_dim=7, state_dim=8),
+    "droid": RobotConfig("droid", cameras=IMAGE_SLOTS[:2], action_dim=8, state_dim=8),
+    "aloha": RobotConfig("aloha", cameras=IMAGE_SLOTS, action_dim=14, state_dim=14),
+    "humanoid": RobotConfig("humanoid", cameras=IMAGE_SLOTS, action_dim=26, state_dim=26),
+    "demo": RobotConfig("demo", cameras=IMAGE_SLOTS, action_dim=7, state_dim=7),
+}
+
+
+def robot_preset(name: str) -> RobotConfig:
+    """Look up a robot preset by name, naming the choices when it is unknown."""
+    return _lookup(ROBOT_PRESETS, "robot", name)

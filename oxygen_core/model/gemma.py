@@ -1,0 +1,177 @@
+"""Gemma Mixture-of-Transformers: the VLM stream and the action expert in one attention.
+
+pi0.5 runs two Gemma experts side by side. Each layer, every expert projects its own
+tokens to Q, K, V with its own weights; the projections of both token streams are
+concatenated along the sequence and go through ONE softmax; each expert then applies its
+own output projection, MLP and norms. The action expert's norms are adaptive (adaRMS):
+a Dense of the flow-matching time embedding gives scale, shift and a residual gate.
+
+Attention takes its keys as a list of *segments* (a cached prefix, a pool row, the new
+tokens) instead of one concatenated array, so a frame's prefix KV cache is read in place
+by the denoiser and by decoding, never copied into a longer buffer.
+
+Parameters keep openpi's names (`attn/q_einsum/w`, `mlp_1/gating_einsum`, ...) with the
+layer axis unstacked into a Python list: one array per layer is the fastest layout for
+XLA on CPU (DESIGN.md section 5).
+
+Axis legend (einsum letters):
+  B batch   T query tokens   S key tokens   D width   F mlp hidden
+  N query heads   K kv heads   G query heads per kv head (N = K*G)   H head dim
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from oxygen_core.config import GemmaConfig
+
+Params = dict[str, Any]
+KV = tuple[jax.Array, jax.Array]  # K and V, each [B, S, K, H]
+
+# Large negative logit for masked keys; finite so fully-masked (padding) rows stay NaN-free.
+MASK_VALUE = -2.3819763e38
+
+
+def suffix(name: str, expert: int) -> str:
+    """openpi's parameter naming: expert 0 plain, expert i gets `_i`."""
+    return name if expert == 0 else f"{name}_{expert}"
+
+
+def rms_norm(x: jax.Array, p: Params, cond: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
+    """RMSNorm; with `cond` [B, C] it is pi0.5's adaRMS and also returns the residual gate."""
+    var = jnp.mean(jnp.square(x.astype(jnp.float32)), axis=-1, keepdims=True)
+    normed = (x * jax.lax.rsqrt(var + 1e-6)).astype(x.dtype)
+    if cond is None:
+        return normed * (1 + p["scale"]), None
+    mod = cond @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"]
+    scale, shift, gate = jnp.split(mod[:, None, :], 3, axis=-1)
+    return normed * (1 + scale) + shift, gate
+
+
+def gated_residual(x: jax.Array, y: jax.Array, gate: jax.Array | None) -> jax.Array:
+    return x + y if gate is None else x + y * gate
+
+
+def apply_rope(x: jax.Array, positions: jax.Array, max_wavelength: float) -> jax.Array:
+    """Rotary embedding of x [B, T, N, H] at integer positions [B, T] (float32 math)."""
+    head_dim = x.shape[-1]
+    exponents = 2.0 * jnp.arange(head_dim // 2, dtype=jnp.float32) / head_dim
+    timescale = max_wavelength**exponents
+    radians = positions[..., None].astype(jnp.float32) / timescale  # [B, T, H/2]
+    sin, cos = jnp.sin(radians)[..., None, :], jnp.cos(radians)[..., None, :]
+    x1, x2 = jnp.split(x.astype(jnp.float32), 2, axis=-1)
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
+
+
+def attend(q: jax.Array, segments: Sequence[KV], mask: jax.Array) -> jax.Array:
+    """Softmax attention of q [B, T, N, H] over key segments, one float32 softmax.
+
+    mask: bool [B, T, S] with S the total length of all segments, in segment order.
+    Returns [B, T, N, H].
+    """
+    b, t, n, h = q.shape
+    kv_heads = segments[0][0].shape[2]
+    qg = q.reshape(b, t, kv_heads, n // kv_heads, h)
+    logits = jnp.concatenate(
+        [
+            jnp.einsum("BTKGH,BSKH->BKGTS", qg, k, preferred_element_type=jnp.float32)
+            for k, _ in segments
+        ],
+        axis=-1,
+    )
+    logits = jnp.where(mask[:, None, None, :, :], logits, MASK_VALUE)
+    probs = jax.nn.softmax(logits, axis=-1).astype(q.dtype)
+    out, start = 0.0, 0
+    for _, v in segments:
+        stop = start + v.shape[1]
+        out = out + jnp.einsum("BKGTS,BSKH->BTKGH", probs[..., start:stop], v)
+        start = stop
+    return out.reshape(b, t, n, h)
+
+
+def project_qkv(
+    x: jax.Array, attn: Params, expert: int, positions: jax.Array, max_wavelength: float
+):
+    """One expert's Q [B,T,N,H] (RoPE'd, scaled) and K, V [B,T,K,H] (K RoPE'd)."""
+    q = jnp.einsum("BTD,NDH->BTNH", x, attn[suffix("q_einsum", expert)]["w"])
+    k, v = jnp.einsum("BSD,CKDH->CBSKH", x, attn[suffix("kv_einsum", expert)]["w"])
+    q = apply_rope(q, positions, max_wavelength) * (q.shape[-1] ** -0.5)
+    return q, apply_rope(k, positions, max_wavelength), v
+
+
+def feed_forward(x: jax.Array, p: Params) -> jax.Array:
+    """GeGLU MLP (tanh-approximate GELU, as Gemma)."""
+    gate, up = jnp.einsum("BTD,CDF->CBTF", x, p["gating_einsum"])
+    return jnp.einsum("BTF,FD->BTD", jax.nn.gelu(gate) * up, p["linear"])
+
+
+def layer(
+    p: Params,
+    xs: Sequence[jax.Array | None],
+    positions: Sequence[jax.Array | None],
+    cached: Sequence[KV],
+    mask: jax.Array,
+    conds: Sequence[jax.Array | None],
+    max_wavelength: float,
+) -> tuple[list[jax.Array | None], list[KV | None]]:
+    """One MoT layer. `cached` segments come first in the key order, then the new tokens
+    of each present expert in expert order. Returns new hidden states and each expert's
+    new K, V (None for absent experts)."""
+    gates: list[jax.Array | None] = []
+    queries: list[jax.Array] = []
+    new_kv: list[KV | None] = []
+    for i, x in enumerate(xs):
+        if x is None:
+            gates.append(None)
+            new_kv.append(None)
+            continue
+        y, gate = rms_norm(x, p[suffix("pre_attention_norm", i)], conds[i])
+        q, k, v = project_qkv(y, p["attn"], i, positions[i], max_wavelength)
+        gates.append(gate)
+        queries.append(q)
+        new_kv.append((k, v))
+    q_all = jnp.concatenate(queries, axis=1)
+    segments = list(cached) + [kv for kv in new_kv if kv is not None]
+    attended = attend(q_all, segments, mask)
+    outs, start = [], 0
+    for i, x in enumerate(xs):
+        if x is None:
+            outs.append(None)
+            continue
+        stop = start + x.shape[1]
+        o = jnp.einsum(
+            "BTNH,NHD->BTD", attended[:, start:stop], p["attn"][suffix("attn_vec_einsum", i)]["w"]
+        )
+        start = stop
+        x = gated_residual(x, o, gates[i])
+        y, gate = rms_norm(x, p[suffix("pre_ffw_norm", i)], conds[i])
+        outs.append(gated_residual(x, feed_forward(y, p[suffix("mlp", i)]), gate))
+    return outs, new_kv
+
+
+def final_norm(llm: Params, x: jax.Array, expert: int, cond: jax.Array | None) -> jax.Array:
+    return rms_norm(x, llm[suffix("final_norm", expert)], cond)[0]
+
+
+def embed_tokens(llm: Params, tokens: jax.Array) -> jax.Array:
+    """Token ids [B, T] -> embeddings [B, T, D], scaled by sqrt(D) as Gemma does."""
+    table = llm["embedder"]["input_embedding"]
+    return table[tokens] * jnp.sqrt(jnp.asarray(table.shape[1], table.dtype))
+
+
+def lm_logits(llm: Params, h: jax.Array) -> jax.Array:
+    """Tied LM head: final-normed hidden [..., D] -> float32 logits [..., V]."""
+    h = final_norm(llm, h, 0, None)
+    return jnp.einsum(
+        "...D,VD->...V", h, llm["embedder"]["input_embedding"], preferred_element_type=jnp.float32
+    )
+
+
+def check_configs(configs: Sequence[GemmaConfig]) -> None:
+    heads = {(c.depth, c.num_heads, c.num_kv_heads, c.head_dim) for c in configs}
+    if len(heads) != 1:
+        raise ValueError(f"MoT experts must share depth and head geometry, got {heads}")

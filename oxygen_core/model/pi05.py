@@ -1,0 +1,329 @@
+"""pi0.5 inference as pure functions with the KV cache as an explicit value.
+
+The shared prefix is the image tokens of every camera slot followed by the tokenized
+prompt (which carries the discretised state). It is bidirectional among valid tokens.
+Three consumers read a prefix KV cache without changing it:
+
+- `denoise`: the action expert's H action tokens attend to the valid prefix and to each
+  other for S Euler steps of flow matching (t from 1 to 0).
+- `extend`: a language request appends tokens causally after the prefix in its own cache
+  row (a stream prompt such as "Narrate:", then one decoded token per step), writing
+  their K/V into the row in place and returning the logits of its last valid token.
+- `generate_text` / `sample_actions`: reference oracles that recompute the whole
+  sequence with no cache, used by tests to prove the cached paths equal them.
+
+A language cache row is [prefix slots | extension slots]: prefix keys are valid where
+the prefix mask says so; extension slot e is valid for a query at extension index m
+when e <= m. Positions: prefix token i has position (valid tokens before it); extension
+token m has position (valid prefix length + m), as if the prompt had been appended.
+
+Axis legend: B batch, P prefix tokens, T new tokens, C cache slots (P + extension),
+Ha action horizon, A action dim, D width, V vocab, K kv heads, H head dim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from oxygen_core.config import ModelConfig
+from oxygen_core.model import gemma, siglip
+
+Params = dict[str, Any]
+LayerKV = list[gemma.KV]  # one (K, V) per layer, each [B, S, K, H]
+
+
+@dataclasses.dataclass(frozen=True)
+class PrefixInputs:
+    """Model-ready prefix inputs.
+
+    images: float32 [B, I, S, S, 3] in [-1, 1]; image_mask: bool [B, I];
+    tokens: int32 [B, L]; token_mask: bool [B, L] (L = max_token_len).
+    """
+
+    images: jax.Array
+    image_mask: jax.Array
+    tokens: jax.Array
+    token_mask: jax.Array
+
+
+jax.tree_util.register_dataclass(
+    PrefixInputs, data_fields=["images", "image_mask", "tokens", "token_mask"], meta_fields=[]
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PrefixCache:
+    """A prefix's K/V per layer [B, P, K, H] and its key validity mask [B, P]."""
+
+    kv: LayerKV
+    mask: jax.Array
+
+    @property
+    def valid_len(self) -> jax.Array:
+        return jnp.sum(self.mask, axis=-1).astype(jnp.int32)
+
+
+jax.tree_util.register_dataclass(PrefixCache, data_fields=["kv", "mask"], meta_fields=[])
+
+
+def embed_prefix(
+    params: Params, cfg: ModelConfig, inputs: PrefixInputs
+) -> tuple[jax.Array, jax.Array]:
+    """Prefix embeddings [B, P, D] and validity [B, P]: image slots, then prompt tokens."""
+    b, n_img = inputs.image_mask.shape
+    flat = inputs.images.reshape(b * n_img, *inputs.images.shape[2:])
+    img_tokens = siglip.encode(params["PaliGemma"]["img"], flat, cfg.vision)
+    img_tokens = img_tokens.reshape(b, n_img * img_tokens.shape[1], -1)
+    img_mask = jnp.repeat(inputs.image_mask, cfg.vision.num_tokens, axis=1)
+    txt = gemma.embed_tokens(params["PaliGemma"]["llm"], inputs.tokens)
+    return jnp.concatenate([img_tokens, txt], axis=1), jnp.concatenate(
+        [img_mask, inputs.token_mask], axis=1
+    )
+
+
+def run_layers(
+    llm: Params,
+    cfg: ModelConfig,
+    xs: list[jax.Array | None],
+    positions: list[jax.Array | None],
+    cached: list[list[gemma.KV]],
+    mask: jax.Array,
+    conds: list[jax.Array | None],
+) -> tuple[list[jax.Array | None], LayerKV]:
+    """All MoT layers; returns final hidden states and the new tokens' K/V of the
+    first present expert per layer (the only one any caller keeps)."""
+    new_kv: LayerKV = []
+    for i, p in enumerate(llm["layers"]):
+        xs, kvs = gemma.layer(p, xs, positions, cached[i], mask, conds, cfg.rope_max_wavelength)
+        new_kv.append(next(kv for kv in kvs if kv is not None))
+    return xs, new_kv
+
+
+@functools.partial(jax.jit, static_argnames="cfg")
+def prefill(params: Params, cfg: ModelConfig, inputs: PrefixInputs) -> PrefixCache:
+    """One VLM pass over the bidirectional prefix; returns its K/V cache."""
+    x, mask = embed_prefix(params, cfg, inputs)
+    positions = jnp.cumsum(mask, axis=1) - 1
+    attn_mask = mask[:, None, :] & mask[:, :, None]
+    no_cache = [[] for _ in params["PaliGemma"]["llm"]["layers"]]
+    _, kv = run_layers(
+        params["PaliGemma"]["llm"],
+        cfg,
+        [x, None],
+        [positions, None],
+        no_cache,
+        attn_mask,
+        [None, None],
+    )
+    return PrefixCache(kv=kv, mask=mask)
+
+
+def time_embedding(params: Params, t: jax.Array, width: int) -> jax.Array:
+    """pi0.5 time conditioning: sin-cos of t (periods 4e-3..4.0), two Dense+swish."""
+    fraction = jnp.linspace(0.0, 1.0, width // 2)
+    period = 4e-3 * (4.0 / 4e-3) ** fraction
+    angle = t[:, None] * (2 * jnp.pi / period)[None, :]
+    emb = jnp.concatenate([jnp.sin(angle), jnp.cos(angle)], axis=-1)
+    emb = jax.nn.swish(emb @ params["time_mlp_in"]["kernel"] + params["time_mlp_in"]["bias"])
+    return jax.nn.swish(emb @ params["time_mlp_out"]["kernel"] + params["time_mlp_out"]["bias"])
+
+
+def velocity(
+    params: Params, cfg: ModelConfig, cache: PrefixCache, x_t: jax.Array, t: jax.Array
+) -> jax.Array:
+    """Flow-matching velocity [B, Ha, A] of noisy actions x_t at time t [B]."""
+    b, horizon, _ = x_t.shape
+    tokens = x_t @ params["action_in_proj"]["kernel"] + params["action_in_proj"]["bias"]
+    cond = time_embedding(params, t, cfg.expert.width)
+    positions = cache.valid_len[:, None] + jnp.arange(horizon)[None, :]
+    mask = jnp.concatenate(
+        [
+            jnp.broadcast_to(cache.mask[:, None, :], (b, horizon, cache.mask.shape[1])),
+            jnp.ones((b, horizon, horizon), bool),
+        ],
+        axis=-1,
+    )
+    cached = [[kv] for kv in cache.kv]
+    llm = params["PaliGemma"]["llm"]
+    (_, out), _ = run_layers(
+        llm, cfg, [None, tokens], [None, positions], cached, mask, [None, cond]
+    )
+    out = gemma.final_norm(llm, out, 1, cond)
+    return out @ params["action_out_proj"]["kernel"] + params["action_out_proj"]["bias"]
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "steps"))
+def denoise(
+    params: Params, cfg: ModelConfig, cache: PrefixCache, noise: jax.Array, steps: int
+) -> jax.Array:
+    """Euler-integrate the flow from noise (t=1) to actions (t=0) in `steps` steps.
+
+    noise: [B, Ha, A]; the prefix cache is only read. Returns actions [B, Ha, A].
+    """
+    dt = -1.0 / steps
+
+    def step(i: jax.Array, x_t: jax.Array) -> jax.Array:
+        t = jnp.full((x_t.shape[0],), 1.0 + i * dt, jnp.float32)
+        return x_t + dt * velocity(params, cfg, cache, x_t, t)
+
+    return jax.lax.fori_loop(0, steps, step, noise)
+
+
+def extend(
+    params: Params,
+    cfg: ModelConfig,
+    rows: LayerKV,
+    prefix_mask: jax.Array,
+    ext_len: jax.Array,
+    tokens: jax.Array,
+    n_valid: jax.Array,
+) -> tuple[LayerKV, jax.Array]:
+    """Append tokens causally to language cache rows and return next-token logits.
+
+    rows: per layer (K, V) [R, C, K, H] with R >= B (a preallocated pool: only its first
+    B rows are read and written, in place when the caller donates it); prefix_mask:
+    [B, P]; ext_len: [B] extension slots already written; tokens: [B, T]; n_valid: [B]
+    how many of the T are real.
+    Writes K/V of the new tokens at slots P + ext_len + t (padding beyond a row's
+    n_valid is written but stays masked and is overwritten later). Returns the updated
+    rows and float32 logits [B, V] at each row's last valid new token.
+    """
+    b, t = tokens.shape
+    p_len, cap = prefix_mask.shape[1], rows[0][0].shape[1]
+    base = jnp.sum(prefix_mask, axis=-1).astype(jnp.int32) + ext_len
+    positions = base[:, None] + jnp.arange(t)[None, :]
+    slot = p_len + ext_len[:, None] + jnp.arange(t)[None, :]  # [B, T]
+    ext_idx = jnp.arange(cap - p_len)
+    ext_ok = ext_idx[None, None, :] <= (ext_len[:, None, None] + jnp.arange(t)[None, :, None])
+    mask = jnp.concatenate(
+        [jnp.broadcast_to(prefix_mask[:, None, :], (b, t, p_len)), ext_ok], axis=-1
+    )
+    llm = params["PaliGemma"]["llm"]
+    x = gemma.embed_tokens(llm, tokens)
+    row_ix = jnp.arange(b)[:, None]
+    new_rows: LayerKV = []
+    for p, (k_row, v_row) in zip(llm["layers"], rows, strict=True):
+        y, _ = gemma.rms_norm(x, p["pre_attention_norm"], None)
+        q, k, v = gemma.project_qkv(y, p["attn"], 0, positions, cfg.rope_max_wavelength)
+        k_row = k_row.at[row_ix, slot].set(k.astype(k_row.dtype), mode="drop")
+        v_row = v_row.at[row_ix, slot].set(v.astype(v_row.dtype), mode="drop")
+        new_rows.append((k_row, v_row))
+        o = gemma.attend(q, [(k_row[:b], v_row[:b])], mask)
+        x = x + jnp.einsum("BTNH,NHD->BTD", o, p["attn"]["attn_vec_einsum"]["w"])
+        y, _ = gemma.rms_norm(x, p["pre_ffw_norm"], None)
+        x = x + gemma.feed_forward(y, p["mlp"])
+    last = jnp.take_along_axis(x, (n_valid - 1)[:, None, None], axis=1)[:, 0]
+    return new_rows, gemma.lm_logits(llm, last)
+
+
+def cache_rows(cache: PrefixCache, capacity: int, dtype: jnp.dtype = jnp.float32) -> LayerKV:
+    """Fresh language cache rows [B, capacity, K, H] holding `cache`'s prefix K/V."""
+
+    def grow(a: jax.Array) -> jax.Array:
+        pad = jnp.zeros((a.shape[0], capacity - a.shape[1], *a.shape[2:]), dtype)
+        return jnp.concatenate([a.astype(dtype), pad], axis=1)
+
+    return [(grow(k), grow(v)) for k, v in cache.kv]
+
+
+# ----------------------------------------------------------------------------- oracles
+
+
+def make_attn_mask(valid: jax.Array, causal_start: jax.Array) -> jax.Array:
+    """[B, S] validity and [B, S] 'starts a new causal block' flags -> bool [B, S, S].
+
+    Token i attends to token j iff both are valid and j's block index <= i's.
+    """
+    block = jnp.cumsum(causal_start, axis=1)
+    return (block[:, None, :] <= block[:, :, None]) & valid[:, None, :] & valid[:, :, None]
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "steps"))
+def sample_actions(
+    params: Params, cfg: ModelConfig, inputs: PrefixInputs, noise: jax.Array, steps: int
+) -> jax.Array:
+    """Reference: every Euler step recomputes prefix and actions together, no cache."""
+    prefix, pmask = embed_prefix(params, cfg, inputs)
+    b, horizon, _ = noise.shape
+    valid = jnp.concatenate([pmask, jnp.ones((b, horizon), bool)], axis=1)
+    starts = jnp.zeros_like(valid).at[:, prefix.shape[1]].set(True)
+    mask = make_attn_mask(valid, starts)
+    positions = jnp.cumsum(valid, axis=1) - 1
+    pos_p, pos_a = positions[:, : prefix.shape[1]], positions[:, prefix.shape[1] :]
+    llm, dt = params["PaliGemma"]["llm"], -1.0 / steps
+    no_cache = [[] for _ in llm["layers"]]
+
+    def step(i: jax.Array, x_t: jax.Array) -> jax.Array:
+        t = jnp.full((b,), 1.0 + i * dt, jnp.float32)
+        cond = time_embedding(params, t, cfg.expert.width)
+        tokens = x_t @ params["action_in_proj"]["kernel"] + params["action_in_proj"]["bias"]
+        (_, out), _ = run_layers(
+            llm, cfg, [prefix, tokens], [pos_p, pos_a], no_cache, mask, [None, cond]
+        )
+        out = gemma.final_norm(llm, out, 1, cond)
+        return x_t + dt * (
+            out @ params["action_out_proj"]["kernel"] + params["action_out_proj"]["bias"]
+        )
+
+    return jax.lax.fori_loop(0, steps, step, noise)
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "max_new"))
+def full_logits(
+    params: Params,
+    cfg: ModelConfig,
+    inputs: PrefixInputs,
+    ext: jax.Array,
+    n_ext: jax.Array,
+    max_new: int,
+) -> jax.Array:
+    """Reference: next-token logits [B, V] after prefix + the first n_ext of ext [B, max_new]
+    tokens, recomputing the whole sequence with the causal extension mask."""
+    del max_new  # part of the static shape of `ext`; named for the jit cache
+    prefix, pmask = embed_prefix(params, cfg, inputs)
+    llm = params["PaliGemma"]["llm"]
+    b, e = ext.shape
+    x = jnp.concatenate([prefix, gemma.embed_tokens(llm, ext)], axis=1)
+    valid = jnp.concatenate([pmask, jnp.arange(e)[None, :] < n_ext[:, None]], axis=1)
+    starts = jnp.concatenate([jnp.zeros_like(pmask), jnp.ones((b, e), bool)], axis=1)
+    positions = jnp.cumsum(valid, axis=1) - 1
+    no_cache = [[] for _ in llm["layers"]]
+    (h, _), _ = run_layers(
+        llm,
+        cfg,
+        [x, None],
+        [positions, None],
+        no_cache,
+        make_attn_mask(valid, starts),
+        [None, None],
+    )
+    last = jnp.take_along_axis(h, (prefix.shape[1] + n_ext - 1)[:, None, None], axis=1)[:, 0]
+    return gemma.lm_logits(llm, last)
+
+
+def generate_text(
+    params: Params,
+    cfg: ModelConfig,
+    inputs: PrefixInputs,
+    prompt: list[int],
+    n: int,
+    eos_id: int | None = None,
+) -> list[int]:
+    """Reference greedy generation for one observation (batch 1): recompute per token."""
+    max_new = len(prompt) + n
+    seq = list(prompt)
+    out: list[int] = []
+    for _ in range(n):
+        ext = jnp.asarray([seq + [0] * (max_new - len(seq))], jnp.int32)
+        logits = full_logits(params, cfg, inputs, ext, jnp.asarray([len(seq)]), max_new)
+        token = int(jnp.argmax(logits[0]))
+        out.append(token)
+        if token == eos_id:
+            break
+        seq.append(token)
+    return out

@@ -1,0 +1,203 @@
+"""SentencePiece tokenizer and pi0.5 prompt formatting.
+
+One class serves two SentencePiece models:
+
+- on the robot, the PaliGemma model (vocab 257 152), passed by path because it ships with
+  neither the checkpoint nor this package;
+- in tests, the demo and the CPU benchmark, a 512-piece model that the project trains itself
+  from `assets/corpus.txt` (plain English narration, tasks, memory notes and state strings).
+  A readable corpus in git beats an opaque binary, and training takes a fraction of a second,
+  once per machine: the model is cached under `$OXYGEN_CACHE` (default `~/.cache/oxygen`) in a
+  file named by a hash of the corpus and the training settings.
+
+The bundled model copies Gemma's text handling (text is not normalised, no dummy prefix, runs
+of spaces kept, "\\n" is one piece, unknown characters fall back to bytes), so the code paths
+that format prompts and stream text behave as they will with the real model. It does not
+split digits, unlike Gemma: that keeps pi0.5 state strings short enough for the tiny
+presets' 48-token prompts.
+
+pi0.5 puts the robot state into the prompt as 256-bin integers. `tokenize_prompt` follows
+openpi's `PaligemmaTokenizer` so that checkpoints see the prompt they were trained on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import sentencepiece as spm
+
+from oxygen_core.config import BOS_ID, EOS_ID, PAD_ID
+
+logger = logging.getLogger(__name__)
+
+BUNDLED_VOCAB_SIZE = 512
+STATE_BINS = 256
+# Left edges of the state bins over [-1, 1]; fixed by pi0.5 training, kept for compatibility.
+_STATE_BIN_EDGES = np.linspace(-1.0, 1.0, STATE_BINS + 1)[:-1]
+_CORPUS = Path(__file__).parent / "assets" / "corpus.txt"
+
+# Every option that shapes the model; all of it goes into the cache key.
+_TRAINER_SETTINGS: dict[str, object] = {
+    "vocab_size": BUNDLED_VOCAB_SIZE,
+    "model_type": "bpe",
+    "pad_id": PAD_ID,
+    "eos_id": EOS_ID,
+    "bos_id": BOS_ID,
+    "unk_id": 3,
+    "byte_fallback": True,
+    "character_coverage": 1.0,
+    # Gemma's normaliser: text as given, so prompts and streamed text keep their spaces.
+    "normalization_rule_name": "identity",
+    "add_dummy_prefix": False,
+    "remove_extra_whitespaces": False,
+    "user_defined_symbols": ["\n"],
+    # One thread, corpus order, every sentence: the same corpus always gives the same ids.
+    "num_threads": 1,
+    "shuffle_input_sentence": False,
+    "input_sentence_size": 0,
+}
+
+
+class Tokenizer:
+    """A SentencePiece model whose pad, EOS and BOS ids are the ones pi0.5 expects."""
+
+    def __init__(self, model_proto: bytes, name: str) -> None:
+        """Parse a serialized SentencePiece model; `name` (its path) goes into errors."""
+        self._sp = spm.SentencePieceProcessor()
+        try:
+            self._sp.load_from_serialized_proto(model_proto)
+        except (RuntimeError, OSError) as err:
+            raise ValueError(f"{name} is not a SentencePiece model: {err}") from None
+        found = (self._sp.pad_id(), self._sp.eos_id(), self._sp.bos_id())
+        if found != (PAD_ID, EOS_ID, BOS_ID):
+            raise ValueError(
+                f"{name} has pad/eos/bos ids {found}; pi0.5 needs {(PAD_ID, EOS_ID, BOS_ID)}"
+            )
+        self.name = name
+
+    @property
+    def vocab_size(self) -> int:
+        return self._sp.vocab_size()
+
+    def encode(self, text: str, *, bos: bool = False, eos: bool = False) -> list[int]:
+        return self._sp.encode(text, add_bos=bos, add_eos=eos)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids`, skipping pad, BOS and EOS wherever they are (nothing stops early).
+
+        Streaming: the text of a growing id list only grows at its end, so a caller gets
+        each step's new text as `decode(all)[len(decode(previous)):]`. One exception: a
+        character that falls back to UTF-8 bytes decodes to one U+FFFD per byte until its
+        last byte arrives. So slice `decode(ids).rstrip("\\ufffd")` instead (always a prefix
+        of what later ids decode to) and emit the rest of `decode(ids)` when the request ends.
+        """
+        ids = [i for i in map(int, ids) if i not in (PAD_ID, BOS_ID, EOS_ID)]
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"token ids {bad} are outside the vocabulary [0, {self.vocab_size})")
+        return self._sp.decode(ids)
+
+    def tokenize_prompt(
+        self, prompt: str, state: np.ndarray | None, max_len: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """pi0.5 prompt ids int32 [max_len] and their mask bool [max_len].
+
+        Padded with PAD_ID (mask False). A prompt longer than max_len is cut to max_len with
+        a logged warning rather than an error: a robot should act on a long instruction.
+        """
+        if max_len < 1:
+            raise ValueError(f"max_len must be at least 1, got {max_len}")
+        ids = self._prompt_ids(prompt, state)
+        if len(ids) > max_len:
+            logger.warning(
+                "prompt is %d tokens, truncated to max_len=%d: %r", len(ids), max_len, prompt
+            )
+            ids = ids[:max_len]
+        tokens = np.full(max_len, PAD_ID, dtype=np.int32)
+        tokens[: len(ids)] = ids
+        return tokens, np.arange(max_len) < len(ids)
+
+    def _prompt_ids(self, prompt: str, state: np.ndarray | None) -> list[int]:
+        cleaned = prompt.strip().replace("_", " ").replace("\n", " ")
+        if state is None:
+            # "\n" encoded on its own marks the start of the answer, as in PaliGemma.
+            return self.encode(cleaned, bos=True) + self.encode("\n")
+        bins = " ".join(map(str, discretize_state(state)))
+        return self.encode(f"Task: {cleaned}, State: {bins};\nAction: ", bos=True)
+
+
+def discretize_state(state: np.ndarray) -> np.ndarray:
+    """Normalised state [D] -> int bins [D] in 0..255 (values outside [-1, 1] are clipped).
+
+    Bin b covers [-1 + b/128, -1 + (b+1)/128), and 1.0 falls in bin 255.
+    """
+    state = np.asarray(state, dtype=np.float64)
+    if state.ndim != 1:
+        raise ValueError(f"state must have shape [D], got {state.shape}")
+    if not np.all(np.isfinite(state)):
+        raise ValueError(f"state must be finite, got {state}")
+    return np.digitize(np.clip(state, -1.0, 1.0), _STATE_BIN_EDGES) - 1
+
+
+def load_tokenizer(path: str | os.PathLike | None = None) -> Tokenizer:
+    """The SentencePiece model at `path`, or the bundled project model when path is None."""
+    if path is None:
+        return _load_bundled()
+    path = Path(path)
+    try:
+        proto = path.read_bytes()
+    except OSError as err:
+        # Same exception type, so callers can still catch FileNotFoundError.
+        raise type(err)(f"cannot read tokenizer model {path}: {err.strerror or err}") from None
+    return Tokenizer(proto, name=str(path))
+
+
+def bundled_model_path() -> Path:
+    """Where the bundled model for the current corpus and settings is (or will be) cached."""
+    key = hashlib.sha256(_CORPUS.read_bytes())
+    key.update(json.dumps(_TRAINER_SETTINGS, sort_keys=True).encode())
+    key.update(spm.__version__.encode())
+    cache = Path(os.environ.get("OXYGEN_CACHE") or Path.home() / ".cache" / "oxygen")
+    return cache / f"tokenizer-{key.hexdigest()[:16]}.model"
+
+
+def _load_bundled() -> Tokenizer:
+    path = bundled_model_path()
+    if not path.exists():
+        logger.info("training the bundled tokenizer into %s", path)
+        _write_atomic(path, _train(_CORPUS.read_text(encoding="utf-8")))
+    return Tokenizer(path.read_bytes(), name=str(path))
+
+
+def _train(corpus: str) -> bytes:
+    lines = [line for line in corpus.splitlines() if line.strip()]
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=out, minloglevel=2, **_TRAINER_SETTINGS
+    )
+    return out.getvalue()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write via a temporary file and rename, so a concurrent reader never sees half a file.
+
+    Two processes that train at once both rename a complete, identical model; either wins.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)

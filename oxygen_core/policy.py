@@ -1,0 +1,99 @@
+"""A loaded pi0.5 policy: shapes, weights, tokenizer and normalisation in one value.
+
+`Policy` is the bridge between robot data and the model's pure functions: it validates an
+`Observation`, resizes and scales its images, normalises the state into the prompt
+(pi0.5's discrete state tokens), and unnormalises the model's actions to robot units.
+Engines take a `Policy` and never look at raw robot data themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+
+from oxygen_core.config import IMAGE_SLOTS, ModelConfig, RobotConfig, model_preset, robot_preset
+from oxygen_core.image import resize_with_pad
+from oxygen_core.model import params as P
+from oxygen_core.model.checkpoint import find_norm_stats, load_params
+from oxygen_core.model.normalize import NormStats, identity_stats
+from oxygen_core.model.pi05 import PrefixInputs
+from oxygen_core.model.tokenizer import Tokenizer, load_tokenizer
+from oxygen_core.observation import Observation, validate
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    config: ModelConfig
+    robot: RobotConfig
+    params: P.Tree  # runtime layout (per-layer lists of device arrays)
+    tokenizer: Tokenizer
+    norm: NormStats
+
+    def prefix_inputs(self, obs: Observation) -> PrefixInputs:
+        """Validated batch-1 model inputs for one observation (raises ObservationError)."""
+        validate(obs, self.robot.cameras, self.robot.state_dim)
+        size = self.config.vision.image_size
+        images = np.zeros((1, self.config.num_images, size, size, 3), np.float32)
+        mask = np.zeros((1, self.config.num_images), bool)
+        for i, slot in enumerate(IMAGE_SLOTS[: self.config.num_images]):
+            if slot in obs.images:
+                images[0, i] = resize_with_pad(obs.images[slot], size) / 127.5 - 1.0
+                mask[0, i] = True
+        state = np.clip(self.norm.state.normalize(np.asarray(obs.state, np.float32)), -1.0, 1.0)
+        tokens, token_mask = self.tokenizer.tokenize_prompt(
+            obs.prompt, state, self.config.max_token_len
+        )
+        return PrefixInputs(
+            images=jnp.asarray(images),
+            image_mask=jnp.asarray(mask),
+            tokens=jnp.asarray(tokens[None], jnp.int32),
+            token_mask=jnp.asarray(token_mask[None]),
+        )
+
+    def robot_actions(self, model_actions: np.ndarray) -> np.ndarray:
+        """Model actions [..., H, 32] -> robot units [..., H, robot.action_dim]."""
+        return self.norm.actions.unnormalize(
+            np.asarray(model_actions)[..., : self.robot.action_dim]
+        )
+
+    def noise(self, seed: int | tuple[int, ...], batch: int = 1) -> jnp.ndarray:
+        """Flow-matching start noise [batch, H, A], a pure function of the seed."""
+        rng = np.random.default_rng(seed)
+        shape = (batch, self.config.action_horizon, self.config.action_dim)
+        return jnp.asarray(rng.standard_normal(shape), jnp.float32)
+
+
+def load_policy(
+    preset: str,
+    robot: str | RobotConfig,
+    checkpoint_dir: str | Path | None = None,
+    tokenizer_path: str | Path | None = None,
+    seed: int = 0,
+    asset_id: str | None = None,
+) -> Policy:
+    """Load a policy; without a checkpoint, random weights (named as such by the caller).
+
+    Raises FileNotFoundError / ValueError naming the path, preset or mismatched shapes.
+    """
+    robot_cfg = robot if isinstance(robot, RobotConfig) else robot_preset(robot)
+    config = robot_cfg.apply(model_preset(preset))
+    if checkpoint_dir:
+        tree = load_params(Path(checkpoint_dir), config)
+        norm = find_norm_stats(Path(checkpoint_dir), asset_id)
+    else:
+        tree, norm = P.init_params(config, seed), None
+    if norm is None:
+        norm = NormStats(
+            state=identity_stats(robot_cfg.state_dim), actions=identity_stats(config.action_dim)
+        )
+    tokenizer = load_tokenizer(tokenizer_path)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise ValueError(
+            f"tokenizer vocab ({tokenizer.vocab_size}) exceeds the model's ({config.vocab_size})"
+        )
+    return Policy(
+        config=config, robot=robot_cfg, params=P.to_runtime(tree), tokenizer=tokenizer, norm=norm
+    )
