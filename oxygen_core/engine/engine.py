@@ -1,0 +1,324 @@
+"""One frame, two phases, three modes: the OxyGen engine and the paper's baselines.
+
+Phase 1 (`act`, hard deadline) is the same in every mode: one VLM prefill of the
+observation and S denoising steps that read its KV cache; the action chunk goes back to
+the caller at once, before any language work. Phase 2 (`language`, soft deadline)
+differs:
+
+- `oxygen`: the frame's new requests are admitted into the KV pool seeded from the SAME
+  prefix cache (cross-task sharing), then every live request, whatever frame it started
+  in, decodes k tokens in one batch (cross-frame continuous batching).
+- `shared` (ablation): new requests reuse the frame's prefix cache but each is decoded
+  to completion inside the frame, one after another.
+- `isolated` (the paper's baseline): each new request runs its own prefill of the
+  observation, then decodes to completion, one after another.
+
+All modes take the same triggers, assign the same request ids and rng keys, and so
+produce the same greedy tokens; `oxygen-verify` checks exactly that.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+
+from oxygen_core.config import EOS_ID
+from oxygen_core.engine import kv_pool
+from oxygen_core.engine.generate import generate
+from oxygen_core.engine.latency import LatencyModel
+from oxygen_core.engine.scheduler import Plan, Request, Scheduler
+from oxygen_core.engine.types import ActionResult, EngineConfig, LanguageResult, TokenEvent
+from oxygen_core.model import pi05
+from oxygen_core.observation import Observation
+from oxygen_core.policy import Policy
+
+
+class TextStreams:
+    """Token ids and streamed text per live request (host side)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.tokenizer = policy.tokenizer
+        self.tokens: dict[int, list[int]] = {}
+        self.sent: dict[int, str] = {}
+
+    def event(self, req: Request, new: list[int], finished: bool, reason: str | None) -> TokenEvent:
+        ids = self.tokens.setdefault(req.id, [])
+        ids.extend(new)
+        text = self._text(ids)
+        shown = text if finished else text.rstrip("\ufffd")
+        delta = shown[len(self.sent.get(req.id, "")) :]
+        self.sent[req.id] = shown
+        if finished:
+            self.tokens.pop(req.id)
+            self.sent.pop(req.id)
+        return TokenEvent(
+            req.id, req.stream, req.origin_frame, tuple(new), delta, shown, finished, reason
+        )
+
+    def _text(self, ids: list[int]) -> str:
+        # A random-weight model may sample ids beyond a smaller test tokenizer's vocabulary.
+        return self.tokenizer.decode([i for i in ids if i < self.tokenizer.vocab_size])
+
+    def clear(self) -> None:
+        self.tokens.clear()
+        self.sent.clear()
+
+
+def finish_reason(tokens: list[int], stop_at_eos: bool) -> str:
+    return "eos" if stop_at_eos and tokens and tokens[-1] == EOS_ID else "max_tokens"
+
+
+class Engine:
+    """Phase 1 and the request bookkeeping shared by every mode."""
+
+    mode = "base"
+
+    def __init__(self, policy: Policy, cfg: EngineConfig) -> None:
+        self.policy, self.cfg = policy, cfg
+        self.model = policy.config
+        self.frame = -1
+        self.scheduler = Scheduler(
+            cfg.streams, cfg.max_active, cfg.batch_buckets, cfg.pool_full, cfg.max_queue
+        )
+        self.text = TextStreams(policy)
+        self.prompts = {s.name: policy.tokenizer.encode(s.prompt) for s in cfg.streams}
+        self.prompt_len = max(len(p) for p in self.prompts.values())
+        self.max_new = max(s.max_tokens for s in cfg.streams)
+        self.capacity = self.model.prefix_len + self.prompt_len + self.max_new
+        self._cache: pi05.PrefixCache | None = None
+        self._inputs: pi05.PrefixInputs | None = None
+        self._act_s = 0.0
+
+    # ------------------------------------------------------------------ phase 1
+    def act(self, obs: Observation) -> ActionResult:
+        """Prefill once, denoise S steps; raises ObservationError on unusable input."""
+        inputs = self.policy.prefix_inputs(obs)
+        self.frame += 1
+        t0 = time.perf_counter()
+        cache = jax.block_until_ready(pi05.prefill(self.policy.params, self.model, inputs))
+        t1 = time.perf_counter()
+        noise = self.policy.noise((self.cfg.seed, self.frame))
+        raw = np.asarray(
+            pi05.denoise(self.policy.params, self.model, cache, noise, self.cfg.denoise_steps)
+        )
+        t2 = time.perf_counter()
+        self._cache, self._inputs, self._act_s = cache, inputs, t2 - t0
+        self.scheduler.trigger(self.frame, obs.prompt)
+        return ActionResult(self.frame, self.policy.robot_actions(raw[0]), t1 - t0, t2 - t1)
+
+    def request(self, stream: str, max_tokens: int | None = None) -> None:
+        """Start a request of `stream` with the next language phase (on demand)."""
+        if max_tokens is not None and not 1 <= max_tokens <= self.max_new:
+            raise ValueError(
+                f"max_tokens {max_tokens} outside [1, {self.max_new}] (largest stream budget)"
+            )
+        self.scheduler.demand(stream, max_tokens)
+
+    def reset(self) -> None:
+        """Drop every request (deactivate/cleanup); the next frame starts clean."""
+        self.scheduler.clear()
+        self.text.clear()
+
+    def warmup(self, obs: Observation) -> None:
+        """Compile every shape with one real observation, then forget it."""
+        self.act(obs)
+        self._warm_language()
+        self.reset()
+        self.frame = -1
+
+    def compile_count(self) -> int:
+        """Compiled executables across the engine's jitted functions (flat after warm-up)."""
+        fns = (pi05.prefill, pi05.denoise, kv_pool.admit, kv_pool.decode, kv_pool.release, generate)
+        return sum(f._cache_size() for f in fns)
+
+    # ------------------------------------------------------------------ phase 2
+    def language(self, time_left_s: float | None = None) -> LanguageResult:
+        raise NotImplementedError
+
+    def _warm_language(self) -> None:
+        raise NotImplementedError
+
+    def _stops(self, req: Request) -> bool:
+        return self.scheduler.streams[req.stream].stop_at_eos
+
+    def _row_request(self, req: Request) -> kv_pool.RowRequest:
+        stream = self.scheduler.streams[req.stream]
+        prompt = self.prompts[req.stream]
+        padded = np.zeros(self.prompt_len, np.int32)
+        padded[: len(prompt)] = prompt
+        # Raw threefry key data (seed, request id): distinct per request, free to build.
+        key = np.array([self.cfg.seed, req.id], np.uint32)
+        return kv_pool.RowRequest(
+            prompt=padded,
+            n_prompt=np.int32(len(prompt)),
+            max_tokens=np.int32(req.max_tokens),
+            stop_eos=np.bool_(stream.stop_at_eos),
+            temperature=np.float32(stream.temperature),
+            key=key,
+        )
+
+    def _result(
+        self, plan: Plan, events: list[TokenEvent], seconds: float, batch: int
+    ) -> LanguageResult:
+        return LanguageResult(
+            frame=self.frame,
+            events=tuple(events),
+            decode_s=seconds,
+            k=plan.k,
+            batch=batch,
+            bucket=plan.bucket,
+            admitted=len(plan.admitted),
+            rejected=plan.rejected,
+            queued=len(self.scheduler.queue),
+            pool_used=len(self.scheduler.active),
+            pool_capacity=self.scheduler.capacity,
+        )
+
+
+class OxygenEngine(Engine):
+    """Shared prefix + cross-frame continuous batching over the preallocated KV pool."""
+
+    mode = "oxygen"
+
+    def __init__(self, policy: Policy, cfg: EngineConfig) -> None:
+        super().__init__(policy, cfg)
+        self.k_max = cfg.k_max if cfg.k == "auto" else cfg.k
+        self.latency = LatencyModel()
+        self.pool = kv_pool.init_pool(self.model, cfg.max_active, self.capacity)
+
+    def language(self, time_left_s: float | None = None) -> LanguageResult:
+        t0 = time.perf_counter()
+        plan = self.scheduler.plan(self.frame, lambda b, n: self._choose_k(b, n, time_left_s))
+        events = [self.text.event(r, [], True, "evicted") for r in plan.evicted]
+        for req in plan.admitted:
+            self.pool = kv_pool.admit(
+                self.policy.params,
+                self.model,
+                self.pool,
+                np.int32(req.slot),
+                self._cache,
+                self._row_request(req),
+            )
+        batch = len(self.scheduler.active)
+        if plan.bucket:
+            self.pool, packed = kv_pool.decode(
+                self.policy.params, self.model, self.pool, np.int32(plan.k), plan.bucket, self.k_max
+            )
+            events += self._events(np.asarray(packed))
+        seconds = time.perf_counter() - t0
+        if plan.bucket and plan.k:
+            admit_s = len(plan.admitted) * self.latency.admit_s
+            self.latency.observe_step(plan.bucket, max(seconds - admit_s, 0.0) / plan.k)
+        return self._result(plan, events, seconds, batch)
+
+    def reset(self) -> None:
+        super().reset()
+        self.pool = kv_pool.release(
+            self.model, self.pool, np.arange(self.cfg.max_active, dtype=np.int32)
+        )
+
+    def _choose_k(self, bucket: int, n_admit: int, time_left_s: float | None) -> int:
+        if bucket == 0:
+            return 0
+        if self.cfg.k != "auto":
+            return self.cfg.k
+        if time_left_s is None:
+            if self.cfg.frame_budget_s is None:
+                return self.k_max
+            time_left_s = self.cfg.frame_budget_s - self._act_s
+        return self.latency.choose_k(
+            time_left_s - self.cfg.budget_margin_s, bucket, n_admit, self.k_max
+        )
+
+    def _events(self, packed: np.ndarray) -> list[TokenEvent]:
+        """Token events from the frame's one packed host copy; frees finished rows."""
+        k_max = self.k_max
+        steps, first, done = packed[:k_max], packed[k_max], packed[k_max + 1]
+        events = []
+        for slot, req in sorted(self.scheduler.slots.items()):
+            new = ([int(first[slot])] if first[slot] >= 0 else []) + [
+                int(t) for t in steps[:, slot] if t >= 0
+            ]
+            finished = bool(done[slot])
+            reason = None
+            if finished:
+                self.scheduler.finish(req.id)
+                reason = finish_reason(self.text.tokens.get(req.id, []) + new, self._stops(req))
+            events.append(self.text.event(req, new, finished, reason))
+        return events
+
+    def _warm_language(self) -> None:
+        """Compile admit and every decode bucket; time them for the latency model."""
+        stream = self.cfg.streams[0].name
+        req = Request(0, stream, 0, 0, 1)
+        for _ in range(2):  # first call compiles, second is timed
+            t0 = time.perf_counter()
+            self.pool = jax.block_until_ready(
+                kv_pool.admit(
+                    self.policy.params,
+                    self.model,
+                    self.pool,
+                    np.int32(0),
+                    self._cache,
+                    self._row_request(req),
+                )
+            )
+            self.latency.admit_s = time.perf_counter() - t0
+        for bucket in self.scheduler.buckets:
+            for _ in range(2):
+                t0 = time.perf_counter()
+                self.pool, packed = kv_pool.decode(
+                    self.policy.params, self.model, self.pool, np.int32(2), bucket, self.k_max
+                )
+                np.asarray(packed)
+                self.latency.step_s[bucket] = (time.perf_counter() - t0) / 2
+
+
+class SequentialEngine(Engine):
+    """The baselines: every new request decoded to completion within its frame."""
+
+    def __init__(self, policy: Policy, cfg: EngineConfig, own_prefill: bool) -> None:
+        super().__init__(policy, cfg)
+        self.own_prefill = own_prefill
+        self.mode = "isolated" if own_prefill else "shared"
+
+    def language(self, time_left_s: float | None = None) -> LanguageResult:
+        del time_left_s  # the baselines have no step budget: they finish every request
+        t0 = time.perf_counter()
+        plan = self.scheduler.plan(self.frame, lambda b, n: 0)
+        events = []
+        for req in plan.admitted:
+            tokens = [int(t) for t in np.asarray(self._generate(req)) if t >= 0]
+            self.scheduler.finish(req.id)
+            events.append(
+                self.text.event(req, tokens, True, finish_reason(tokens, self._stops(req)))
+            )
+        return self._result(plan, events, time.perf_counter() - t0, min(1, len(events)))
+
+    def _generate(self, req: Request) -> jax.Array:
+        cache = self._cache
+        if self.own_prefill:  # the isolated language task encodes the observation itself
+            cache = pi05.prefill(self.policy.params, self.model, self._inputs)
+        return generate(
+            self.policy.params,
+            self.model,
+            cache,
+            self._row_request(req),
+            self.capacity,
+            self.max_new,
+        )
+
+    def _warm_language(self) -> None:
+        req = Request(0, self.cfg.streams[0].name, 0, 0, 1)
+        np.asarray(self._generate(req))
+
+
+def make_engine(policy: Policy, cfg: EngineConfig) -> Engine:
+    """The engine for cfg.mode ("oxygen", "shared" or "isolated")."""
+    if cfg.mode == "oxygen":
+        return OxygenEngine(policy, cfg)
+    if cfg.mode in ("shared", "isolated"):
+        return SequentialEngine(policy, cfg, own_prefill=cfg.mode == "isolated")
+    raise ValueError(f"unknown engine mode {cfg.mode!r}; choose oxygen, shared or isolated")

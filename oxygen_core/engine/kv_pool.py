@@ -1,0 +1,222 @@
+"""The unified KV cache pool: every live language request's state sigma on the device.
+
+Each request owns one row of a preallocated pool (per layer K and V [R, C, K, H], with
+C = prefix slots + stream prompt + max new tokens) plus small per-row state: prefix mask,
+extension length, last token, tokens generated, done flag, sampling settings and rng
+key. Rows of requests that started in different frames, with different prefixes and
+ages, decode together: positions and masks are per row.
+
+All updates are in place: `admit` and `decode` are jitted with the pool donated, write
+with scatter / dynamic_update_slice, and never concatenate or split the pool. A decode
+runs over the first `bucket` rows (a static size compiled at warm-up); rows that are
+free or finished are masked, not removed. One packed int32 array per call goes to the
+host: tokens, emission flags, done flags and counts together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from oxygen_core.config import EOS_ID, ModelConfig
+from oxygen_core.model import pi05
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolState:
+    """Device state of all R rows. Shapes: kv per layer [R, C, K, H]; others [R] / [R, P]."""
+
+    kv: pi05.LayerKV
+    prefix_mask: jax.Array  # bool [R, P]
+    ext_len: jax.Array  # int32 [R]: extension slots written (stream prompt + fed tokens)
+    last_token: jax.Array  # int32 [R]: sampled, not yet fed back
+    n_gen: jax.Array  # int32 [R]: tokens generated so far
+    max_tokens: jax.Array  # int32 [R]
+    done: jax.Array  # bool [R]: finished or free; masked from decoding
+    fresh: jax.Array  # bool [R]: admitted this frame, first token not yet reported
+    stop_eos: jax.Array  # bool [R]
+    temperature: jax.Array  # float32 [R]; 0 = greedy
+    key: jax.Array  # uint32 [R, 2] raw PRNG keys
+
+
+jax.tree_util.register_dataclass(
+    PoolState, data_fields=[f.name for f in dataclasses.fields(PoolState)], meta_fields=[]
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RowRequest:
+    """Device-side settings for a new row (host scalars / small arrays)."""
+
+    prompt: jax.Array  # int32 [E_p] stream prompt ids, padded
+    n_prompt: jax.Array  # int32 scalar
+    max_tokens: jax.Array  # int32 scalar
+    stop_eos: jax.Array  # bool scalar
+    temperature: jax.Array  # float32 scalar
+    key: jax.Array  # uint32 [2]
+
+
+jax.tree_util.register_dataclass(
+    RowRequest, data_fields=[f.name for f in dataclasses.fields(RowRequest)], meta_fields=[]
+)
+
+
+def init_pool(
+    cfg: ModelConfig, rows: int, capacity: int, dtype: jnp.dtype = jnp.float32
+) -> PoolState:
+    """An empty pool: every row free (done)."""
+    shape = (rows, capacity, cfg.vlm.num_kv_heads, cfg.vlm.head_dim)
+    kv = [(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in range(cfg.vlm.depth)]
+
+    # Separate buffers per field: donation rejects one buffer passed twice.
+    def zeros() -> jax.Array:
+        return jnp.zeros((rows,), jnp.int32)
+
+    return PoolState(
+        kv=kv,
+        prefix_mask=jnp.zeros((rows, cfg.prefix_len), bool),
+        ext_len=zeros(),
+        last_token=zeros(),
+        n_gen=zeros(),
+        max_tokens=zeros(),
+        done=jnp.ones((rows,), bool),
+        fresh=jnp.zeros((rows,), bool),
+        stop_eos=jnp.zeros((rows,), bool),
+        temperature=jnp.zeros((rows,), jnp.float32),
+        key=jnp.zeros((rows, 2), jnp.uint32),
+    )
+
+
+def sample(logits: jax.Array, temperature: jax.Array, key: jax.Array, step: jax.Array) -> jax.Array:
+    """Next token per row: argmax at temperature 0, else a draw keyed by (request, step).
+
+    logits [B, V]; temperature [B]; key uint32 [B, 2]; step [B] (tokens generated so far).
+    The same request gets the same draws in every engine mode.
+    """
+    greedy = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+    def draw(lg: jax.Array, t: jax.Array, k: jax.Array, s: jax.Array) -> jax.Array:
+        rng = jax.random.fold_in(jax.random.wrap_key_data(k), s)
+        return jax.random.categorical(rng, lg / jnp.maximum(t, 1e-6)).astype(jnp.int32)
+
+    drawn = jax.vmap(draw)(logits, temperature, key, step)
+    return jnp.where(temperature > 0, drawn, greedy)
+
+
+def finished(
+    token: jax.Array, n_gen: jax.Array, max_tokens: jax.Array, stop_eos: jax.Array
+) -> jax.Array:
+    return (stop_eos & (token == EOS_ID)) | (n_gen >= max_tokens)
+
+
+def start_row(
+    params: dict, cfg: ModelConfig, cache: pi05.PrefixCache, req: RowRequest, capacity: int
+) -> tuple[pi05.LayerKV, jax.Array, jax.Array]:
+    """A batch-1 cache row seeded with the prefix and extended by the stream prompt.
+
+    Returns the row (per layer [1, C, K, H]), the first token [1] and its done flag [1].
+    """
+    row = pi05.cache_rows(cache, capacity)
+    row, logits = pi05.extend(
+        params,
+        cfg,
+        row,
+        cache.mask,
+        jnp.zeros((1,), jnp.int32),
+        req.prompt[None],
+        req.n_prompt[None],
+    )
+    zero = jnp.zeros((1,), jnp.int32)
+    token = sample(logits, req.temperature[None], req.key[None], zero)
+    return row, token, finished(token, zero + 1, req.max_tokens[None], req.stop_eos[None])
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",), donate_argnames=("pool",))
+def admit(
+    params: dict,
+    cfg: ModelConfig,
+    pool: PoolState,
+    slot: jax.Array,
+    cache: pi05.PrefixCache,
+    req: RowRequest,
+) -> PoolState:
+    """Write a new request into row `slot` in place: prefix K/V, prompt K/V, first token."""
+    capacity = pool.kv[0][0].shape[1]
+    row, token, done = start_row(params, cfg, cache, req, capacity)
+    kv = [
+        (
+            jax.lax.dynamic_update_slice(k, rk, (slot, 0, 0, 0)),
+            jax.lax.dynamic_update_slice(v, rv, (slot, 0, 0, 0)),
+        )
+        for (k, v), (rk, rv) in zip(pool.kv, row, strict=True)
+    ]
+    return PoolState(
+        kv=kv,
+        prefix_mask=pool.prefix_mask.at[slot].set(cache.mask[0]),
+        ext_len=pool.ext_len.at[slot].set(req.n_prompt),
+        last_token=pool.last_token.at[slot].set(token[0]),
+        n_gen=pool.n_gen.at[slot].set(1),
+        max_tokens=pool.max_tokens.at[slot].set(req.max_tokens),
+        done=pool.done.at[slot].set(done[0]),
+        fresh=pool.fresh.at[slot].set(True),
+        stop_eos=pool.stop_eos.at[slot].set(req.stop_eos),
+        temperature=pool.temperature.at[slot].set(req.temperature),
+        key=pool.key.at[slot].set(req.key),
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",), donate_argnames=("pool",))
+def release(cfg: ModelConfig, pool: PoolState, slots: jax.Array) -> PoolState:
+    """Mark rows free (done); their K/V stays and is overwritten by the next admit."""
+    del cfg
+    return dataclasses.replace(pool, done=pool.done.at[slots].set(True, mode="drop"))
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "bucket", "k_max"), donate_argnames=("pool",))
+def decode(
+    params: dict, cfg: ModelConfig, pool: PoolState, k: jax.Array, bucket: int, k_max: int
+) -> tuple[PoolState, jax.Array]:
+    """Decode up to k (<= k_max, traced) tokens for every live row among the first `bucket`.
+
+    Returns the pool and one packed int32 array [k_max + 3, bucket]: rows 0..k_max-1 hold
+    the tokens emitted at each step (-1 where a row emitted nothing), row k_max the first
+    token of rows admitted this frame (-1 otherwise), then the done flags and n_gen.
+    """
+    b = bucket
+    first = jnp.where(pool.fresh[:b], pool.last_token[:b], -1)
+
+    def step(i: jax.Array, carry: tuple[PoolState, jax.Array]) -> tuple[PoolState, jax.Array]:
+        st, out = carry
+        live = ~st.done[:b]
+        kv, logits = pi05.extend(
+            params,
+            cfg,
+            st.kv,
+            st.prefix_mask[:b],
+            st.ext_len[:b],
+            st.last_token[:b, None],
+            jnp.ones((b,), jnp.int32),
+        )
+        token = sample(logits, st.temperature[:b], st.key[:b], st.n_gen[:b])
+        n_gen = st.n_gen[:b] + live
+        done = st.done[:b] | (live & finished(token, n_gen, st.max_tokens[:b], st.stop_eos[:b]))
+        st = dataclasses.replace(
+            st,
+            kv=kv,
+            ext_len=st.ext_len.at[:b].add(live.astype(jnp.int32)),
+            last_token=st.last_token.at[:b].set(jnp.where(live, token, st.last_token[:b])),
+            n_gen=st.n_gen.at[:b].set(n_gen),
+            done=st.done.at[:b].set(done),
+        )
+        return st, out.at[i].set(jnp.where(live, token, -1))
+
+    out = jnp.full((k_max, b), -1, jnp.int32)
+    pool, out = jax.lax.fori_loop(0, jnp.minimum(k, k_max), step, (pool, out))
+    pool = dataclasses.replace(pool, fresh=pool.fresh.at[:b].set(False))
+    packed = jnp.concatenate(
+        [out, first[None], pool.done[:b, None].T.astype(jnp.int32), pool.n_gen[:b][None]]
+    )
+    return pool, packed

@@ -1,0 +1,161 @@
+"""Which language requests run, where, and how many tokens per frame: no arrays here.
+
+The scheduler is the host-side half of the KV cache manager. It turns stream triggers
+into pending requests, admits them into free pool slots (lowest first, so the occupied
+rows stay packed and the decode bucket small), applies the pool-full policy, and picks
+the decode bucket. It emits a plain `Plan` and takes back plain facts (which requests
+finished), so its tests need no model. Running out of slots is an outcome in the plan
+(`rejected`, `evicted`), never an exception.
+
+A request queued while the pool is full starts from the frame that admits it: its
+origin frame's prefix cache is not kept, and the newest observation is the better one
+to talk about anyway.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import dataclasses
+from collections.abc import Callable
+
+from oxygen_core.engine.types import PoolFullPolicy, StreamConfig
+
+
+@dataclasses.dataclass
+class Request:
+    id: int
+    stream: str
+    origin_frame: int
+    slot: int
+    max_tokens: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Pending:
+    stream: str
+    max_tokens: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    frame: int
+    admitted: tuple[Request, ...]
+    evicted: tuple[Request, ...]
+    rejected: int
+    bucket: int  # 0 when no row is live
+    k: int
+
+
+class Scheduler:
+    def __init__(
+        self,
+        streams: tuple[StreamConfig, ...],
+        capacity: int,
+        buckets: tuple[int, ...],
+        pool_full: PoolFullPolicy = "queue",
+        max_queue: int = 64,
+    ) -> None:
+        if not buckets or max(buckets) < capacity:
+            raise ValueError(
+                f"largest bucket {max(buckets, default=0)} must hold the pool ({capacity} rows)"
+            )
+        self.streams = {s.name: s for s in streams}
+        self.capacity = capacity
+        self.buckets = tuple(sorted(buckets))
+        self.pool_full = pool_full
+        self.max_queue = max_queue
+        self.active: dict[int, Request] = {}
+        self.queue: collections.deque[Pending] = collections.deque()
+        self._next_id = 0
+        self._instruction: str | None = None
+
+    # ------------------------------------------------------------------ triggers
+    def trigger(self, frame: int, instruction: str) -> None:
+        """Queue the requests that this frame's stream triggers fire."""
+        changed = instruction != self._instruction
+        self._instruction = instruction
+        for s in self.streams.values():
+            fire = (s.trigger == "every" and frame % s.every_frames == 0) or (
+                s.trigger == "instruction_change" and changed
+            )
+            if fire:
+                self.queue.append(Pending(s.name, s.max_tokens))
+
+    def demand(self, stream: str, max_tokens: int | None = None) -> None:
+        """Queue one request of `stream` (on demand, or a benchmark workload)."""
+        if stream not in self.streams:
+            raise ValueError(f"unknown stream {stream!r}; configured: {sorted(self.streams)}")
+        self.queue.append(Pending(stream, max_tokens or self.streams[stream].max_tokens))
+
+    # ------------------------------------------------------------------ planning
+    def plan(self, frame: int, choose_k: Callable[[int, int], int]) -> Plan:
+        """Admit, evict or reject queued requests, then pick the bucket and k.
+
+        choose_k(bucket, n_admitted) -> tokens per row this frame (the step budget).
+        """
+        admitted: list[Request] = []
+        evicted: list[Request] = []
+        while self.queue:
+            slot = self._free_slot()
+            if slot is None and self.pool_full == "evict_oldest":
+                slot = self._evict_oldest(exclude={r.id for r in admitted}, out=evicted)
+            if slot is None:
+                break
+            admitted.append(self._start(self.queue.popleft(), frame, slot))
+        rejected = self._trim_queue()
+        bucket = self._bucket()
+        return Plan(
+            frame,
+            tuple(admitted),
+            tuple(evicted),
+            rejected,
+            bucket,
+            choose_k(bucket, len(admitted)),
+        )
+
+    def finish(self, request_id: int) -> Request:
+        """Free a finished request's slot."""
+        return self.active.pop(request_id)
+
+    def clear(self) -> None:
+        self.active.clear()
+        self.queue.clear()
+        self._instruction = None
+
+    @property
+    def slots(self) -> dict[int, Request]:
+        return {r.slot: r for r in self.active.values()}
+
+    # ------------------------------------------------------------------ helpers
+    def _free_slot(self) -> int | None:
+        used = {r.slot for r in self.active.values()}
+        return next((s for s in range(self.capacity) if s not in used), None)
+
+    def _evict_oldest(self, exclude: set[int], out: list[Request]) -> int | None:
+        candidates = [r for r in self.active.values() if r.id not in exclude]
+        if not candidates:
+            return None
+        oldest = min(candidates, key=lambda r: r.id)
+        out.append(self.active.pop(oldest.id))
+        return oldest.slot
+
+    def _start(self, pending: Pending, frame: int, slot: int) -> Request:
+        req = Request(self._next_id, pending.stream, frame, slot, pending.max_tokens)
+        self._next_id += 1
+        self.active[req.id] = req
+        return req
+
+    def _trim_queue(self) -> int:
+        limit = self.max_queue if self.pool_full == "queue" else 0
+        rejected = 0
+        while len(self.queue) > limit:
+            self.queue.popleft()
+            rejected += 1
+        return rejected
+
+    def _bucket(self) -> int:
+        if not self.active:
+            return 0
+        rows = 1 + max(r.slot for r in self.active.values())
+        return self.buckets[bisect.bisect_left(self.buckets, rows)]

@@ -1,0 +1,106 @@
+"""Plain data that crosses the engine boundary: configs in, results out.
+
+Every engine mode (oxygen, shared, isolated) takes the same `EngineConfig` and returns
+the same result types, so the node, the replay tool and the benchmark drive them alike.
+Results hold numpy arrays and Python scalars only: one device-to-host copy per phase.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import numpy as np
+
+Trigger = Literal["every", "instruction_change", "on_demand"]
+PoolFullPolicy = Literal["queue", "skip", "evict_oldest"]
+FinishReason = Literal["eos", "max_tokens", "evicted"]
+Mode = Literal["oxygen", "shared", "isolated"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamConfig:
+    """A language stream: its own prompt appended causally after the shared prefix."""
+
+    name: str
+    prompt: str
+    max_tokens: int = 30
+    temperature: float = 0.0  # 0 means greedy
+    stop_at_eos: bool = True
+    trigger: Trigger = "every"
+    every_frames: int = 1
+
+
+DEFAULT_STREAMS = (
+    StreamConfig("narration", "Narrate:", max_tokens=30, trigger="every", every_frames=1),
+    StreamConfig("memory", "Remember:", max_tokens=30, trigger="instruction_change"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineConfig:
+    """How the engine schedules work; every field maps onto one ROS parameter.
+
+    k: language tokens decoded per frame for every active request, or "auto" to pick
+        the largest k in [1, k_max] whose predicted frame time fits frame_budget_s.
+    max_active: rows of the preallocated KV pool (active language requests).
+    batch_buckets: decode batch sizes compiled at warm-up; a batch runs in the
+        smallest bucket that holds every occupied row.
+    """
+
+    mode: Mode = "oxygen"
+    k: int | Literal["auto"] = 1
+    k_max: int = 16
+    denoise_steps: int = 10
+    max_active: int = 32
+    batch_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    frame_budget_s: float | None = None
+    budget_margin_s: float = 0.0
+    pool_full: PoolFullPolicy = "queue"
+    max_queue: int = 64
+    streams: tuple[StreamConfig, ...] = DEFAULT_STREAMS
+    seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionResult:
+    """Phase 1 of a frame: the action chunk, ready to publish before any language work.
+
+    actions: float32 [horizon, robot action_dim], unnormalised robot units.
+    """
+
+    frame: int
+    actions: np.ndarray
+    prefill_s: float
+    denoise_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenEvent:
+    """New tokens of one language request in one frame."""
+
+    request_id: int
+    stream: str
+    origin_frame: int
+    token_ids: tuple[int, ...]
+    text_delta: str
+    text: str
+    finished: bool
+    finish_reason: FinishReason | None
+
+
+@dataclasses.dataclass(frozen=True)
+class LanguageResult:
+    """Phase 2 of a frame: admissions, one batched decode of k tokens, evictions."""
+
+    frame: int
+    events: tuple[TokenEvent, ...]
+    decode_s: float
+    k: int
+    batch: int  # active rows decoded this frame
+    bucket: int  # compiled batch size that ran (0 when nothing ran)
+    admitted: int
+    rejected: int  # requests dropped by admission control this frame
+    queued: int
+    pool_used: int
+    pool_capacity: int
