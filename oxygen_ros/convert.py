@@ -1,0 +1,391 @@
+"""The one place where ROS messages become model inputs and engine results become messages.
+
+The node and the rosbag replay tool both import these functions, so a bag replayed
+offline is converted exactly as the live robot's topics are. Everything here is a pure
+function of its arguments: no node, no clock, no state. Input converters read message
+fields only, so they accept rclpy messages and rosbags' dataclasses alike.
+
+Inputs fail loudly: a message the model cannot use raises `InputError` naming the field
+and its value, which the frame assembler turns into a skipped frame with that reason.
+Outputs fill arrays through `array.array` from raw bytes, because rclpy checks every
+element of a Python list one by one (about 100x slower for an image or a chunk).
+"""
+
+from __future__ import annotations
+
+import array
+import io
+import math
+import textwrap
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from builtin_interfaces.msg import Duration, Time
+from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
+from PIL import Image
+from std_msgs.msg import ColorRGBA, Header
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from visualization_msgs.msg import Marker, MarkerArray
+
+from oxygen_core.engine.types import ActionResult, LanguageResult, TokenEvent
+from oxygen_core.image import to_rgb
+from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
+
+
+class InputError(ValueError):
+    """A message the model cannot use; the text names the field and the bad value."""
+
+
+# encoding -> (sample type, channels, stored as BGR). Generic OpenCV types carry no
+# colour order; like cv_bridge, their channels are taken as they come.
+_ENCODINGS: dict[str, tuple[type[np.unsignedinteger], int, bool]] = {
+    "rgb8": (np.uint8, 3, False),
+    "bgr8": (np.uint8, 3, True),
+    "rgba8": (np.uint8, 4, False),
+    "bgra8": (np.uint8, 4, True),
+    "mono8": (np.uint8, 1, False),
+    "8UC1": (np.uint8, 1, False),
+    "8UC3": (np.uint8, 3, False),
+    "8UC4": (np.uint8, 4, False),
+    "mono16": (np.uint16, 1, False),
+    "rgb16": (np.uint16, 3, False),
+    "bgr16": (np.uint16, 3, True),
+}
+_MAGIC = {"JPEG": b"\xff\xd8\xff", "PNG": b"\x89PNG\r\n\x1a\n"}
+_NS_PER_S = 1_000_000_000
+
+
+# --------------------------------------------------------------------------- images
+
+
+def image_to_rgb(msg: Any) -> np.ndarray:
+    """sensor_msgs/Image or CompressedImage -> uint8 [H, W, 3] RGB.
+
+    A raw image comes back as a view of the message's buffer where its layout allows
+    (rgb8 without row padding costs no copy); keep the message alive while it is used.
+    """
+    if hasattr(msg, "format"):
+        return _compressed_to_rgb(msg)
+    return _raw_to_rgb(msg)
+
+
+def _raw_to_rgb(msg: Any) -> np.ndarray:
+    """View `data` as (height, step) bytes, cut the row padding, reinterpret the samples."""
+    if msg.encoding not in _ENCODINGS:
+        raise InputError(f"Image encoding {msg.encoding!r} is not one of {sorted(_ENCODINGS)}")
+    sample, channels, bgr = _ENCODINGS[msg.encoding]
+    height, width, step = msg.height, msg.width, msg.step
+    if height == 0 or width == 0:
+        raise InputError(f"Image is empty: height={height} width={width}")
+    row_bytes = width * channels * np.dtype(sample).itemsize
+    if step < row_bytes:
+        raise InputError(
+            f"Image step={step} is shorter than a {msg.encoding} row of width={width} "
+            f"({row_bytes} bytes)"
+        )
+    data = np.frombuffer(msg.data, dtype=np.uint8)
+    if data.size != height * step:
+        raise InputError(
+            f"Image data has {data.size} bytes, expected height*step = {height}*{step} "
+            f"= {height * step}"
+        )
+    dtype = np.dtype(sample).newbyteorder(">" if msg.is_bigendian else "<")
+    rows = data.reshape(height, step)[:, :row_bytes]
+    return _to_rgb8(rows.view(dtype).reshape(height, width, channels), bgr)
+
+
+def _to_rgb8(pixels: np.ndarray, bgr: bool) -> np.ndarray:
+    """uint8 or uint16 [H, W] / [H, W, C] in RGB(A) or BGR(A) order -> uint8 [H, W, 3].
+
+    16-bit samples keep their high byte: the full 0..65535 range maps onto 0..255.
+    """
+    if pixels.dtype.itemsize == 2:
+        pixels = (pixels >> 8).astype(np.uint8)
+    if bgr:
+        pixels = pixels[:, :, 2::-1]
+    return to_rgb(pixels)
+
+
+def _compressed_to_rgb(msg: Any) -> np.ndarray:
+    """JPEG or PNG bytes -> RGB, recognised by their signature (`format` is free text)."""
+    head = bytes(msg.data[:8])
+    if not head:
+        raise InputError(f"CompressedImage data is empty (format={msg.format!r})")
+    if not any(head.startswith(magic) for magic in _MAGIC.values()):
+        raise InputError(
+            f"CompressedImage data is neither JPEG nor PNG (format={msg.format!r}, "
+            f"first bytes {head.hex()})"
+        )
+    pixels, bgr = _decode(msg)
+    return _to_rgb8(pixels, bgr)
+
+
+def _pillow_decode(msg: Any) -> tuple[np.ndarray, bool]:
+    """Decode with Pillow; returns (uint8 or uint16 pixels, stored as BGR = False)."""
+    try:
+        with Image.open(io.BytesIO(msg.data), formats=tuple(_MAGIC)) as img:
+            if img.mode in ("L", "RGB") or img.mode.startswith("I;16"):
+                return np.asarray(img), False
+            return np.asarray(img.convert("RGB")), False
+    except (OSError, ValueError, Image.DecompressionBombError) as error:
+        raise _undecodable(msg, error) from error
+
+
+def _undecodable(msg: Any, cause: object) -> InputError:
+    return InputError(
+        f"CompressedImage data ({len(msg.data)} bytes, format={msg.format!r}) "
+        f"does not decode: {cause}"
+    )
+
+
+def _cv_bridge_decoder() -> Callable[[Any], tuple[np.ndarray, bool]] | None:
+    """ROS cv_bridge (OpenCV) where a full ROS install has it, as the robot's other tools.
+
+    Both decoders accept the same bytes (the signature check comes first) and give the
+    same pixels: PNG exactly, JPEG within the decoders' rounding.
+    """
+    try:
+        from cv_bridge import CvBridge
+
+        bridge = CvBridge()
+    except ImportError:
+        return None
+
+    def decode(msg: Any) -> tuple[np.ndarray, bool]:
+        try:
+            pixels = bridge.compressed_imgmsg_to_cv2(msg, "passthrough")
+        except Exception as error:  # cv2.error and CvBridgeError share no narrower base
+            raise _undecodable(msg, error) from error
+        if pixels is None:
+            raise _undecodable(msg, "OpenCV returned no image")
+        # OpenCV decodes colour as BGR(A) and grey as [H, W]: same pixels as Pillow's.
+        return pixels, pixels.ndim == 3
+
+    return decode
+
+
+_decode = _cv_bridge_decoder() or _pillow_decode
+
+
+# --------------------------------------------------------------------------- joints
+
+
+def joint_positions(msg: Any, joint_names: Sequence[str]) -> np.ndarray:
+    """sensor_msgs/JointState -> float32 [len(joint_names)] in the model's joint order.
+
+    The message may list joints in any order and carry joints the model does not use
+    (see `unused_joints`); every model joint must be present with a finite position.
+    """
+    names = list(msg.name)
+    positions = np.asarray(msg.position, dtype=np.float64)
+    if positions.shape != (len(names),):
+        raise InputError(f"JointState has {len(names)} names but {positions.size} positions")
+    index = {name: i for i, name in enumerate(names)}
+    if len(index) != len(names):
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        raise InputError(f"JointState names joints more than once: {repeated}")
+    missing = [name for name in joint_names if name not in index]
+    if missing:
+        raise InputError(f"JointState lacks joints {missing} (it has {names})")
+    state = positions[[index[name] for name in joint_names]].astype(np.float32)
+    bad = [name for name, ok in zip(joint_names, np.isfinite(state), strict=True) if not ok]
+    if bad:
+        raise InputError(f"JointState positions are not finite for joints {bad}")
+    return state
+
+
+def unused_joints(msg: Any, joint_names: Sequence[str]) -> tuple[str, ...]:
+    """Joints in the message that the model ignores, in message order (for diagnostics)."""
+    used = set(joint_names)
+    return tuple(name for name in msg.name if name not in used)
+
+
+# --------------------------------------------------------------------------- time
+
+
+def stamp_to_seconds(stamp: Any) -> float:
+    """builtin_interfaces/Time (or Duration) -> float seconds."""
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def _split_seconds(seconds: float) -> tuple[int, int]:
+    """Whole seconds (floored, so negative times keep nanosec >= 0) and nanoseconds."""
+    whole = math.floor(seconds)
+    nanosec = round((seconds - whole) * _NS_PER_S)
+    if nanosec == _NS_PER_S:
+        return whole + 1, 0
+    return whole, nanosec
+
+
+def seconds_to_stamp(seconds: float) -> Time:
+    """Float seconds -> builtin_interfaces/Time."""
+    sec, nanosec = _split_seconds(seconds)
+    return Time(sec=sec, nanosec=nanosec)
+
+
+def duration_msg(seconds: float) -> Duration:
+    """Float seconds -> builtin_interfaces/Duration."""
+    sec, nanosec = _split_seconds(seconds)
+    return Duration(sec=sec, nanosec=nanosec)
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def _chunk_rows(result: ActionResult) -> np.ndarray:
+    """The result's actions as a C-contiguous float32 [H, D] array."""
+    actions = np.ascontiguousarray(result.actions, dtype=np.float32)
+    if actions.ndim != 2:
+        raise ValueError(f"actions must be [horizon, action_dim], got shape {actions.shape}")
+    return actions
+
+
+def action_chunk_msg(
+    result: ActionResult,
+    *,
+    stamp: Time,
+    sequence: int,
+    joint_names: Sequence[str],
+    control_period_s: float,
+    latency_s: float,
+    deadline_met: bool,
+    frame_id: str = "",
+) -> ActionChunk:
+    """ActionResult -> oxygen_ros/ActionChunk; `actions` is the H x D chunk row-major.
+
+    joint_names names the D action columns, or is empty when they have no joint names.
+    """
+    actions = _chunk_rows(result)
+    horizon, action_dim = actions.shape
+    if joint_names and len(joint_names) != action_dim:
+        raise ValueError(f"{len(joint_names)} joint_names for action_dim {action_dim}")
+    return ActionChunk(
+        header=Header(stamp=stamp, frame_id=frame_id),
+        sequence=int(sequence),
+        horizon=horizon,
+        action_dim=action_dim,
+        actions=array.array("f", actions.tobytes()),
+        joint_names=list(joint_names),
+        control_period=duration_msg(control_period_s),
+        latency=duration_msg(latency_s),
+        deadline_met=bool(deadline_met),
+    )
+
+
+def joint_trajectory_msg(
+    result: ActionResult, *, stamp: Time, joint_names: Sequence[str], control_period_s: float
+) -> JointTrajectory:
+    """ActionResult -> trajectory_msgs/JointTrajectory for a trajectory controller.
+
+    Point i holds row i of the chunk at time_from_start = i * control_period, so the
+    first row applies at the header stamp, as in ActionChunk.
+    """
+    actions = _chunk_rows(result)
+    if len(joint_names) != actions.shape[1]:
+        raise ValueError(f"{len(joint_names)} joint_names for action_dim {actions.shape[1]}")
+    rows = actions.astype(np.float64)
+    points = [
+        JointTrajectoryPoint(
+            positions=array.array("d", row.tobytes()),
+            time_from_start=duration_msg(i * control_period_s),
+        )
+        for i, row in enumerate(rows)
+    ]
+    return JointTrajectory(header=Header(stamp=stamp), joint_names=list(joint_names), points=points)
+
+
+def language_tokens_msg(event: TokenEvent, *, stamp: Time, origin_stamp: Time) -> LanguageTokens:
+    """TokenEvent -> oxygen_ros/LanguageTokens; finish_reason is "" while running."""
+    return LanguageTokens(
+        header=Header(stamp=stamp),
+        stream=event.stream,
+        request_id=int(event.request_id),
+        origin_stamp=origin_stamp,
+        token_ids=array.array("i", event.token_ids),
+        text_delta=event.text_delta,
+        text=event.text,
+        finished=bool(event.finished),
+        finish_reason=event.finish_reason or "",
+    )
+
+
+def engine_stats_msg(
+    *,
+    stamp: Time,
+    action: ActionResult,
+    language: LanguageResult | None,
+    frame_s: float,
+    budget_s: float,
+    deadline_misses: int,
+    skipped_frames: int,
+) -> EngineStats:
+    """One frame's timings and load -> oxygen_ros/EngineStats.
+
+    language is None for a frame without a language phase; its fields are then 0.
+    active_requests counts the requests that still hold a KV row after the frame.
+    """
+    if language is not None and language.frame != action.frame:
+        raise ValueError(f"language result of frame {language.frame} for frame {action.frame}")
+    msg = EngineStats(
+        header=Header(stamp=stamp),
+        frame=int(action.frame),
+        prefill_s=float(action.prefill_s),
+        denoise_s=float(action.denoise_s),
+        frame_s=float(frame_s),
+        budget_s=float(budget_s),
+        deadline_misses=int(deadline_misses),
+        skipped_frames=int(skipped_frames),
+    )
+    if language is not None:
+        msg.decode_s = float(language.decode_s)
+        msg.k = int(language.k)
+        msg.batch = int(language.batch)
+        msg.bucket = int(language.bucket)
+        msg.active_requests = int(language.pool_used)
+        msg.queued_requests = int(language.queued)
+        msg.pool_used = int(language.pool_used)
+        msg.pool_capacity = int(language.pool_capacity)
+    return msg
+
+
+# Narration markers: text 8 cm high, a line every 12 cm, stacked upwards from the frame origin.
+_TEXT_HEIGHT_M = 0.08
+_LINE_SPACING_M = 0.12
+_WRAP_CHARS = 60
+_TEXT_COLOUR = ColorRGBA(r=1.0, g=1.0, b=1.0, a=1.0)
+
+
+def marker_id(stream: str) -> int:
+    """A marker id that stays the same for a stream across frames, runs and processes."""
+    return zlib.crc32(stream.encode()) & 0x7FFFFFFF
+
+
+def narration_markers(texts: Mapping[str, str], *, stamp: Time, frame_id: str) -> MarkerArray:
+    """stream name -> text, as one camera-facing text marker per stream for rviz.
+
+    Streams are stacked in name order, each "name: text" wrapped to short lines, so
+    every stream keeps its place however the dict was built.
+    """
+    markers = []
+    bottom = 0.0
+    for stream in sorted(texts):
+        text = textwrap.fill(f"{stream}: {texts[stream]}", _WRAP_CHARS)
+        block = _LINE_SPACING_M * (text.count("\n") + 1)
+        markers.append(
+            Marker(
+                header=Header(stamp=stamp, frame_id=frame_id),
+                ns="oxygen",
+                id=marker_id(stream),
+                type=Marker.TEXT_VIEW_FACING,
+                action=Marker.ADD,
+                # rviz centres a text marker's lines on its position.
+                pose=Pose(position=Point(z=bottom + block / 2), orientation=Quaternion(w=1.0)),
+                scale=Vector3(z=_TEXT_HEIGHT_M),
+                color=_TEXT_COLOUR,
+                text=text,
+            )
+        )
+        bottom += block
+    return MarkerArray(markers=markers)

@@ -1,0 +1,237 @@
+"""The frame's inputs: what the callbacks store and how one frame gathers them.
+
+Subscription callbacks run on the executor thread and must stay cheap, so they only
+keep a reference to the latest message. The frame loop (another thread) calls
+`assemble(now_s)` once per frame: it takes one snapshot of those references, checks
+that every input is there, fresh and consistent, and only then decodes and resizes the
+images. Replacing a reference is atomic in Python, so no lock is needed.
+
+A frame that cannot be assembled is not an error but a `Skip` with a reason from a
+fixed set (counted per reason, for /diagnostics) and a sentence for the log. Times are
+plain float seconds passed in by the caller: node-clock time on the robot, bag time in
+replay, so the assembler never reads a clock itself. Ages and camera sync are measured
+from header stamps.
+
+Camera topics fill the model's image slots in order. A camera without a usable image
+either skips the frame ("skip") or is left out of the observation ("blank"), which the
+model turns into a zero image with mask False, as openpi does for an absent camera.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from oxygen_core.config import IMAGE_SLOTS
+from oxygen_core.image import resize_with_pad
+from oxygen_core.observation import Observation
+from oxygen_ros.convert import (
+    InputError,
+    image_to_rgb,
+    joint_positions,
+    stamp_to_seconds,
+    unused_joints,
+)
+
+SkipReason = Literal[
+    "no_instruction",
+    "missing_joint_state",
+    "stale_joint_state",
+    "bad_joint_state",
+    "missing_camera",
+    "stale_camera",
+    "unsynced_cameras",
+    "bad_image",
+]
+SKIP_REASONS: tuple[SkipReason, ...] = typing.get_args(SkipReason)
+MissingCameraPolicy = Literal["skip", "blank"]
+MISSING_CAMERA_POLICIES: tuple[MissingCameraPolicy, ...] = typing.get_args(MissingCameraPolicy)
+JOINT_STATE = "joint_state"  # freshness() key of the joint state, next to the slot names
+
+
+@dataclasses.dataclass(frozen=True)
+class Skip:
+    """Why a frame was not assembled: a reason to count and a sentence to log."""
+
+    reason: SkipReason
+    detail: str
+
+
+class FrameAssembler:
+    """Latest messages in, one `Observation` (or a `Skip`) per frame out."""
+
+    def __init__(
+        self,
+        *,
+        camera_topics: Sequence[str],
+        joint_names: Sequence[str],
+        state_dim: int,
+        image_size: int,
+        stale_timeout_s: float,
+        sync_slop_s: float,
+        missing_camera: MissingCameraPolicy = "skip",
+    ) -> None:
+        self.camera_topics = tuple(camera_topics)
+        self.slots = IMAGE_SLOTS[: len(camera_topics)]
+        self.joint_names = tuple(joint_names)
+        self.image_size = image_size
+        self.stale_timeout_s = stale_timeout_s
+        self.sync_slop_s = sync_slop_s
+        self.missing_camera = missing_camera
+        self._check_settings(state_dim)
+        self.skip_counts: dict[SkipReason, int] = dict.fromkeys(SKIP_REASONS, 0)
+        self.blank_counts: dict[str, int] = dict.fromkeys(self.slots, 0)
+        self.ignored_joints: tuple[str, ...] = ()  # joints of the last JointState not used
+        self._images: list[Any | None] = [None] * len(self.slots)
+        self._joint_state: Any | None = None
+        self._instruction = ""
+        # (message, resized image) per slot: a camera slower than the frame rate is
+        # decoded once, not once per frame. Touched by assemble() only.
+        self._decoded: list[tuple[Any, np.ndarray] | None] = [None] * len(self.slots)
+
+    # Callbacks: store the reference, nothing else.
+
+    def on_image(self, slot_index: int, msg: Any) -> None:
+        """Keep the latest sensor_msgs/Image or CompressedImage of one camera slot."""
+        if not 0 <= slot_index < len(self._images):
+            raise IndexError(f"slot_index {slot_index} outside [0, {len(self._images)})")
+        self._images[slot_index] = msg
+
+    def on_joint_state(self, msg: Any) -> None:
+        """Keep the latest sensor_msgs/JointState."""
+        self._joint_state = msg
+
+    def on_instruction(self, text: str) -> None:
+        """Keep the task instruction; blank text clears it (frames skip until a new one)."""
+        self._instruction = text.strip()
+
+    # The frame's gather step.
+
+    def assemble(self, now_s: float) -> Observation | Skip:
+        """Check, decode and resize the latest inputs into one observation at `now_s`."""
+        images, joint_state, prompt = list(self._images), self._joint_state, self._instruction
+        result = self._gather(now_s, images, joint_state, prompt)
+        if isinstance(result, Skip):
+            self.skip_counts[result.reason] += 1
+        return result
+
+    def freshness(self, now_s: float) -> dict[str, float]:
+        """Age in seconds of every input by header stamp (inf before the first message)."""
+        ages = {slot: _age(msg, now_s) for slot, msg in zip(self.slots, self._images, strict=True)}
+        ages[JOINT_STATE] = _age(self._joint_state, now_s)
+        return ages
+
+    def _gather(
+        self, now_s: float, images: list[Any | None], joint_state: Any | None, prompt: str
+    ) -> Observation | Skip:
+        if not prompt:
+            return Skip("no_instruction", "no instruction received yet, or it was blank")
+        state = self._state(joint_state, now_s)
+        if isinstance(state, Skip):
+            return state
+        used = self._usable_cameras(images, now_s)
+        if isinstance(used, Skip):
+            return used
+        decoded: dict[str, np.ndarray] = {}
+        for i in used:
+            try:
+                decoded[self.slots[i]] = self._decode(i, images[i])
+            except InputError as error:
+                return Skip("bad_image", f"{self._camera(i)}: {error}")
+        for slot in self.slots:
+            if slot not in decoded:
+                self.blank_counts[slot] += 1
+        return Observation(images=decoded, state=state, prompt=prompt)
+
+    def _state(self, msg: Any | None, now_s: float) -> np.ndarray | Skip:
+        if msg is None:
+            return Skip("missing_joint_state", "no JointState received yet")
+        age = _age(msg, now_s)
+        if age > self.stale_timeout_s:
+            return Skip(
+                "stale_joint_state",
+                f"JointState is {age:.3f} s old (stale_timeout_s={self.stale_timeout_s})",
+            )
+        try:
+            state = joint_positions(msg, self.joint_names)
+        except InputError as error:
+            return Skip("bad_joint_state", str(error))
+        self.ignored_joints = unused_joints(msg, self.joint_names)
+        return state
+
+    def _usable_cameras(self, images: list[Any | None], now_s: float) -> list[int] | Skip:
+        """Indices of cameras with a fresh image, synchronised; or why the frame skips."""
+        usable: list[int] = []
+        first_problem: Skip | None = None
+        for i, msg in enumerate(images):
+            problem = self._camera_problem(i, msg, now_s)
+            if problem is None:
+                usable.append(i)
+            elif self.missing_camera == "skip":
+                return problem
+            else:
+                first_problem = first_problem or problem
+        if not usable:
+            return first_problem  # "blank" still needs one camera to look through
+        stamps = {i: stamp_to_seconds(images[i].header.stamp) for i in usable}
+        spread = max(stamps.values()) - min(stamps.values())
+        if spread > self.sync_slop_s:
+            listed = ", ".join(f"{self._camera(i)} at {t:.3f}" for i, t in stamps.items())
+            return Skip(
+                "unsynced_cameras",
+                f"camera stamps spread {spread:.3f} s > sync_slop_s={self.sync_slop_s}: {listed}",
+            )
+        return usable
+
+    def _camera_problem(self, i: int, msg: Any | None, now_s: float) -> Skip | None:
+        if msg is None:
+            return Skip("missing_camera", f"no image received yet from {self._camera(i)}")
+        age = _age(msg, now_s)
+        if age > self.stale_timeout_s:
+            return Skip(
+                "stale_camera",
+                f"{self._camera(i)} image is {age:.3f} s old "
+                f"(stale_timeout_s={self.stale_timeout_s})",
+            )
+        return None
+
+    def _decode(self, i: int, msg: Any) -> np.ndarray:
+        cached = self._decoded[i]
+        if cached is not None and cached[0] is msg:
+            return cached[1]
+        image = resize_with_pad(image_to_rgb(msg), self.image_size)
+        self._decoded[i] = (msg, image)
+        return image
+
+    def _check_settings(self, state_dim: int) -> None:
+        """Misconfiguration fails at construction (configure time), naming value and limit."""
+        if not 1 <= len(self.camera_topics) <= len(IMAGE_SLOTS):
+            raise ValueError(
+                f"camera_topics has {len(self.camera_topics)} topics; the model has 1 to "
+                f"{len(IMAGE_SLOTS)} image slots {IMAGE_SLOTS}"
+            )
+        if len(self.joint_names) != state_dim:
+            raise ValueError(f"{len(self.joint_names)} joint_names for state_dim {state_dim}")
+        if self.missing_camera not in MISSING_CAMERA_POLICIES:
+            raise ValueError(
+                f"missing_camera {self.missing_camera!r} is not one of "
+                f"{list(MISSING_CAMERA_POLICIES)}"
+            )
+        if self.image_size < 1 or self.stale_timeout_s <= 0 or self.sync_slop_s < 0:
+            raise ValueError(
+                f"need image_size >= 1, stale_timeout_s > 0, sync_slop_s >= 0; got "
+                f"{self.image_size}, {self.stale_timeout_s}, {self.sync_slop_s}"
+            )
+
+    def _camera(self, i: int) -> str:
+        return f"{self.camera_topics[i]} ({self.slots[i]})"
+
+
+def _age(msg: Any | None, now_s: float) -> float:
+    if msg is None:
+        return float("inf")
+    return now_s - stamp_to_seconds(msg.header.stamp)

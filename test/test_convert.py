@@ -1,0 +1,432 @@
+"""Message conversions with real message objects: exact pixels, joints, stamps and fields."""
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from builtin_interfaces.msg import Duration, Time
+from PIL import Image as PilImage
+from rclpy.serialization import deserialize_message, serialize_message
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+from sensor_msgs.msg import CompressedImage, Image, JointState
+from std_msgs.msg import Header
+from visualization_msgs.msg import Marker
+
+from oxygen_core.engine.types import ActionResult, LanguageResult, TokenEvent
+from oxygen_ros import convert
+from oxygen_ros.convert import (
+    InputError,
+    action_chunk_msg,
+    duration_msg,
+    engine_stats_msg,
+    image_to_rgb,
+    joint_positions,
+    joint_trajectory_msg,
+    language_tokens_msg,
+    marker_id,
+    narration_markers,
+    seconds_to_stamp,
+    stamp_to_seconds,
+    unused_joints,
+)
+from oxygen_ros.msg import ActionChunk
+
+MSG_DIR = Path(__file__).resolve().parents[1] / "msg"
+RNG = np.random.default_rng(7)
+RGB = RNG.integers(0, 256, (3, 5, 3), dtype=np.uint8)
+GREY = RNG.integers(0, 256, (3, 5), dtype=np.uint8)
+ALPHA = RNG.integers(0, 256, (3, 5, 1), dtype=np.uint8)
+LOW = RNG.integers(0, 256, (3, 5, 3), dtype=np.uint16)  # low bytes that 16 -> 8 bits drop
+
+
+def raw_image(pixels: np.ndarray, encoding: str, *, bigendian=False, pad=0) -> Image:
+    """An Image message of `pixels` with `pad` garbage bytes after every row."""
+    height, width = pixels.shape[:2]
+    stored = pixels.astype(pixels.dtype.newbyteorder(">" if bigendian else "<"))
+    rows = stored.reshape(height, -1).view(np.uint8)
+    padded = np.concatenate([rows, np.full((height, pad), 0xEE, np.uint8)], axis=1)
+    return Image(
+        height=height,
+        width=width,
+        encoding=encoding,
+        is_bigendian=int(bigendian),
+        step=padded.shape[1],
+        data=padded.tobytes(),
+    )
+
+
+def grey3(grey: np.ndarray) -> np.ndarray:
+    return np.repeat(grey[:, :, None], 3, axis=2)
+
+
+def wide(eight_bit: np.ndarray) -> np.ndarray:
+    """16-bit samples whose high byte is `eight_bit`."""
+    low = LOW if eight_bit.ndim == 3 else LOW[:, :, 0]
+    return eight_bit.astype(np.uint16) * 256 + low
+
+
+ENCODED = {
+    "rgb8": (RGB, RGB),
+    "bgr8": (RGB[:, :, ::-1], RGB),
+    "rgba8": (np.concatenate([RGB, ALPHA], axis=2), RGB),
+    "bgra8": (np.concatenate([RGB[:, :, ::-1], ALPHA], axis=2), RGB),
+    "mono8": (GREY, grey3(GREY)),
+    "8UC1": (GREY, grey3(GREY)),
+    "8UC3": (RGB, RGB),  # generic types keep their channel order, as cv_bridge does
+    "8UC4": (np.concatenate([RGB, ALPHA], axis=2), RGB),
+    "mono16": (wide(GREY), grey3(GREY)),
+    "rgb16": (wide(RGB), RGB),
+    "bgr16": (wide(RGB[:, :, ::-1]), RGB),
+}
+
+
+@pytest.mark.parametrize("encoding", sorted(ENCODED))
+@pytest.mark.parametrize("pad", [0, 3])
+@pytest.mark.parametrize("bigendian", [False, True])
+def test_every_encoding_gives_exact_rgb(encoding, pad, bigendian):
+    stored, expected = ENCODED[encoding]
+    out = image_to_rgb(raw_image(stored, encoding, bigendian=bigendian, pad=pad))
+    assert out.dtype == np.uint8
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_big_endian_mono16_takes_the_high_byte():
+    values = np.array([[0, 255, 256, 0x1234, 65535]], dtype=np.uint16)
+    msg = raw_image(values, "mono16", bigendian=True, pad=1)  # odd step: unaligned rows
+    assert bytes(msg.data[:4]) == b"\x00\x00\x00\xff"
+    np.testing.assert_array_equal(image_to_rgb(msg)[0, :, 0], [0, 0, 1, 0x12, 255])
+
+
+def test_unpadded_rgb8_is_a_view_of_the_message():
+    msg = raw_image(RGB, "rgb8")
+    assert np.shares_memory(image_to_rgb(msg), np.frombuffer(msg.data, np.uint8))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"encoding": "yuv422"}, "encoding 'yuv422' is not one of"),
+        ({"height": 0, "data": b""}, "empty: height=0 width=5"),
+        ({"width": 0}, "empty: height=3 width=0"),
+        ({"step": 14}, "step=14 is shorter than a rgb8 row of width=5 \\(15 bytes\\)"),
+        ({"data": bytes(44)}, "44 bytes, expected height\\*step = 3\\*15 = 45"),
+        ({"data": bytes(46)}, "46 bytes, expected"),
+    ],
+)
+def test_bad_raw_images_name_the_field(change, message):
+    msg = raw_image(RGB, "rgb8")
+    for field, value in change.items():
+        setattr(msg, field, value)
+    with pytest.raises(InputError, match=message):
+        image_to_rgb(msg)
+
+
+def compressed(pixels: np.ndarray, fmt: str, **save) -> CompressedImage:
+    buffer = io.BytesIO()
+    PilImage.fromarray(pixels).save(buffer, format=fmt, **save)
+    return CompressedImage(format=fmt.lower(), data=buffer.getvalue())
+
+
+def test_png_round_trips_exactly():
+    np.testing.assert_array_equal(image_to_rgb(compressed(RGB, "PNG")), RGB)
+    np.testing.assert_array_equal(image_to_rgb(compressed(GREY, "PNG")), grey3(GREY))
+    rgba = np.concatenate([RGB, ALPHA], axis=2)
+    np.testing.assert_array_equal(image_to_rgb(compressed(rgba, "PNG")), RGB)
+
+
+def test_sixteen_bit_png_keeps_the_high_byte():
+    np.testing.assert_array_equal(image_to_rgb(compressed(wide(GREY), "PNG")), grey3(GREY))
+
+
+def test_jpeg_round_trips_within_compression_error():
+    y, x = np.mgrid[0:48, 0:64]
+    smooth = np.stack([x * 4, y * 5, (x + y) * 2], axis=2).astype(np.uint8)
+    out = image_to_rgb(compressed(smooth, "JPEG", quality=95))
+    assert out.shape == smooth.shape
+    error = np.abs(out.astype(int) - smooth)
+    assert error.mean() < 1.5 and error.max() <= 12
+    grey = image_to_rgb(compressed(smooth[:, :, 0], "JPEG", quality=95))
+    assert np.abs(grey[:, :, 1].astype(int) - smooth[:, :, 0]).max() <= 8
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "data is empty \\(format='jpeg'\\)"),
+        (b"GIF89a....", "neither JPEG nor PNG \\(format='jpeg', first bytes 474946"),
+        (compressed(RGB, "JPEG").data[:40].tobytes(), "40 bytes, format='jpeg'\\) does not decode"),
+        (compressed(RGB, "PNG").data[:30].tobytes(), "30 bytes, format='jpeg'\\) does not decode"),
+    ],
+)
+def test_bad_compressed_images_raise_input_error(data, message):
+    with pytest.raises(InputError, match=message):
+        image_to_rgb(CompressedImage(format="jpeg", data=data))
+
+
+@pytest.mark.skipif(
+    convert._decode is convert._pillow_decode,
+    reason="ROS 2 cv_bridge is not installed here: only the Pillow decoder can run",
+)
+def test_cv_bridge_and_pillow_decode_alike():
+    msg = compressed(RGB, "PNG")
+    np.testing.assert_array_equal(image_to_rgb(msg), RGB)
+    jpeg = compressed(RGB, "JPEG", quality=90)
+    pillow = convert._to_rgb8(*convert._pillow_decode(jpeg))
+    assert np.abs(image_to_rgb(jpeg).astype(int) - pillow).max() <= 2
+
+
+def test_rosbags_messages_convert_like_rclpy_messages():
+    """Replay may deserialize with rosbags: its dataclasses hold numpy arrays."""
+    store = get_typestore(Stores.ROS2_KILTED)
+    image = raw_image(wide(RGB), "rgb16", bigendian=True, pad=2)
+    bag_image = store.deserialize_cdr(serialize_message(image), "sensor_msgs/msg/Image")
+    np.testing.assert_array_equal(image_to_rgb(bag_image), RGB)
+    jpeg = compressed(RGB, "JPEG")
+    bag_jpeg = store.deserialize_cdr(serialize_message(jpeg), "sensor_msgs/msg/CompressedImage")
+    np.testing.assert_array_equal(image_to_rgb(bag_jpeg), image_to_rgb(jpeg))
+    # Empty velocity/effort would make rclpy add padding that rosbags rejects (ROS2_ENV.md).
+    joints = JointState(name=["b", "a"], position=[2.0, 1.0], velocity=[0.0] * 2, effort=[0.0] * 2)
+    bag_joints = store.deserialize_cdr(serialize_message(joints), "sensor_msgs/msg/JointState")
+    np.testing.assert_array_equal(joint_positions(bag_joints, ["a", "b"]), [1.0, 2.0])
+
+
+# --------------------------------------------------------------------------- joints
+
+
+def test_joints_are_matched_by_name_in_any_order():
+    msg = JointState(name=["elbow", "gripper", "shoulder", "wrist"], position=[3.0, 9.0, 1.5, 4.0])
+    state = joint_positions(msg, ["shoulder", "elbow", "wrist"])
+    assert state.dtype == np.float32
+    np.testing.assert_array_equal(state, [1.5, 3.0, 4.0])
+    assert unused_joints(msg, ["shoulder", "elbow", "wrist"]) == ("gripper",)
+
+
+def test_shuffled_messages_give_the_same_state():
+    names = [f"j{i}" for i in range(7)]
+    positions = np.linspace(-1.0, 1.0, 7)
+    for seed in range(5):
+        order = np.random.default_rng(seed).permutation(7)
+        msg = JointState(name=[names[i] for i in order], position=positions[order].tolist())
+        np.testing.assert_array_equal(joint_positions(msg, names), positions.astype(np.float32))
+
+
+@pytest.mark.parametrize(
+    ("names", "positions", "message"),
+    [
+        (["a", "c"], [1.0, 2.0], r"lacks joints \['b'\]"),
+        (["a", "b"], [1.0], "2 names but 1 positions"),
+        (["a", "b", "a"], [1.0, 2.0, 3.0], r"more than once: \['a'\]"),
+        (["a", "b"], [float("nan"), 2.0], r"not finite for joints \['a'\]"),
+        (["b", "a"], [float("inf"), float("-inf")], r"not finite for joints \['a', 'b'\]"),
+    ],
+)
+def test_bad_joint_states_name_the_joints(names, positions, message):
+    with pytest.raises(InputError, match=message):
+        joint_positions(JointState(name=names, position=positions), ["a", "b"])
+
+
+# --------------------------------------------------------------------------- time
+
+
+def test_stamps_and_durations():
+    assert stamp_to_seconds(Time(sec=3, nanosec=500_000_000)) == 3.5
+    assert seconds_to_stamp(1.25) == Time(sec=1, nanosec=250_000_000)
+    assert seconds_to_stamp(-0.25) == Time(sec=-1, nanosec=750_000_000)
+    assert seconds_to_stamp(2.9999999999) == Time(sec=3, nanosec=0)
+    assert duration_msg(0.02) == Duration(sec=0, nanosec=20_000_000)
+    epoch = Time(sec=1_700_000_000, nanosec=123_456_789)
+    back = seconds_to_stamp(stamp_to_seconds(epoch))
+    assert back.sec == epoch.sec and abs(back.nanosec - epoch.nanosec) < 1_000
+
+
+# --------------------------------------------------------------------------- outputs
+
+STAMP = Time(sec=12, nanosec=340_000_000)
+
+
+def chunk(horizon=4, dim=3, frame=5) -> ActionResult:
+    actions = np.arange(horizon * dim, dtype=np.float32).reshape(horizon, dim) / 4
+    return ActionResult(frame=frame, actions=actions, prefill_s=0.01, denoise_s=0.02)
+
+
+def test_action_chunk_fields_are_exact_and_row_major():
+    msg = action_chunk_msg(
+        chunk(),
+        stamp=STAMP,
+        sequence=17,
+        joint_names=["x", "y", "z"],
+        control_period_s=0.02,
+        latency_s=0.125,
+        deadline_met=np.bool_(True),
+        frame_id="base",
+    )
+    assert msg.header == Header(stamp=STAMP, frame_id="base")
+    assert (msg.sequence, msg.horizon, msg.action_dim) == (17, 4, 3)
+    assert msg.actions.tolist() == [i / 4 for i in range(12)]
+    assert msg.joint_names == ["x", "y", "z"]
+    assert msg.control_period == Duration(sec=0, nanosec=20_000_000)
+    assert msg.latency == Duration(sec=0, nanosec=125_000_000)
+    assert msg.deadline_met is True
+
+
+def test_action_chunk_of_a_transposed_float64_array_is_still_row_major():
+    actions = np.arange(6, dtype=np.float64).reshape(3, 2).T  # logical [[0, 2, 4], [1, 3, 5]]
+    result = ActionResult(frame=0, actions=actions, prefill_s=0.0, denoise_s=0.0)
+    msg = action_chunk_msg(
+        result,
+        stamp=STAMP,
+        sequence=0,
+        joint_names=[],
+        control_period_s=0.1,
+        latency_s=0.0,
+        deadline_met=False,
+    )
+    assert msg.actions.tolist() == [0.0, 2.0, 4.0, 1.0, 3.0, 5.0]
+    assert (msg.horizon, msg.action_dim, msg.joint_names) == (2, 3, [])
+
+
+def test_action_chunk_rejects_names_that_do_not_fit():
+    with pytest.raises(ValueError, match="2 joint_names for action_dim 3"):
+        action_chunk_msg(
+            chunk(),
+            stamp=STAMP,
+            sequence=0,
+            joint_names=["x", "y"],
+            control_period_s=0.02,
+            latency_s=0.0,
+            deadline_met=True,
+        )
+
+
+def test_action_chunk_survives_serialization():
+    msg = action_chunk_msg(
+        chunk(horizon=10, dim=7),
+        stamp=STAMP,
+        sequence=2**40,
+        joint_names=[f"j{i}" for i in range(7)],
+        control_period_s=0.02,
+        latency_s=0.0315,
+        deadline_met=True,
+    )
+    wire = serialize_message(msg)
+    assert deserialize_message(wire, ActionChunk) == msg
+    # The replay tool reads bags with rosbags: the .msg text must decode the same bytes.
+    store = get_typestore(Stores.ROS2_KILTED)
+    store.register(
+        get_types_from_msg((MSG_DIR / "ActionChunk.msg").read_text(), "oxygen_ros/msg/ActionChunk")
+    )
+    from_bag = store.deserialize_cdr(wire, "oxygen_ros/msg/ActionChunk")
+    np.testing.assert_array_equal(from_bag.actions, chunk(horizon=10, dim=7).actions.ravel())
+    assert from_bag.sequence == 2**40 and from_bag.latency.nanosec == 31_500_000
+
+
+def test_joint_trajectory_points_are_rows_at_control_period_steps():
+    msg = joint_trajectory_msg(
+        chunk(), stamp=STAMP, joint_names=["x", "y", "z"], control_period_s=0.02
+    )
+    assert msg.header.stamp == STAMP and msg.joint_names == ["x", "y", "z"]
+    assert len(msg.points) == 4
+    for i, point in enumerate(msg.points):
+        assert point.positions.tolist() == [(3 * i + c) / 4 for c in range(3)]
+        assert point.time_from_start == Duration(sec=0, nanosec=20_000_000 * i)
+    with pytest.raises(ValueError, match="0 joint_names for action_dim 3"):
+        joint_trajectory_msg(chunk(), stamp=STAMP, joint_names=[], control_period_s=0.02)
+
+
+def event(finished: bool) -> TokenEvent:
+    return TokenEvent(
+        request_id=9,
+        stream="narration",
+        origin_frame=3,
+        token_ids=(5, 70_000),
+        text_delta=" a cup",
+        text="I see a cup",
+        finished=finished,
+        finish_reason="eos" if finished else None,
+    )
+
+
+def test_language_tokens_running_and_finished():
+    origin = Time(sec=11, nanosec=0)
+    running = language_tokens_msg(event(False), stamp=STAMP, origin_stamp=origin)
+    assert (running.stream, running.request_id, running.token_ids.tolist()) == (
+        "narration",
+        9,
+        [5, 70_000],
+    )
+    assert (running.text_delta, running.text) == (" a cup", "I see a cup")
+    assert running.header.stamp == STAMP and running.origin_stamp == origin
+    assert (running.finished, running.finish_reason) == (False, "")
+    done = language_tokens_msg(event(True), stamp=STAMP, origin_stamp=origin)
+    assert (done.finished, done.finish_reason) == (True, "eos")
+
+
+def language(frame=5) -> LanguageResult:
+    return LanguageResult(
+        frame=frame,
+        events=(),
+        decode_s=0.03,
+        k=4,
+        batch=6,
+        bucket=8,
+        admitted=1,
+        rejected=0,
+        queued=2,
+        pool_used=5,
+        pool_capacity=32,
+    )
+
+
+def test_engine_stats_from_both_phases():
+    msg = engine_stats_msg(
+        stamp=STAMP,
+        action=chunk(),
+        language=language(),
+        frame_s=0.07,
+        budget_s=0.1,
+        deadline_misses=3,
+        skipped_frames=1,
+    )
+    assert msg.header.stamp == STAMP and msg.frame == 5
+    assert (msg.prefill_s, msg.denoise_s, msg.decode_s) == (0.01, 0.02, 0.03)
+    assert (msg.frame_s, msg.budget_s) == (0.07, 0.1)
+    assert (msg.k, msg.batch, msg.bucket) == (4, 6, 8)
+    assert (msg.active_requests, msg.queued_requests) == (5, 2)
+    assert (msg.pool_used, msg.pool_capacity) == (5, 32)
+    assert (msg.deadline_misses, msg.skipped_frames) == (3, 1)
+
+
+def test_engine_stats_without_language_and_with_mixed_frames():
+    common = dict(stamp=STAMP, action=chunk(), frame_s=0.05, budget_s=0, deadline_misses=0)
+    msg = engine_stats_msg(language=None, skipped_frames=0, **common)
+    assert (msg.decode_s, msg.k, msg.batch, msg.pool_capacity) == (0.0, 0, 0, 0)
+    assert msg.budget_s == 0.0
+    with pytest.raises(ValueError, match="language result of frame 4 for frame 5"):
+        engine_stats_msg(language=language(frame=4), skipped_frames=0, **common)
+
+
+def test_narration_markers_have_stable_ids_and_stack_by_name():
+    texts = {"narration": "picking up the red cup", "memory": "the cup was on the left"}
+    markers = narration_markers(texts, stamp=STAMP, frame_id="head").markers
+    assert [m.text for m in markers] == [
+        "memory: the cup was on the left",
+        "narration: picking up the red cup",
+    ]
+    again = narration_markers({"narration": "other"}, stamp=STAMP, frame_id="head").markers
+    assert again[0].id == markers[1].id == marker_id("narration") != markers[0].id
+    for marker in markers:
+        assert (marker.ns, marker.type, marker.action) == ("oxygen", Marker.TEXT_VIEW_FACING, 0)
+        assert marker.header == Header(stamp=STAMP, frame_id="head")
+        assert marker.scale.z > 0 and marker.color.a == 1.0
+        assert marker.pose.orientation.w == 1.0
+    assert markers[0].pose.position.z < markers[1].pose.position.z
+
+
+def test_long_narration_wraps_and_pushes_the_next_stream_up():
+    long = "word " * 40
+    markers = narration_markers({"a": long, "b": "x"}, stamp=STAMP, frame_id="").markers
+    lines = markers[0].text.count("\n") + 1
+    assert lines >= 3 and max(len(line) for line in markers[0].text.split("\n")) <= 60
+    gap = markers[1].pose.position.z - markers[0].pose.position.z
+    assert gap == pytest.approx(0.12 * (lines + 1) / 2)
