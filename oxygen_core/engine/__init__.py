@@ -1,1 +1,6 @@
 """The OxyGen engine: shared-prefix KV pool, request state, scheduler and baselines."""
+
+from oxygen_core.engine.engine import Engine, make_engine
+from oxygen_core.engine.types import EngineConfig, StreamConfig
+
+__all__ = ["Engine", "EngineConfig", "StreamConfig", "make_engine"]
