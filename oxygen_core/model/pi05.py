@@ -197,7 +197,10 @@ def extend(
     p_len, cap = prefix_mask.shape[1], rows[0][0].shape[1]
     base = jnp.sum(prefix_mask, axis=-1).astype(jnp.int32) + ext_len
     positions = base[:, None] + jnp.arange(t)[None, :]
-    slot = p_len + ext_len[:, None] + jnp.arange(t)[None, :]  # [B, T]
+    # Clamped so the scatter can promise in-bounds indices (XLA then updates in place
+    # instead of rewriting the whole pool with a select); only rows that are finished or
+    # padding ever reach the last slot, and they are masked or overwritten later.
+    slot = jnp.minimum(p_len + ext_len[:, None] + jnp.arange(t)[None, :], cap - 1)  # [B, T]
     ext_idx = jnp.arange(cap - p_len)
     ext_ok = ext_idx[None, None, :] <= (ext_len[:, None, None] + jnp.arange(t)[None, :, None])
     mask = jnp.concatenate(
@@ -210,8 +213,8 @@ def extend(
     for p, (k_row, v_row) in zip(llm["layers"], rows, strict=True):
         y, _ = gemma.rms_norm(x, p["pre_attention_norm"], None)
         q, k, v = gemma.project_qkv(y, p["attn"], 0, positions, cfg.rope_max_wavelength)
-        k_row = k_row.at[row_ix, slot].set(k.astype(k_row.dtype), mode="drop")
-        v_row = v_row.at[row_ix, slot].set(v.astype(v_row.dtype), mode="drop")
+        k_row = k_row.at[row_ix, slot].set(k.astype(k_row.dtype), mode="promise_in_bounds")
+        v_row = v_row.at[row_ix, slot].set(v.astype(v_row.dtype), mode="promise_in_bounds")
         new_rows.append((k_row, v_row))
         o = gemma.attend(q, [(k_row[:b], v_row[:b])], mask)
         x = x + jnp.einsum("BTNH,NHD->BTD", o, p["attn"]["attn_vec_einsum"]["w"])
