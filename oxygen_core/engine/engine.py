@@ -84,6 +84,9 @@ class Engine:
         )
         self.text = TextStreams(policy)
         self.prompts = {s.name: policy.tokenizer.encode(s.prompt) for s in cfg.streams}
+        for stream in cfg.streams:
+            if not self.prompts[stream.name] or stream.max_tokens < 1:
+                raise ValueError(f"stream {stream.name!r} needs a prompt and max_tokens >= 1")
         self.prompt_len = max(len(p) for p in self.prompts.values())
         self.max_new = max(s.max_tokens for s in cfg.streams)
         self.capacity = self.model.prefix_len + self.prompt_len + self.max_new
