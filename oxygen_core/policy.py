@@ -73,8 +73,12 @@ def load_policy(
     tokenizer_path: str | Path | None = None,
     seed: int = 0,
     asset_id: str | None = None,
+    dtype: str = "float32",
 ) -> Policy:
     """Load a policy; without a checkpoint, random weights (named as such by the caller).
+
+    dtype: compute and KV-cache dtype; "float32" on CPU (bfloat16 matmuls are very slow
+    there), "bfloat16" on a GPU or Jetson (half the memory and bandwidth).
 
     Raises FileNotFoundError / ValueError naming the path, preset or mismatched shapes.
     """
@@ -95,5 +99,9 @@ def load_policy(
             f"tokenizer vocab ({tokenizer.vocab_size}) exceeds the model's ({config.vocab_size})"
         )
     return Policy(
-        config=config, robot=robot_cfg, params=P.to_runtime(tree), tokenizer=tokenizer, norm=norm
+        config=config,
+        robot=robot_cfg,
+        params=P.to_runtime(tree, jnp.dtype(dtype)),
+        tokenizer=tokenizer,
+        norm=norm,
     )

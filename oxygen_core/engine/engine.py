@@ -189,7 +189,8 @@ class OxygenEngine(Engine):
         super().__init__(policy, cfg)
         self.k_max = cfg.k_max if cfg.k == "auto" else cfg.k
         self.latency = LatencyModel()
-        self.pool = kv_pool.init_pool(self.model, cfg.max_active, self.capacity)
+        dtype = pi05.param_dtype(policy.params)
+        self.pool = kv_pool.init_pool(self.model, cfg.max_active, self.capacity, dtype)
 
     def language(self, time_left_s: float | None = None) -> LanguageResult:
         t0 = time.perf_counter()

@@ -76,7 +76,7 @@ def embed_prefix(
 ) -> tuple[jax.Array, jax.Array]:
     """Prefix embeddings [B, P, D] and validity [B, P]: image slots, then prompt tokens."""
     b, n_img = inputs.image_mask.shape
-    flat = inputs.images.reshape(b * n_img, *inputs.images.shape[2:])
+    flat = inputs.images.reshape(b * n_img, *inputs.images.shape[2:]).astype(param_dtype(params))
     img_tokens = siglip.encode(params["PaliGemma"]["img"], flat, cfg.vision)
     img_tokens = img_tokens.reshape(b, n_img * img_tokens.shape[1], -1)
     img_mask = jnp.repeat(inputs.image_mask, cfg.vision.num_tokens, axis=1)
@@ -129,8 +129,26 @@ def time_embedding(params: Params, t: jax.Array, width: int) -> jax.Array:
     period = 4e-3 * (4.0 / 4e-3) ** fraction
     angle = t[:, None] * (2 * jnp.pi / period)[None, :]
     emb = jnp.concatenate([jnp.sin(angle), jnp.cos(angle)], axis=-1)
+    emb = emb.astype(params["time_mlp_in"]["kernel"].dtype)
     emb = jax.nn.swish(emb @ params["time_mlp_in"]["kernel"] + params["time_mlp_in"]["bias"])
     return jax.nn.swish(emb @ params["time_mlp_out"]["kernel"] + params["time_mlp_out"]["bias"])
+
+
+def param_dtype(params: Params) -> jnp.dtype:
+    """The compute dtype: float32 on CPU, bfloat16 on accelerators (set at load time)."""
+    return params["PaliGemma"]["llm"]["embedder"]["input_embedding"].dtype
+
+
+def action_tokens(params: Params, x_t: jax.Array) -> jax.Array:
+    """Noisy actions [B, Ha, A] (float32) -> action expert tokens in the compute dtype."""
+    p = params["action_in_proj"]
+    return x_t.astype(p["kernel"].dtype) @ p["kernel"] + p["bias"]
+
+
+def action_velocity(params: Params, out: jax.Array) -> jax.Array:
+    """Expert output [B, Ha, D] -> float32 velocity [B, Ha, A] (Euler steps stay float32)."""
+    p = params["action_out_proj"]
+    return (out @ p["kernel"] + p["bias"]).astype(jnp.float32)
 
 
 def velocity(
@@ -138,7 +156,7 @@ def velocity(
 ) -> jax.Array:
     """Flow-matching velocity [B, Ha, A] of noisy actions x_t at time t [B]."""
     b, horizon, _ = x_t.shape
-    tokens = x_t @ params["action_in_proj"]["kernel"] + params["action_in_proj"]["bias"]
+    tokens = action_tokens(params, x_t)
     cond = time_embedding(params, t, cfg.expert.width)
     positions = cache.valid_len[:, None] + jnp.arange(horizon)[None, :]
     mask = jnp.concatenate(
@@ -154,7 +172,7 @@ def velocity(
         llm, cfg, [None, tokens], [None, positions], cached, mask, [None, cond]
     )
     out = gemma.final_norm(llm, out, 1, cond)
-    return out @ params["action_out_proj"]["kernel"] + params["action_out_proj"]["bias"]
+    return action_velocity(params, out)
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "steps"))
@@ -224,12 +242,12 @@ def extend(
     return new_rows, gemma.lm_logits(llm, last)
 
 
-def cache_rows(cache: PrefixCache, capacity: int, dtype: jnp.dtype = jnp.float32) -> LayerKV:
+def cache_rows(cache: PrefixCache, capacity: int) -> LayerKV:
     """Fresh language cache rows [B, capacity, K, H] holding `cache`'s prefix K/V."""
 
     def grow(a: jax.Array) -> jax.Array:
-        pad = jnp.zeros((a.shape[0], capacity - a.shape[1], *a.shape[2:]), dtype)
-        return jnp.concatenate([a.astype(dtype), pad], axis=1)
+        pad = jnp.zeros((a.shape[0], capacity - a.shape[1], *a.shape[2:]), a.dtype)
+        return jnp.concatenate([a, pad], axis=1)
 
     return [(grow(k), grow(v)) for k, v in cache.kv]
 
@@ -264,14 +282,12 @@ def sample_actions(
     def step(i: jax.Array, x_t: jax.Array) -> jax.Array:
         t = jnp.full((b,), 1.0 + i * dt, jnp.float32)
         cond = time_embedding(params, t, cfg.expert.width)
-        tokens = x_t @ params["action_in_proj"]["kernel"] + params["action_in_proj"]["bias"]
+        tokens = action_tokens(params, x_t)
         (_, out), _ = run_layers(
             llm, cfg, [prefix, tokens], [pos_p, pos_a], no_cache, mask, [None, cond]
         )
         out = gemma.final_norm(llm, out, 1, cond)
-        return x_t + dt * (
-            out @ params["action_out_proj"]["kernel"] + params["action_out_proj"]["bias"]
-        )
+        return x_t + dt * action_velocity(params, out)
 
     return jax.lax.fori_loop(0, steps, step, noise)
 
