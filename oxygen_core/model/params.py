@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -103,7 +102,7 @@ def component_of(path: str) -> str:
     return "projections"
 
 
-def _init_value(path: str, shape: tuple[int, ...], key: jax.Array) -> np.ndarray:
+def _init_value(path: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """Random weights with unit-variance activations; norm scales small, biases zero.
 
     openpi zero-initialises the adaRMS Dense; random tests need it non-zero, otherwise
@@ -112,9 +111,8 @@ def _init_value(path: str, shape: tuple[int, ...], key: jax.Array) -> np.ndarray
     if path.endswith("/bias") and "Dense_0" not in path:
         return np.zeros(shape, np.float32)
     if path.endswith("/scale"):
-        return np.asarray(0.1 * jax.random.normal(key, shape), np.float32)
-    fan_in = _fan_in(path, shape)
-    return np.asarray(jax.random.normal(key, shape) / math.sqrt(fan_in), np.float32)
+        return 0.1 * rng.standard_normal(shape, np.float32)
+    return rng.standard_normal(shape, np.float32) / np.float32(math.sqrt(_fan_in(path, shape)))
 
 
 def _fan_in(path: str, shape: tuple[int, ...]) -> int:
@@ -154,11 +152,13 @@ def flatten(tree: Tree, prefix: str = "") -> dict[str, Any]:
 
 
 def init_params(config: ModelConfig, seed: int = 0) -> Tree:
-    """Random float32 parameters in checkpoint layout (nested, layers stacked)."""
-    shapes = param_shapes(config)
-    keys = jax.random.split(jax.random.key(seed), len(shapes))
-    flat = {p: _init_value(p, s, k) for (p, s), k in zip(sorted(shapes.items()), keys, strict=True)}
-    return unflatten(flat)
+    """Random float32 parameters in checkpoint layout (nested, layers stacked).
+
+    Drawn with numpy on the host: eager JAX random ops compile once per shape, which made
+    even the tiny preset take half a minute to initialise.
+    """
+    rng = np.random.default_rng(seed)
+    return unflatten({p: _init_value(p, s, rng) for p, s in sorted(param_shapes(config).items())})
 
 
 def to_runtime(tree: Tree, dtype: jnp.dtype = jnp.float32) -> Tree:
