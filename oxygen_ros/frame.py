@@ -1,0 +1,224 @@
+"""One frame of the node, and the publishers it writes to.
+
+A frame runs on the worker thread in two phases, as the OxyGen engine does: the action
+chunk is published the moment `engine.act` returns (hard deadline), and only then does
+the language phase decode, with the time left until the next tick as its budget (soft
+deadline). All conversions are `oxygen_ros.convert`'s; this module only sequences them.
+
+`Outputs` holds every lifecycle publisher behind one gate. Deactivation closes the gate
+under its lock before anything else, so once `close()` returns no frame can publish,
+even one that is still running on the worker.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.duration import Duration
+from rclpy.event_handler import PublisherEventCallbacks
+from rclpy.impl.rcutils_logger import RcutilsLogger
+from rclpy.lifecycle import LifecycleNode, LifecyclePublisher
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory
+from visualization_msgs.msg import MarkerArray
+
+from oxygen_core.engine import Engine
+from oxygen_core.engine.types import ActionResult, LanguageResult
+from oxygen_ros.convert import (
+    action_chunk_msg,
+    engine_stats_msg,
+    joint_trajectory_msg,
+    language_tokens_msg,
+    narration_markers,
+)
+from oxygen_ros.diagnostics import NodeStats
+from oxygen_ros.inputs import FrameAssembler, Skip
+from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
+from oxygen_ros.params import ChunkLayout, NodeConfig
+
+_ORIGINS_KEPT = 4096  # frames whose stamps stay known for LanguageTokens.origin_stamp
+
+
+@dataclasses.dataclass(frozen=True)
+class Tick:
+    """One firing of the frame timer."""
+
+    stamp: Time  # node clock (bag time in replay): stamps every output of the frame
+    now_s: float  # the same instant in seconds, for input freshness
+    start_s: float  # steady clock, for latency and the deadline
+    deadline_s: float  # start_s + frame period: the chunk must be out by then
+
+
+class Outputs:
+    """The node's lifecycle publishers, created at configure, gated while inactive."""
+
+    def __init__(
+        self,
+        node: LifecycleNode,
+        cfg: NodeConfig,
+        on_deadline_missed: Callable[[int], None],
+    ) -> None:
+        self._node = node
+        self._lock = threading.Lock()
+        self._open = False
+        # The robot needs a chunk every frame period: a QoS deadline of that period lets
+        # DDS flag a silent publisher, and subscribers may ask for the same deadline.
+        # Misses are counted once, on the chunk publisher; the trajectory has the same frames.
+        actions_qos = QoSProfile(
+            depth=1,
+            reliability=ReliabilityPolicy.RELIABLE,
+            deadline=Duration(seconds=cfg.frame_period_s),
+        )
+        events = PublisherEventCallbacks(
+            deadline=lambda info: on_deadline_missed(info.total_count_change)
+        )
+        make = node.create_lifecycle_publisher
+        self.chunk = make(ActionChunk, "~/action_chunk", actions_qos, event_callbacks=events)
+        self.trajectory = (
+            make(JointTrajectory, "~/joint_trajectory", actions_qos)
+            if cfg.joint_trajectory
+            else None
+        )
+        self.tokens = {s: make(LanguageTokens, f"~/{s}", 100) for s in cfg.stream_names}
+        self.texts = {s: make(String, f"~/{s}/text", 10) for s in cfg.stream_names}
+        self.stats = make(EngineStats, "~/stats", 10)
+        self.markers = make(MarkerArray, "~/markers", 1)
+        self.diagnostics = make(DiagnosticArray, "/diagnostics", 10)
+
+    def open(self) -> None:
+        with self._lock:
+            self._open = True
+
+    def close(self) -> None:
+        """After this returns nothing is published until `open` (waits for one in flight)."""
+        with self._lock:
+            self._open = False
+
+    def publish(self, publisher: LifecyclePublisher, msg: Any) -> bool:
+        """Publish unless closed; False when the message was dropped."""
+        with self._lock:
+            if self._open:
+                publisher.publish(msg)
+            return self._open
+
+    def destroy(self) -> None:
+        publishers = [self.chunk, self.trajectory, self.stats, self.markers, self.diagnostics]
+        publishers += [*self.tokens.values(), *self.texts.values()]
+        for publisher in publishers:
+            if publisher is not None:
+                self._node.destroy_lifecycle_publisher(publisher)
+
+
+class FrameLoop:
+    """Inputs -> observation -> action chunk out -> language out -> stats out."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        assembler: FrameAssembler,
+        outputs: Outputs,
+        stats: NodeStats,
+        cfg: NodeConfig,
+        layout: ChunkLayout,
+        logger: RcutilsLogger,
+    ) -> None:
+        self._engine = engine
+        self._assembler = assembler
+        self._out = outputs
+        self._stats = stats
+        self._cfg = cfg
+        self._layout = layout
+        self._log = logger
+        self._requests: collections.deque[str] = collections.deque()
+        self._origins: collections.OrderedDict[int, Time] = collections.OrderedDict()
+        self._texts: dict[str, str] = {}
+
+    def request(self, stream: str) -> None:
+        """Ask for an on-demand request of `stream` (any thread; the worker passes it on)."""
+        self._requests.append(stream)
+
+    def run(self, tick: Tick) -> None:
+        obs = self._assembler.assemble(tick.now_s)
+        if isinstance(obs, Skip):
+            self._stats.skipped(obs.detail)
+            self._log.warning(f"frame skipped: {obs.detail}", throttle_duration_sec=2.0)
+            return
+        while self._requests:
+            self._engine.request(self._requests.popleft())
+        action = self._engine.act(obs)
+        if not self._publish_actions(tick, action):
+            return  # deactivated mid-frame: no language work for a closed node
+        time_left_s = max(0.0, tick.deadline_s - time.monotonic())
+        language = self._engine.language(time_left_s=time_left_s)
+        self._publish_language(tick, language)
+        self._publish_stats(tick, action, language)
+
+    def _publish_actions(self, tick: Tick, action: ActionResult) -> bool:
+        """Publish the chunk (and trajectory) at once; False when the outputs are closed."""
+        chunk = dataclasses.replace(action, actions=action.actions[: self._layout.horizon])
+        now_s = time.monotonic()
+        latency_s, met = now_s - tick.start_s, now_s <= tick.deadline_s
+        names, period = self._layout.action_names, self._cfg.control_period_s
+        msg = action_chunk_msg(
+            chunk,
+            stamp=tick.stamp,
+            sequence=action.frame,
+            joint_names=names,
+            control_period_s=period,
+            latency_s=latency_s,
+            deadline_met=met,
+        )
+        published = self._out.publish(self._out.chunk, msg)
+        if published and self._out.trajectory is not None:
+            trajectory = joint_trajectory_msg(
+                chunk, stamp=tick.stamp, joint_names=names, control_period_s=period
+            )
+            self._out.publish(self._out.trajectory, trajectory)
+        if published:
+            self._stats.chunk_published(
+                at_s=time.monotonic(), latency_s=latency_s, deadline_met=met
+            )
+        self._remember_origin(action.frame, tick.stamp)
+        return published
+
+    def _publish_language(self, tick: Tick, language: LanguageResult) -> None:
+        for event in language.events:
+            origin = self._origins.get(event.origin_frame, Time())
+            msg = language_tokens_msg(event, stamp=tick.stamp, origin_stamp=origin)
+            self._out.publish(self._out.tokens[event.stream], msg)
+            self._texts[event.stream] = event.text
+            if event.finished:
+                self._out.publish(self._out.texts[event.stream], String(data=event.text))
+        if language.events:
+            markers = narration_markers(
+                self._texts, stamp=tick.stamp, frame_id=self._cfg.marker_frame_id
+            )
+            self._out.publish(self._out.markers, markers)
+
+    def _publish_stats(self, tick: Tick, action: ActionResult, language: LanguageResult) -> None:
+        frame_s = time.monotonic() - tick.start_s
+        self._stats.frame_finished(frame_s, language)
+        msg = engine_stats_msg(
+            stamp=tick.stamp,
+            action=action,
+            language=language,
+            frame_s=frame_s,
+            budget_s=self._cfg.frame_period_s,
+            deadline_misses=self._stats.snapshot().deadline_misses,
+            skipped_frames=sum(self._assembler.skip_counts.values()),
+        )
+        self._out.publish(self._out.stats, msg)
+
+    def _remember_origin(self, frame: int, stamp: Time) -> None:
+        self._origins[frame] = stamp
+        if len(self._origins) > _ORIGINS_KEPT:
+            self._origins.popitem(last=False)

@@ -1,0 +1,314 @@
+"""The `oxygen` lifecycle node: pi0.5 served by the OxyGen engine over ROS 2 topics.
+
+Each pair of lifecycle hooks creates and destroys the same resources:
+
+- configure / cleanup: parameters, the policy and engine (every shape compiled here, so
+  nothing compiles while active), the frame assembler and the lifecycle publishers;
+- activate / deactivate: subscriptions, the frame worker thread, the frame timer and the
+  diagnostics timer.
+
+Callbacks only store messages (in the FrameAssembler). The frame timer runs at the frame
+period (execute_horizon / control_rate_hz) on the node clock, so use_sim_time and bag
+replay drive it; deadlines are measured on the steady clock. Its callback hands the tick
+to the one worker thread that owns the engine (oxygen_ros.worker); the frame itself is
+oxygen_ros.frame. A configure that cannot load what the parameters name logs them and
+returns FAILURE: the node stays up, unconfigured, and can be configured again.
+
+Topics (~ is /oxygen):
+  in:  camera_topics (Image, or CompressedImage for .../compressed), joint_state_topic
+       (JointState), instruction_topic (String), ~/request (String: a stream's name, for
+       streams with trigger on_demand)
+  out: ~/action_chunk (ActionChunk), ~/joint_trajectory (JointTrajectory), ~/<stream>
+       (LanguageTokens), ~/<stream>/text (String, finished texts), ~/stats (EngineStats),
+       ~/markers (MarkerArray), /diagnostics (DiagnosticArray)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from typing import Any
+
+import numpy as np
+import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import CompressedImage, Image, JointState
+from std_msgs.msg import String
+
+from oxygen_core.engine import make_engine
+from oxygen_core.observation import Observation
+from oxygen_core.policy import Policy, load_policy
+from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
+from oxygen_ros.frame import FrameLoop, Outputs, Tick
+from oxygen_ros.inputs import FrameAssembler
+from oxygen_ros.params import Settings, declare_parameters, fit_to_model, read_settings
+from oxygen_ros.worker import FrameWorker
+
+_LOAD_PARAMETERS = ("preset", "robot", "checkpoint_dir", "tokenizer_path")
+
+
+@dataclasses.dataclass
+class _Configured:
+    """What on_configure creates and on_cleanup releases."""
+
+    settings: Settings
+    engine: Any
+    assembler: FrameAssembler
+    outputs: Outputs
+    stats: NodeStats
+    loop: FrameLoop
+    reporter: DiagnosticsReporter
+
+
+@dataclasses.dataclass
+class _Active:
+    """What on_activate creates and on_deactivate releases."""
+
+    worker: FrameWorker[Tick]
+    subscriptions: list[Any]
+    timers: list[Any]
+
+
+class OxygenNode(LifecycleNode):
+    """Lifecycle node `oxygen`; keyword arguments go to rclpy's Node (e.g. overrides)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("oxygen", **kwargs)
+        declare_parameters(self)
+        self._configured: _Configured | None = None
+        self._active: _Active | None = None
+        self._draining: FrameWorker[Tick] | None = None  # a worker stop() stopped waiting for
+
+    @property
+    def frame_running(self) -> bool:
+        """Whether a frame is on the worker right now (introspection and tests)."""
+        active = self._active
+        return active is not None and active.worker.busy
+
+    # ------------------------------------------------------------------ configure / cleanup
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self._configured = self._configure()
+        except Exception as error:  # whatever a load raises, the node must stay up
+            named = ", ".join(f"{p}={self.get_parameter(p).value!r}" for p in _LOAD_PARAMETERS)
+            self.get_logger().error(f"configure failed: {type(error).__name__}: {error} ({named})")
+            return TransitionCallbackReturn.FAILURE
+        cfg = self._configured.settings.node
+        self.get_logger().info(
+            f"configured {cfg.preset} for robot {cfg.robot}: frame period "
+            f"{cfg.frame_period_s * 1e3:.1f} ms, cameras {list(cfg.camera_topics)}"
+        )
+        return TransitionCallbackReturn.SUCCESS
+
+    def _configure(self) -> _Configured:
+        settings = read_settings(self)
+        cfg = settings.node
+        policy = load_policy(
+            preset=cfg.preset,
+            robot=cfg.robot,
+            checkpoint_dir=cfg.checkpoint_dir or None,
+            tokenizer_path=cfg.tokenizer_path or None,
+            seed=cfg.seed,
+        )
+        layout = fit_to_model(cfg, policy.config, policy.robot)
+        assembler = FrameAssembler(
+            camera_topics=cfg.camera_topics,
+            joint_names=cfg.joint_names,
+            state_dim=policy.robot.state_dim,
+            image_size=policy.config.vision.image_size,
+            stale_timeout_s=cfg.stale_timeout_s,
+            sync_slop_s=cfg.sync_slop_s,
+            missing_camera=cfg.missing_camera,
+        )
+        assembler.on_instruction(cfg.instruction)
+        engine = make_engine(policy, settings.engine)
+        engine.warmup(_blank_observation(policy, assembler, cfg.instruction))
+        stats = NodeStats()
+        outputs = Outputs(self, cfg, stats.qos_deadline_missed)
+        loop = FrameLoop(
+            engine=engine,
+            assembler=assembler,
+            outputs=outputs,
+            stats=stats,
+            cfg=cfg,
+            layout=layout,
+            logger=self.get_logger(),
+        )
+        reporter = DiagnosticsReporter(self.get_fully_qualified_name(), cfg.frame_period_s)
+        return _Configured(settings, engine, assembler, outputs, stats, loop, reporter)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release_configured()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _release_configured(self) -> None:
+        if self._draining is not None:
+            self._draining.stop(timeout_s=None)
+            self._draining = None
+        if self._configured is not None:
+            self._configured.outputs.destroy()
+            self._configured = None
+
+    # ------------------------------------------------------------------ activate / deactivate
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        result = super().on_activate(state)  # enables the lifecycle publishers
+        if result != TransitionCallbackReturn.SUCCESS:
+            return result
+        c = self._configured
+        if self._draining is not None:  # one engine, one thread: let the old one end first
+            self._draining.stop(timeout_s=None)
+            self._draining = None
+        worker = FrameWorker(
+            c.loop.run,
+            on_error=functools.partial(self._on_frame_error, c),
+            on_exit=c.engine.reset,
+        )
+        cfg = c.settings.node
+        timers = [
+            self.create_timer(cfg.frame_period_s, functools.partial(self._on_tick, c, worker)),
+            self.create_timer(cfg.diagnostics_period_s, functools.partial(self._on_diagnostics, c)),
+        ]
+        self._active = _Active(worker, self._subscribe(c), timers)
+        c.outputs.open()
+        return result
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_active()
+        return super().on_deactivate(state)
+
+    def _stop_active(self) -> None:
+        """Close the outputs first: after that, a frame still running publishes nothing."""
+        a, c = self._active, self._configured
+        if a is None:
+            return
+        c.outputs.close()
+        for timer in a.timers:
+            self.destroy_timer(timer)
+        for subscription in a.subscriptions:
+            self.destroy_subscription(subscription)
+        grace_s = max(1.0, 3 * c.settings.node.frame_period_s)
+        if not a.worker.stop(timeout_s=grace_s):
+            self.get_logger().warning("a frame is still running: it ends without publishing")
+            self._draining = a.worker
+        self._active = None
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.release()
+        return super().on_shutdown(state)
+
+    def release(self) -> None:
+        """Stop frames and drop every resource, from any state (shutdown, Ctrl-C)."""
+        self._stop_active()
+        self._release_configured()
+
+    # ------------------------------------------------------------------ callbacks
+
+    def _subscribe(self, c: _Configured) -> list[Any]:
+        cfg, assembler = c.settings.node, c.assembler
+        subscriptions = [
+            self.create_subscription(
+                CompressedImage if topic.endswith("/compressed") else Image,
+                topic,
+                functools.partial(assembler.on_image, slot),
+                qos_profile_sensor_data,
+            )
+            for slot, topic in enumerate(cfg.camera_topics)
+        ]
+        subscriptions.append(
+            self.create_subscription(
+                JointState, cfg.joint_state_topic, assembler.on_joint_state, qos_profile_sensor_data
+            )
+        )
+        subscriptions.append(
+            self.create_subscription(
+                String, cfg.instruction_topic, lambda msg: assembler.on_instruction(msg.data), 10
+            )
+        )
+        subscriptions.append(
+            self.create_subscription(
+                String, "~/request", functools.partial(self._on_request, c), 10
+            )
+        )
+        return subscriptions
+
+    def _on_request(self, c: _Configured, msg: String) -> None:
+        """An on-demand language request: the stream's name as the message text."""
+        if msg.data not in c.settings.node.stream_names:
+            self.get_logger().warning(
+                f"~/request: unknown stream {msg.data!r}; streams: "
+                f"{list(c.settings.node.stream_names)}"
+            )
+            return
+        c.loop.request(msg.data)
+
+    def _on_tick(self, c: _Configured, worker: FrameWorker[Tick]) -> None:
+        now = self.get_clock().now()
+        start = time.monotonic()
+        tick = Tick(
+            stamp=now.to_msg(),
+            now_s=now.nanoseconds * 1e-9,
+            start_s=start,
+            deadline_s=start + c.settings.node.frame_period_s,
+        )
+        if not worker.submit(tick):
+            c.stats.overrun()
+
+    def _on_diagnostics(self, c: _Configured) -> None:
+        now = self.get_clock().now()
+        inputs = InputReport(
+            ages_s=c.assembler.freshness(now.nanoseconds * 1e-9),
+            skips=dict(c.assembler.skip_counts),
+            stale_timeout_s=c.settings.node.stale_timeout_s,
+        )
+        array = c.reporter.report(now.to_msg(), c.stats.snapshot(), inputs)
+        c.outputs.publish(c.outputs.diagnostics, array)
+
+    def _on_frame_error(self, c: _Configured, error: BaseException) -> None:
+        if not self.context.ok():  # publishing after Ctrl-C shut the context down
+            return
+        c.stats.error()
+        self.get_logger().error(
+            f"frame failed: {type(error).__name__}: {error}", throttle_duration_sec=2.0
+        )
+
+    def autostart(self) -> bool:
+        """Configure, then activate; True when the node ends up active."""
+        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            return False
+        return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
+
+
+def _blank_observation(policy: Policy, assembler: FrameAssembler, prompt: str) -> Observation:
+    """Black images in the slots the cameras fill: warm-up compiles the shapes that run."""
+    size = policy.config.vision.image_size
+    images = {slot: np.zeros((size, size, 3), np.uint8) for slot in assembler.slots}
+    state = np.zeros(policy.robot.state_dim, np.float32)
+    return Observation(images=images, state=state, prompt=prompt or "warm up")
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script `oxygen-node`: spin the node until Ctrl-C."""
+    rclpy.init(args=args)
+    node = OxygenNode()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        if node.get_parameter("autostart").value:
+            node.autostart()
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.release()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

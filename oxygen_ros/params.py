@@ -1,0 +1,344 @@
+"""ROS parameters of the oxygen node: declared from one dataclass, read in one place.
+
+Every field of `NodeConfig` is one ROS parameter of the same name. Its metadata holds the
+description, range and choices that go into the ParameterDescriptor, and the same
+metadata is checked when a NodeConfig is built, so `ros2 param describe oxygen ...` shows
+exactly what the code enforces. Fields that feed the engine take their defaults from
+`EngineConfig()`, so the node and the engine cannot disagree on a default.
+
+Language streams are parameters `streams.<name>.<field>` (prompt, max_tokens,
+temperature, stop_at_eos, trigger, every_frames) for every name in `stream_names`; they
+are declared when the node starts, which is why `stream_names` itself is read-only.
+
+`read_settings` is the only place that turns parameters into configs. It raises
+`ConfigError` naming the parameter, which the node's on_configure turns into FAILURE.
+"""
+
+from __future__ import annotations
+
+import array
+import dataclasses
+import typing
+from typing import Any, Literal
+
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.exceptions import ParameterUninitializedException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from oxygen_core.config import ModelConfig, RobotConfig
+from oxygen_core.engine.types import (
+    DEFAULT_STREAMS,
+    EngineConfig,
+    Mode,
+    PoolFullPolicy,
+    StreamConfig,
+    Trigger,
+)
+from oxygen_ros.inputs import MISSING_CAMERA_POLICIES
+
+_ENGINE = EngineConfig()
+StepsPerFrame = int | Literal["auto"]  # EngineConfig.k
+
+
+class ConfigError(ValueError):
+    """A parameter value the node cannot run with; the message names the parameter."""
+
+
+def _param(
+    default: Any,
+    doc: str,
+    span: tuple[float, float] | None = None,
+    choices: tuple[str, ...] = (),
+    **flags: bool,
+) -> Any:
+    """A dataclass field that is also a ROS parameter (flags: dynamic, read_only)."""
+    meta = {"doc": doc, "span": span, "choices": choices, **flags}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeConfig:
+    """Everything the node reads from ROS parameters (one field per parameter)."""
+
+    preset: str = _param("tiny", "Model preset (tiny, small, pi05): the model's shapes.")
+    robot: str = _param("demo", "Robot preset: cameras, action and state dimensions.")
+    checkpoint_dir: str = _param(
+        "", "openpi pi0.5 checkpoint folder (Orbax params + assets); empty: random weights."
+    )
+    tokenizer_path: str = _param(
+        "", "SentencePiece model file; empty: the tokenizer the project ships."
+    )
+    seed: int = _param(0, "Seed of random weights and of language sampling.", (0, 2**31 - 1))
+    engine_mode: Mode = _param(
+        _ENGINE.mode,
+        "oxygen: shared KV + cross-frame batching; shared / isolated: the paper's baselines.",
+        choices=typing.get_args(Mode),
+    )
+    camera_topics: tuple[str, ...] = _param(
+        ("/camera/base/image_raw",),
+        "Camera topics, mapped to the model's image slots in order (base, left wrist, "
+        "right wrist); a topic ending in /compressed is a CompressedImage, others Image.",
+    )
+    joint_state_topic: str = _param("/joint_states", "sensor_msgs/JointState topic.")
+    joint_names: tuple[str, ...] = _param(
+        (), "Joint names in the order the model expects its state (matched in JointState)."
+    )
+    action_names: tuple[str, ...] = _param(
+        (),
+        "Names of the action columns; empty: joint_names when there are action_dim of them.",
+    )
+    joint_trajectory: bool = _param(
+        True, "Also publish ~/joint_trajectory (only when actions are joint positions)."
+    )
+    instruction: str = _param("", "Task instruction until one arrives on instruction_topic.")
+    instruction_topic: str = _param("~/instruction", "std_msgs/String topic of instructions.")
+    control_rate_hz: float = _param(
+        50.0, "Rate at which the robot executes actions.", (0.1, 1000.0)
+    )
+    action_horizon: int = _param(
+        0, "Action rows published per chunk; 0: the model's whole horizon.", (0, 1024)
+    )
+    execute_horizon: int = _param(
+        5, "Rows executed before the next chunk; frame period = this / control rate.", (1, 1024)
+    )
+    steps_per_frame: StepsPerFrame = _param(
+        _ENGINE.k,
+        "Language tokens decoded per frame for every request (k), or 'auto' to fit the budget.",
+        dynamic=True,
+    )
+    max_decode_tokens: int = _param(_ENGINE.k_max, "Largest k that 'auto' may choose.", (1, 1024))
+    denoise_steps: int = _param(_ENGINE.denoise_steps, "Flow-matching Euler steps (S).", (1, 100))
+    max_active_requests: int = _param(
+        _ENGINE.max_active, "Rows of the preallocated KV pool (active requests).", (1, 1024)
+    )
+    batch_buckets: tuple[int, ...] = _param(
+        _ENGINE.batch_buckets, "Decode batch sizes compiled at configure time."
+    )
+    pool_full_policy: PoolFullPolicy = _param(
+        _ENGINE.pool_full,
+        "What a new request does when the KV pool is full.",
+        choices=typing.get_args(PoolFullPolicy),
+    )
+    max_queued_requests: int = _param(
+        _ENGINE.max_queue, "Requests waiting for a pool row (pool_full_policy queue).", (0, 4096)
+    )
+    budget_margin_s: float = _param(
+        _ENGINE.budget_margin_s, "Safety margin under the frame period for 'auto' k.", (0.0, 10.0)
+    )
+    stale_timeout_s: float = _param(
+        0.5, "Inputs older than this (node clock) skip the frame.", (0.001, 60.0)
+    )
+    sync_slop_s: float = _param(
+        0.05, "Largest spread of camera stamps accepted as one frame.", (0.0, 10.0)
+    )
+    missing_camera: str = _param(
+        "skip",
+        "A camera without a fresh image: skip the frame, or leave it blank (zero image).",
+        choices=MISSING_CAMERA_POLICIES,
+    )
+    stream_names: tuple[str, ...] = _param(
+        tuple(s.name for s in _ENGINE.streams),
+        "Language streams; each has parameters streams.<name>.* (declared at start-up).",
+        read_only=True,
+    )
+    marker_frame_id: str = _param("base_link", "TF frame of the narration text markers.")
+    autostart: bool = _param(False, "Configure and activate at start-up.")
+    diagnostics_period_s: float = _param(
+        1.0, "Period of /diagnostics messages while active.", (0.05, 60.0)
+    )
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            _check_field(field, getattr(self, field.name))
+        k = self.steps_per_frame
+        if k != "auto" and not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
+            raise ConfigError(f"steps_per_frame must be an integer >= 1 or 'auto', got {k!r}")
+        if not self.camera_topics:
+            raise ConfigError("camera_topics is empty: the model needs at least one camera")
+        if not self.batch_buckets or min(self.batch_buckets) < 1:
+            raise ConfigError(f"batch_buckets must be positive sizes, got {self.batch_buckets}")
+
+    @property
+    def frame_period_s(self) -> float:
+        """Time between frames: the robot executes execute_horizon rows per chunk."""
+        return self.execute_horizon / self.control_rate_hz
+
+    @property
+    def control_period_s(self) -> float:
+        """Time between two rows of a chunk."""
+        return 1.0 / self.control_rate_hz
+
+
+def _check_field(field: dataclasses.Field, value: Any) -> None:
+    """Enforce a field's range and choices (the same ones its descriptor advertises)."""
+    span, choices = field.metadata["span"], field.metadata["choices"]
+    if span is not None and not span[0] <= value <= span[1]:
+        raise ConfigError(f"{field.name}={value!r} is outside [{span[0]}, {span[1]}]")
+    if choices and value not in choices:
+        raise ConfigError(f"{field.name}={value!r} is not one of {list(choices)}")
+
+
+# streams.<name>.<field>: (description, range, choices); defaults come from StreamConfig.
+_STREAM_FIELDS: dict[str, tuple[str, tuple[float, float] | None, tuple[str, ...]]] = {
+    "prompt": ("Stream prompt appended after the shared prefix.", None, ()),
+    "max_tokens": ("Tokens after which a request finishes (N).", (1, 4096), ()),
+    "temperature": ("Sampling temperature; 0 is greedy.", (0.0, 10.0), ()),
+    "stop_at_eos": ("Finish a request at the EOS token.", None, ()),
+    "trigger": ("When a frame starts a request.", None, typing.get_args(Trigger)),
+    "every_frames": ("Frames between requests for trigger 'every'.", (1, 100_000), ()),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The node's parameters split by owner: the node itself and the engine."""
+
+    node: NodeConfig
+    engine: EngineConfig
+
+
+def declare_parameters(node: Node) -> None:
+    """Declare every NodeConfig field and every stream's fields, with descriptors."""
+    hints = typing.get_type_hints(NodeConfig)
+    for field in dataclasses.fields(NodeConfig):
+        _declare(node, field.name, field.default, hints[field.name], field.metadata)
+    names = node.get_parameter("stream_names").value or ()
+    for name in names:
+        default = _default_stream(name)
+        for key, (doc, span, choices) in _STREAM_FIELDS.items():
+            meta = {"doc": doc, "span": span, "choices": choices}
+            value = getattr(default, key)
+            _declare(node, f"streams.{name}.{key}", value, type(value), meta)
+
+
+def read_settings(node: Node) -> Settings:
+    """Read all parameters into configs; raise ConfigError naming a bad parameter."""
+    hints = typing.get_type_hints(NodeConfig)
+    values = {
+        f.name: _read(node, f.name, f.default, hints[f.name])
+        for f in dataclasses.fields(NodeConfig)
+    }
+    cfg = NodeConfig(**values)
+    streams = tuple(_read_stream(node, name) for name in cfg.stream_names)
+    engine = EngineConfig(
+        mode=cfg.engine_mode,
+        k=cfg.steps_per_frame,
+        k_max=cfg.max_decode_tokens,
+        denoise_steps=cfg.denoise_steps,
+        max_active=cfg.max_active_requests,
+        batch_buckets=tuple(sorted(set(cfg.batch_buckets))),
+        frame_budget_s=cfg.frame_period_s,
+        budget_margin_s=cfg.budget_margin_s,
+        pool_full=cfg.pool_full_policy,
+        max_queue=cfg.max_queued_requests,
+        streams=streams,
+        seed=cfg.seed,
+    )
+    return Settings(node=cfg, engine=engine)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkLayout:
+    """What one published chunk holds: rows and the names of its columns."""
+
+    horizon: int
+    action_names: tuple[str, ...]  # empty when the columns have no names
+
+
+def fit_to_model(cfg: NodeConfig, model: ModelConfig, robot: RobotConfig) -> ChunkLayout:
+    """Check the parameters against the loaded model and robot; the chunk they publish."""
+    if len(cfg.camera_topics) > len(robot.cameras):
+        raise ConfigError(
+            f"camera_topics has {len(cfg.camera_topics)} topics but robot {robot.name!r} "
+            f"fills {len(robot.cameras)} image slots {robot.cameras}"
+        )
+    horizon = cfg.action_horizon or model.action_horizon
+    if horizon > model.action_horizon:
+        raise ConfigError(
+            f"action_horizon={horizon} exceeds the model's horizon {model.action_horizon}"
+        )
+    if cfg.execute_horizon > horizon:
+        raise ConfigError(f"execute_horizon={cfg.execute_horizon} exceeds action_horizon={horizon}")
+    names = cfg.action_names
+    if not names and len(cfg.joint_names) == robot.action_dim:
+        names = cfg.joint_names
+    if names and len(names) != robot.action_dim:
+        raise ConfigError(
+            f"action_names has {len(names)} names but robot {robot.name!r} "
+            f"has action_dim {robot.action_dim}"
+        )
+    if cfg.joint_trajectory and not names:
+        raise ConfigError(
+            f"joint_trajectory needs action_names: robot {robot.name!r} has action_dim "
+            f"{robot.action_dim} but {len(cfg.joint_names)} joint_names"
+        )
+    return ChunkLayout(horizon=horizon, action_names=names)
+
+
+def _default_stream(name: str) -> StreamConfig:
+    """The built-in stream of that name, or one whose prompt must be set."""
+    builtin = {s.name: s for s in DEFAULT_STREAMS}
+    return builtin.get(name, StreamConfig(name, prompt=""))
+
+
+def _read_stream(node: Node, name: str) -> StreamConfig:
+    """One stream's parameters (ROS has enforced their ranges; choices are checked here)."""
+    prefix = f"streams.{name}."
+    values = {key: node.get_parameter(prefix + key).value for key in _STREAM_FIELDS}
+    for key, (_, _, choices) in _STREAM_FIELDS.items():
+        if choices and values[key] not in choices:
+            raise ConfigError(f"{prefix}{key}={values[key]!r} is not one of {list(choices)}")
+    if not values["prompt"].strip():
+        raise ConfigError(f"{prefix}prompt is empty")
+    return StreamConfig(name=name, **values)
+
+
+def _declare(node: Node, name: str, default: Any, hint: Any, meta: dict) -> None:
+    descriptor = ParameterDescriptor(
+        name=name,
+        description=meta["doc"],
+        read_only=meta.get("read_only", False),
+        dynamic_typing=meta.get("dynamic", False),
+    )
+    if meta["choices"]:
+        descriptor.additional_constraints = "one of: " + ", ".join(meta["choices"])
+    span = meta["span"]
+    if span is not None and hint is int:
+        descriptor.integer_range = [IntegerRange(from_value=span[0], to_value=span[1], step=1)]
+    elif span is not None and hint is float:
+        descriptor.floating_point_range = [
+            FloatingPointRange(from_value=span[0], to_value=span[1], step=0.0)
+        ]
+    # An empty tuple has no element type for rclpy to infer: declare its type instead.
+    value = _array_type(hint) if default == () else _to_ros(default)
+    node.declare_parameter(name, value, descriptor)
+
+
+def _read(node: Node, name: str, default: Any, hint: Any) -> Any:
+    """One parameter's value as the dataclass type (lists become tuples)."""
+    try:
+        value = node.get_parameter(name).value
+    except ParameterUninitializedException:
+        return default
+    if name == "steps_per_frame":
+        return _parse_k(value)
+    if isinstance(value, (list, tuple, array.array)):  # integer arrays come as array("q")
+        return tuple(value)
+    return value
+
+
+def _parse_k(value: Any) -> StepsPerFrame:
+    """steps_per_frame comes as an int, 'auto', or a string of digits from the command line."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return value
+
+
+def _array_type(hint: Any) -> Parameter.Type:
+    element = typing.get_args(hint)[0]
+    return {str: Parameter.Type.STRING_ARRAY, int: Parameter.Type.INTEGER_ARRAY}[element]
+
+
+def _to_ros(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value

@@ -1,0 +1,378 @@
+"""The `oxygen` lifecycle node over real ROS 2 topics and services (issue 4).
+
+One node (config/tiny.yaml, the tiny model) and one probe node share an executor in
+this process; everything between them goes through DDS: lifecycle transitions over
+/oxygen/change_state, synthetic cameras and joint states at 30 Hz, and every output
+topic. The tests run in file order and walk the node through its life: a failed
+configure, activation with missing inputs, normal frames, language, bad inputs, a
+slow configuration whose frames miss their deadline, deactivation mid-frame, shutdown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rclpy
+import yaml
+from diagnostic_msgs.msg import DiagnosticStatus
+from node_harness import (
+    SIM_START_S,
+    Probe,
+    SensorFaults,
+    diagnostic_values,
+    stamp_s,
+    wait_until,
+)
+from rcl_interfaces.msg import Log
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.parameter import Parameter
+from std_msgs.msg import String
+
+from oxygen_ros.node import OxygenNode
+
+pytestmark = pytest.mark.ros
+
+TINY = Path(__file__).resolve().parents[1] / "config" / "tiny.yaml"
+PARAMS = yaml.safe_load(TINY.read_text())["/**"]["ros__parameters"]
+PERIOD_S = PARAMS["execute_horizon"] / PARAMS["control_rate_hz"]
+CONTROL_PERIOD_S = 1.0 / PARAMS["control_rate_hz"]
+DIAGNOSTICS_PERIOD_S = 0.2
+BAD_CHECKPOINT = "/nonexistent/oxygen/pi05_checkpoint"
+HEALTHY = SensorFaults()
+
+
+@dataclasses.dataclass
+class Rig:
+    node: OxygenNode
+    probe: Probe
+    executor: MultiThreadedExecutor
+    more_nodes: list  # created by tests; destroyed after the executor stops
+
+    def add(self, node):
+        self.executor.add_node(node)
+        self.more_nodes.append(node)
+        return node
+
+    def inbox(self, topic: str):
+        return self.probe.inbox[topic]
+
+    def wait_diagnostics(self, status: str, ready, what: str, timeout_s: float = 10.0):
+        """The first /diagnostics message from now on whose `status` satisfies ready()."""
+        inbox = self.inbox("/diagnostics")
+        start = len(inbox.items())
+
+        def matches(items):
+            reports = (diagnostic_values(x.msg, status) for x in items[start:])
+            return [report for report in reports if ready(*report)]
+
+        return matches(inbox.wait(lambda xs: bool(matches(xs)), timeout_s, what))[0]
+
+
+@pytest.fixture(scope="module")
+def rig():
+    rclpy.init()
+    node = OxygenNode(
+        cli_args=[
+            "--ros-args",
+            "--params-file",
+            str(TINY),
+            "-p",
+            f"diagnostics_period_s:={DIAGNOSTICS_PERIOD_S}",
+            "-p",
+            f"checkpoint_dir:={BAD_CHECKPOINT}",
+        ]
+    )
+    probe = Probe(
+        cameras=PARAMS["camera_topics"],
+        joints=PARAMS["joint_names"],
+        streams=PARAMS["stream_names"],
+    )
+    executor = MultiThreadedExecutor(num_threads=4)
+    executor.add_node(node)
+    executor.add_node(probe)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    rig = Rig(node, probe, executor, [])
+    yield rig
+    node.release()
+    executor.shutdown()
+    for created in [node, probe, *rig.more_nodes]:
+        created.destroy_node()
+    rclpy.shutdown()
+    spinner.join(timeout=10)
+
+
+def test_bad_checkpoint_fails_configure_and_names_the_path(rig):
+    assert rig.probe.transition("configure", timeout_s=60) is False
+    assert rig.probe.state() == "unconfigured"
+    rig.inbox("/rosout").wait(
+        lambda xs: any(
+            x.msg.name == "oxygen" and x.msg.level == Log.ERROR and BAD_CHECKPOINT in x.msg.msg
+            for x in xs
+        ),
+        10,
+        "error naming the checkpoint path",
+    )
+
+
+def test_configure_succeeds_once_the_parameter_is_fixed(rig):
+    rig.node.set_parameters([Parameter("checkpoint_dir", value="")])
+    assert rig.probe.transition("configure", timeout_s=300) is True
+    assert rig.probe.state() == "inactive"
+
+
+def test_action_publishers_offer_the_frame_period_as_qos_deadline(rig):
+    for topic in ("/oxygen/action_chunk", "/oxygen/joint_trajectory"):
+        infos = rig.probe.get_publishers_info_by_topic(topic)
+        assert len(infos) == 1, topic
+        assert infos[0].qos_profile.deadline.nanoseconds == round(PERIOD_S * 1e9), topic
+
+
+def test_activation_skips_frames_until_every_input_arrived(rig):
+    chunks = rig.inbox("/oxygen/action_chunk")
+    assert chunks.items() == []  # inactive: nothing published
+    assert rig.probe.transition("activate") is True
+
+    def skipped(reason):
+        return lambda level, values: int(values[f"skipped {reason}"]) > 0
+
+    rig.wait_diagnostics("inputs", skipped("missing_joint_state"), "missing joint state")
+    rig.probe.faults = dataclasses.replace(rig.probe.faults, joints_on=True)
+    rig.wait_diagnostics("inputs", skipped("missing_camera"), "missing camera")
+    assert chunks.items() == []
+    rig.probe.faults = HEALTHY
+    chunks.wait_count(1, timeout_s=20)
+    assert rig.probe.state() == "active"
+
+
+def test_action_chunks_arrive_at_the_frame_rate_with_shape_order_and_stamps(rig):
+    received = rig.inbox("/oxygen/action_chunk").wait_count(15, timeout_s=30)
+    chunks = [r.msg for r in received]
+    for chunk in chunks:
+        assert (chunk.horizon, chunk.action_dim) == (PARAMS["action_horizon"], 7)
+        assert len(chunk.actions) == chunk.horizon * chunk.action_dim
+        assert np.isfinite(np.asarray(chunk.actions)).all()
+        assert list(chunk.joint_names) == PARAMS["joint_names"]
+        assert stamp_s(chunk.control_period) == pytest.approx(CONTROL_PERIOD_S, abs=1e-9)
+    sequences = [c.sequence for c in chunks]
+    assert sequences == sorted(set(sequences))
+    stamps = np.array([stamp_s(c.header.stamp) for c in chunks])
+    assert np.all(np.diff(stamps) > 0)
+    # Ticks land on the frame period; an overrun on this shared CPU skips one tick.
+    assert np.median(np.diff(stamps)) == pytest.approx(PERIOD_S, rel=0.15)
+    arrival_rate = (len(received) - 1) / (received[-1].at_s - received[0].at_s)
+    assert arrival_rate > 0.6 / PERIOD_S
+    # Stamped with the node clock at the frame's tick, received within the frame.
+    delays = [r.at_s - stamp_s(r.msg.header.stamp) for r in received]
+    assert 0.0 < min(delays) and max(delays) < 3 * PERIOD_S
+
+
+def test_joint_trajectory_carries_the_same_chunk(rig):
+    chunk = rig.inbox("/oxygen/action_chunk").wait_count(1, timeout_s=10)[0].msg
+    stamp = stamp_s(chunk.header.stamp)
+    trajectories = rig.inbox("/oxygen/joint_trajectory").wait(
+        lambda xs: any(stamp_s(x.msg.header.stamp) == stamp for x in xs), 10, "same stamp"
+    )
+    trajectory = next(x.msg for x in trajectories if stamp_s(x.msg.header.stamp) == stamp)
+    assert list(trajectory.joint_names) == PARAMS["joint_names"]
+    rows = np.asarray(chunk.actions, np.float32).reshape(chunk.horizon, chunk.action_dim)
+    positions = np.array([p.positions for p in trajectory.points], np.float32)
+    np.testing.assert_array_equal(positions, rows)
+    offsets = [stamp_s(p.time_from_start) for p in trajectory.points]
+    np.testing.assert_allclose(offsets, np.arange(chunk.horizon) * CONTROL_PERIOD_S, atol=1e-9)
+
+
+def _requests(inbox):
+    """request id -> its LanguageTokens in arrival order."""
+    by_id: dict[int, list] = {}
+    for item in inbox.items():
+        by_id.setdefault(item.msg.request_id, []).append(item.msg)
+    return by_id
+
+
+def _check_request(messages, max_tokens: int) -> str:
+    """The streamed pieces of one request add up to its final text; returns that text."""
+    assert [m.finished for m in messages] == [False] * (len(messages) - 1) + [True]
+    text = ""
+    for m in messages:
+        text += m.text_delta
+        assert m.text == text
+    final = messages[-1]
+    assert final.finish_reason in ("eos", "max_tokens")
+    tokens = sum(len(m.token_ids) for m in messages)
+    assert tokens <= max_tokens
+    if final.finish_reason == "max_tokens":
+        assert tokens == max_tokens
+    stamps = [stamp_s(m.header.stamp) for m in messages]
+    assert stamps == sorted(set(stamps))  # one message per frame
+    return final.text
+
+
+def _finished_request(rig, stream: str, timeout_s: float = 30.0) -> list:
+    inbox = rig.inbox(f"/oxygen/{stream}")
+    inbox.wait(lambda xs: any(x.msg.finished for x in xs), timeout_s, "finished request")
+    return next(msgs for msgs in _requests(inbox).values() if msgs[-1].finished)
+
+
+def test_narration_tokens_assemble_into_the_finished_text(rig):
+    messages = _finished_request(rig, "narration")
+    limit = PARAMS["streams"]["narration"]["max_tokens"]
+    text = _check_request(messages, limit)
+    rig.inbox("/oxygen/narration/text").wait(
+        lambda xs: any(x.msg.data == text for x in xs), 10, f"finished text {text!r}"
+    )
+    # The request started from a published frame: its origin is that chunk's stamp.
+    chunk_stamps = {stamp_s(x.msg.header.stamp) for x in rig.inbox("/oxygen/action_chunk").items()}
+    assert stamp_s(messages[0].origin_stamp) in chunk_stamps
+    rig.inbox("/oxygen/markers").wait(
+        lambda xs: any(m.text.startswith("narration:") for x in xs for m in x.msg.markers),
+        10,
+        "narration marker",
+    )
+
+
+def test_memory_stream_runs_when_the_instruction_changes(rig):
+    probe = rig.probe
+    wait_until(lambda: probe.instruction.get_subscription_count() > 0, 10, "instruction match")
+    probe.instruction.publish(String(data="put the red block in the bowl"))
+    messages = _finished_request(rig, "memory")
+    text = _check_request(messages, PARAMS["streams"]["memory"]["max_tokens"])
+    rig.inbox("/oxygen/memory/text").wait(
+        lambda xs: any(x.msg.data == text for x in xs), 10, f"finished memory {text!r}"
+    )
+
+
+def test_a_request_message_starts_one_request_of_that_stream(rig):
+    memory = rig.inbox("/oxygen/memory")
+    known = set(_requests(memory))
+    probe = rig.probe
+    wait_until(lambda: probe.request.get_subscription_count() > 0, 10, "request match")
+    probe.request.publish(String(data="memory"))
+    memory.wait(lambda xs: any(x.msg.request_id not in known for x in xs), 10, "on-demand request")
+    probe.request.publish(String(data="no_such_stream"))
+    rig.inbox("/rosout").wait(
+        lambda xs: any("unknown stream 'no_such_stream'" in x.msg.msg for x in xs),
+        10,
+        "warning about the unknown stream",
+    )
+    assert probe.state() == "active"
+
+
+BAD_INPUTS = {
+    "wrong_encoding": ({"encoding": "yuv422"}, "bad_image"),
+    "wrong_size": ({"truncate_image": True}, "bad_image"),
+    "stale_camera": ({"camera_age_s": 2.0}, "stale_camera"),
+    "camera_stopped": ({"silent_camera": 1}, "stale_camera"),
+    "nan_joint": ({"nan_joint": True}, "bad_joint_state"),
+    "unknown_joint_names": ({"rename_joints": True}, "bad_joint_state"),
+}
+
+
+@pytest.mark.parametrize("kind", BAD_INPUTS)
+def test_bad_input_skips_frames_with_a_diagnostic_and_the_node_stays_active(rig, kind):
+    faults, reason = BAD_INPUTS[kind]
+    key = f"skipped {reason}"
+    _, before = rig.wait_diagnostics("inputs", lambda level, values: True, "a report")
+    rig.probe.faults = dataclasses.replace(HEALTHY, **faults)
+    level, values = rig.wait_diagnostics(
+        "inputs",
+        lambda level, values: int(values[key]) > int(before[key]),
+        f"{key} counted",
+    )
+    assert level == ord(DiagnosticStatus.WARN)
+    assert rig.probe.state() == "active"
+    rig.probe.faults = HEALTHY
+    rig.inbox("/oxygen/action_chunk").wait_count(1, timeout_s=10)
+
+
+def test_slow_frames_are_reported_as_deadline_misses(rig):
+    """A 2 ms frame period (500 Hz, one action per frame): shorter than any tiny frame."""
+    assert rig.probe.transition("deactivate") is True
+    assert rig.probe.transition("cleanup") is True
+    rig.node.set_parameters(
+        [Parameter("control_rate_hz", value=500.0), Parameter("execute_horizon", value=1)]
+    )
+    assert rig.probe.transition("configure", timeout_s=300) is True
+    assert rig.probe.transition("activate") is True
+    start = rig.probe.now_s()
+    rig.inbox("/oxygen/action_chunk").wait(
+        lambda xs: any(stamp_s(x.msg.header.stamp) > start and not x.msg.deadline_met for x in xs),
+        20,
+        "a chunk flagged late",
+    )
+
+    def missed(level, values):
+        counts = ("deadline misses", "overruns", "QoS deadline events")
+        return level == ord(DiagnosticStatus.WARN) and all(int(values[k]) > 0 for k in counts)
+
+    rig.wait_diagnostics("actions", missed, "deadline misses reported")
+    rig.inbox("/oxygen/stats").wait(
+        lambda xs: any(x.msg.deadline_misses > 0 for x in xs), 10, "stats with misses"
+    )
+
+
+def test_deactivate_mid_frame_publishes_nothing_after(rig):
+    wait_until(lambda: rig.node.frame_running, 10, "a frame on the worker")
+    assert rig.probe.transition("deactivate") is True
+    done_at = rig.probe.now_s()
+    assert rig.probe.state() == "inactive"
+    assert not any(t.name == "oxygen-frames" for t in threading.enumerate())
+
+    def after(items):
+        headers = [x.msg.markers[0] if hasattr(x.msg, "markers") else x.msg for x in items]
+        return any(stamp_s(h.header.stamp) >= done_at for h in headers)
+
+    with pytest.raises(AssertionError, match="no output after deactivation"):
+        rig.inbox("/oxygen/action_chunk").wait(after, 10 * PERIOD_S, "output after deactivation")
+    for topic in ("/oxygen/stats", "/oxygen/narration", "/oxygen/markers", "/diagnostics"):
+        assert not after(rig.inbox(topic).items()), topic
+    # A new worker takes over the same engine.
+    assert rig.probe.transition("activate") is True
+    rig.inbox("/oxygen/action_chunk").wait(
+        lambda xs: any(stamp_s(x.msg.header.stamp) > done_at for x in xs), 20, "new chunk"
+    )
+    assert rig.probe.transition("deactivate") is True
+
+
+def test_shutdown_from_inactive_finalizes(rig):
+    assert rig.probe.transition("shutdown_inactive") is True
+    assert rig.probe.state() == "finalized"
+
+
+def test_on_simulated_time_the_frame_timer_and_stamps_follow_the_clock_topic(rig):
+    """As in bag replay: a node with use_sim_time, /clock running twice as fast as real time."""
+    speed = 2.0
+    rig.probe.faults = SensorFaults(joints_on=False, cameras_on=False)  # silence the first probe
+    node = OxygenNode(
+        cli_args=[
+            *("--ros-args", "-r", "__node:=oxygen_sim", "--params-file", str(TINY)),
+            *("-p", "use_sim_time:=true"),
+        ]
+    )
+    probe = Probe(
+        cameras=PARAMS["camera_topics"],
+        joints=PARAMS["joint_names"],
+        streams=PARAMS["stream_names"],
+        target="oxygen_sim",
+        sim_speed=speed,
+    )
+    probe.faults = HEALTHY
+    rig.add(node)
+    rig.add(probe)
+    try:
+        assert probe.transition("configure", timeout_s=300) is True
+        assert probe.transition("activate") is True
+        received = probe.inbox["/oxygen_sim/action_chunk"].wait_count(20, timeout_s=30)
+    finally:
+        node.release()
+        probe.faults = SensorFaults(joints_on=False, cameras_on=False)
+    stamps = np.array([stamp_s(r.msg.header.stamp) for r in received])
+    assert SIM_START_S < stamps[0] < stamps[-1] < SIM_START_S + 600  # not the wall clock
+    assert np.median(np.diff(stamps)) == pytest.approx(PERIOD_S, rel=0.15)
+    # Twice as many frames per wall-clock second as on real time.
+    wall_s = received[-1].steady_s - received[0].steady_s
+    assert (stamps[-1] - stamps[0]) / wall_s == pytest.approx(speed, rel=0.25)

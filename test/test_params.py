@@ -1,0 +1,190 @@
+"""ROS parameters of the node: declared from NodeConfig, read into configs in one place.
+
+Every robot YAML under config/ goes through rcl's own parameter-file parser here and is
+checked against its model preset, so a typo in a config fails this test, not the robot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import rclpy
+import yaml
+from rclpy.exceptions import InvalidParameterValueException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from oxygen_core.config import model_preset, robot_preset
+from oxygen_ros.params import (
+    ConfigError,
+    NodeConfig,
+    declare_parameters,
+    fit_to_model,
+    read_settings,
+)
+
+pytestmark = pytest.mark.ros
+
+CONFIG = Path(__file__).resolve().parents[1] / "config"
+ROBOT_YAMLS = sorted(CONFIG.glob("*.yaml"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ros():
+    rclpy.init()
+    yield
+    rclpy.shutdown()
+
+
+def _node(params_file: Path | None = None, **overrides) -> Node:
+    args = ["--ros-args"]
+    if params_file is not None:
+        args += ["--params-file", str(params_file)]
+    node = Node(
+        "oxygen",
+        cli_args=args,
+        parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()],
+    )
+    declare_parameters(node)
+    return node
+
+
+def _yaml(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())["/**"]["ros__parameters"]
+
+
+def test_there_is_a_config_per_robot():
+    names = {p.stem for p in ROBOT_YAMLS}
+    assert {"tiny", "libero", "droid", "aloha", "humanoid_thor"} <= names
+
+
+@pytest.mark.parametrize("path", ROBOT_YAMLS, ids=lambda p: p.stem)
+def test_robot_yaml_reads_into_configs_that_fit_its_model(path):
+    raw = _yaml(path)
+    settings = read_settings(_node(path))
+    cfg, engine = settings.node, settings.engine
+    assert cfg.camera_topics == tuple(raw["camera_topics"])
+    assert cfg.joint_names == tuple(raw["joint_names"])
+    assert cfg.frame_period_s == pytest.approx(raw["execute_horizon"] / raw["control_rate_hz"])
+    assert engine.frame_budget_s == pytest.approx(cfg.frame_period_s)
+    assert engine.k == raw["steps_per_frame"]
+    assert [s.name for s in engine.streams] == raw["stream_names"]
+    for stream in engine.streams:
+        for key, value in raw["streams"][stream.name].items():
+            assert getattr(stream, key) == value, (stream.name, key)
+    robot = robot_preset(cfg.robot)
+    layout = fit_to_model(cfg, robot.apply(model_preset(cfg.preset)), robot)
+    assert layout.horizon == raw["action_horizon"]
+    assert len(cfg.joint_names) == robot.state_dim
+    if cfg.joint_trajectory:
+        assert len(layout.action_names) == robot.action_dim
+
+
+def test_tiny_yaml_maps_onto_the_engine_config():
+    engine = read_settings(_node(CONFIG / "tiny.yaml")).engine
+    assert (engine.k, engine.max_active, engine.batch_buckets) == (2, 8, (1, 2, 4, 8))
+    assert engine.frame_budget_s == pytest.approx(0.1)
+    assert [(s.name, s.prompt, s.max_tokens, s.trigger) for s in engine.streams] == [
+        ("narration", "Narrate:", 12, "every"),
+        ("memory", "Remember:", 12, "instruction_change"),
+    ]
+
+
+def test_every_field_is_a_described_parameter_with_its_range():
+    node = _node()
+    for field in dataclasses.fields(NodeConfig):
+        descriptor = node.describe_parameter(field.name)
+        assert descriptor.description, field.name
+        span = field.metadata["span"]
+        ranges = [*descriptor.integer_range, *descriptor.floating_point_range]
+        if span is None:
+            assert ranges == [], field.name
+        else:
+            assert (ranges[0].from_value, ranges[0].to_value) == span, field.name
+    assert node.describe_parameter("streams.narration.max_tokens").integer_range[0].to_value > 1
+    assert node.describe_parameter("pool_full_policy").additional_constraints == (
+        "one of: queue, skip, evict_oldest"
+    )
+
+
+def test_out_of_range_values_are_refused_by_ros():
+    node = _node()
+    names = ("control_rate_hz", "denoise_steps", "streams.narration.max_tokens")
+    results = node.set_parameters(
+        [
+            Parameter(names[0], value=5000.0),
+            Parameter(names[1], value=0),
+            Parameter(names[2], value=0),
+        ]
+    )
+    assert [r.successful for r in results] == [False, False, False]
+    assert all(name in r.reason for name, r in zip(names, results, strict=True))
+    with pytest.raises(InvalidParameterValueException, match="execute_horizon"):
+        _node(execute_horizon=0)  # a bad override fails when the node declares it
+
+
+@pytest.mark.parametrize(("value", "expected"), [("auto", "auto"), (3, 3), ("4", 4)])
+def test_steps_per_frame_takes_an_int_or_auto(value, expected):
+    assert read_settings(_node(steps_per_frame=value)).engine.k == expected
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"steps_per_frame": "fast"}, "steps_per_frame"),
+        ({"steps_per_frame": 0}, "steps_per_frame"),
+        ({"pool_full_policy": "drop"}, "pool_full_policy"),
+        ({"missing_camera": "zero"}, "missing_camera"),
+        ({"engine_mode": "turbo"}, "engine_mode"),
+        ({"batch_buckets": [0, 4]}, "batch_buckets"),
+        ({"streams.memory.trigger": "sometimes"}, "streams.memory.trigger"),
+    ],
+)
+def test_bad_values_raise_config_error_naming_the_parameter(overrides, named):
+    with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
+        read_settings(_node(**overrides))
+
+
+def test_a_new_stream_needs_its_prompt():
+    node = _node(stream_names=["narration", "safety"])
+    with pytest.raises(ConfigError, match=r"streams\.safety\.prompt is empty"):
+        read_settings(node)
+    node.set_parameters([Parameter("streams.safety.prompt", value="Hazards:")])
+    streams = read_settings(node).engine.streams
+    assert [(s.name, s.prompt) for s in streams] == [
+        ("narration", "Narrate:"),
+        ("safety", "Hazards:"),
+    ]
+
+
+def _fit(**changes):
+    base = read_settings(_node(CONFIG / "tiny.yaml")).node
+    cfg = dataclasses.replace(base, **changes)
+    robot = robot_preset(cfg.robot)
+    return fit_to_model(cfg, robot.apply(model_preset(cfg.preset)), robot)
+
+
+def test_fit_defaults_to_the_model_horizon_and_joint_names():
+    layout = _fit(action_horizon=0)
+    assert layout.horizon == model_preset("tiny").action_horizon
+    assert layout.action_names == tuple(f"joint_{i}" for i in range(1, 8))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"action_horizon": 5}, "action_horizon=5 exceeds the model's horizon 4"),
+        ({"execute_horizon": 4, "action_horizon": 3}, "execute_horizon=4 exceeds"),
+        ({"action_names": ("a", "b")}, "action_names has 2 names"),
+        (
+            {"robot": "libero", "joint_names": tuple("abcdefgh"), "camera_topics": ("/c",)},
+            "joint_trajectory needs action_names",
+        ),
+        ({"robot": "libero", "joint_names": tuple("abcdefgh")}, "camera_topics has 3 topics"),
+    ],
+)
+def test_fit_refuses_parameters_the_model_cannot_serve(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        _fit(**changes)
