@@ -113,6 +113,7 @@ class OxygenNode(LifecycleNode):
             checkpoint_dir=cfg.checkpoint_dir or None,
             tokenizer_path=cfg.tokenizer_path or None,
             seed=cfg.seed,
+            dtype=cfg.dtype,
         )
         layout = fit_to_model(cfg, policy.config, policy.robot)
         assembler = FrameAssembler(

@@ -70,6 +70,11 @@ class NodeConfig:
         "", "SentencePiece model file; empty: the tokenizer the project ships."
     )
     seed: int = _param(0, "Seed of random weights and of language sampling.", (0, 2**31 - 1))
+    dtype: str = _param(
+        "float32",
+        "Compute and KV-cache dtype: float32 on CPU, bfloat16 on a GPU or Jetson.",
+        choices=("float32", "bfloat16"),
+    )
     engine_mode: Mode = _param(
         _ENGINE.mode,
         "oxygen: shared KV + cross-frame batching; shared / isolated: the paper's baselines.",
