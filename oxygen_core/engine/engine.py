@@ -133,7 +133,14 @@ class Engine:
 
     def compile_count(self) -> int:
         """Compiled executables across the engine's jitted functions (flat after warm-up)."""
-        fns = (pi05.prefill, pi05.denoise, kv_pool.admit, kv_pool.decode, kv_pool.release, generate)
+        fns = (
+            pi05.prefill,
+            pi05.denoise,
+            kv_pool.admit_row,
+            kv_pool.decode,
+            kv_pool.release,
+            generate,
+        )
         return sum(f._cache_size() for f in fns)
 
     # ------------------------------------------------------------------ phase 2
@@ -142,6 +149,11 @@ class Engine:
 
     def _warm_language(self) -> None:
         raise NotImplementedError
+
+    def _require_frame(self) -> None:
+        """Language requests start from a frame's prefix: there must have been one."""
+        if self._cache is None:
+            raise RuntimeError("language() needs a frame's prefix cache: call act() first")
 
     def _stops(self, req: Request) -> bool:
         return self.scheduler.streams[req.stream].stop_at_eos
@@ -193,6 +205,9 @@ class OxygenEngine(Engine):
         self.pool = kv_pool.init_pool(self.model, cfg.max_active, self.capacity, dtype)
 
     def language(self, time_left_s: float | None = None) -> LanguageResult:
+        self._require_frame()
+        if self.cfg.k == "auto" and not self.latency.step_s:
+            raise ValueError("k='auto' has no decode timings yet: warm it up first")
         t0 = time.perf_counter()
         plan = self.scheduler.plan(self.frame, lambda b, n: self._choose_k(b, n, time_left_s))
         events = [self.text.event(r, [], True, "evicted") for r in plan.evicted]
@@ -201,7 +216,7 @@ class OxygenEngine(Engine):
                 self.policy.params,
                 self.model,
                 self.pool,
-                np.int32(req.slot),
+                req.slot,
                 self._cache,
                 self._row_request(req),
             )
@@ -264,20 +279,21 @@ class OxygenEngine(Engine):
                     self.policy.params,
                     self.model,
                     self.pool,
-                    np.int32(0),
+                    0,
                     self._cache,
                     self._row_request(req),
                 )
             )
             self.latency.admit_s = time.perf_counter() - t0
+        steps = min(2, self.k_max)
         for bucket in self.scheduler.buckets:
             for _ in range(2):
                 t0 = time.perf_counter()
                 self.pool, packed = kv_pool.decode(
-                    self.policy.params, self.model, self.pool, np.int32(2), bucket, self.k_max
+                    self.policy.params, self.model, self.pool, np.int32(steps), bucket, self.k_max
                 )
                 np.asarray(packed)
-                self.latency.step_s[bucket] = (time.perf_counter() - t0) / 2
+                self.latency.step_s[bucket] = (time.perf_counter() - t0) / steps
 
 
 class SequentialEngine(Engine):
@@ -290,6 +306,7 @@ class SequentialEngine(Engine):
 
     def language(self, time_left_s: float | None = None) -> LanguageResult:
         del time_left_s  # the baselines have no step budget: they finish every request
+        self._require_frame()
         t0 = time.perf_counter()
         plan = self.scheduler.plan(self.frame, lambda b, n: 0)
         events = []

@@ -20,6 +20,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from oxygen_core.config import EOS_ID, ModelConfig
 from oxygen_core.model import pi05
@@ -134,8 +135,23 @@ def start_row(
     return row, token, finished(token, zero + 1, req.max_tokens[None], req.stop_eos[None])
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",), donate_argnames=("pool",))
 def admit(
+    params: dict,
+    cfg: ModelConfig,
+    pool: PoolState,
+    slot: int,
+    cache: pi05.PrefixCache,
+    req: RowRequest,
+) -> PoolState:
+    """Write a new request into row `slot` (checked: XLA would clamp a bad index silently)."""
+    rows = pool.done.shape[0]
+    if not 0 <= slot < rows:
+        raise ValueError(f"slot {slot} is outside the pool's {rows} rows")
+    return admit_row(params, cfg, pool, np.int32(slot), cache, req)
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",), donate_argnames=("pool",))
+def admit_row(
     params: dict,
     cfg: ModelConfig,
     pool: PoolState,

@@ -1,0 +1,323 @@
+"""Scheduler and latency model: plain Python, exact counts, no model.
+
+The scheduler is the host half of the KV cache manager: it turns triggers into pending
+requests, hands out pool slots, applies the pool-full policy and picks the decode bucket.
+These tests drive it the way the engine does (trigger or demand, plan, finish) and check
+every count; the property tests replay random arrival patterns and lengths and check the
+invariants the device pool relies on after every frame.
+"""
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from oxygen_core.engine.latency import LatencyModel
+from oxygen_core.engine.scheduler import Scheduler
+from oxygen_core.engine.types import StreamConfig
+
+NARRATION = StreamConfig("narration", "Narrate:", max_tokens=5, trigger="every")
+MEMORY = StreamConfig("memory", "Remember:", max_tokens=9, trigger="instruction_change")
+ASK = StreamConfig("ask", "Answer:", max_tokens=3, trigger="on_demand")
+BUCKETS = (1, 2, 4, 8)
+
+
+def scheduler(capacity=8, pool_full="queue", max_queue=64, streams=(NARRATION, MEMORY, ASK)):
+    return Scheduler(streams, capacity, BUCKETS, pool_full, max_queue)
+
+
+def fixed_k(k):
+    return lambda bucket, n_admitted: k
+
+
+def plan(sched, frame=0, k=1):
+    return sched.plan(frame, fixed_k(k))
+
+
+# --------------------------------------------------------------------------- CRUD
+
+
+def test_admission_assigns_increasing_ids_and_lowest_free_slots():
+    sched = scheduler()
+    for _ in range(3):
+        sched.demand("ask")
+    first = plan(sched, frame=4)
+    assert [(r.id, r.slot, r.stream, r.origin_frame, r.max_tokens) for r in first.admitted] == [
+        (0, 0, "ask", 4, 3),
+        (1, 1, "ask", 4, 3),
+        (2, 2, "ask", 4, 3),
+    ]
+    assert sched.finish(1).slot == 1
+    assert sorted(sched.active) == [0, 2]
+    sched.demand("narration", max_tokens=2)
+    sched.demand("memory")
+    second = plan(sched, frame=5)
+    # The freed slot 1 is reused first, then the next never-used slot.
+    assert [(r.id, r.slot, r.max_tokens) for r in second.admitted] == [(3, 1, 2), (4, 3, 9)]
+    assert {s: r.id for s, r in sched.slots.items()} == {0: 0, 1: 3, 2: 2, 3: 4}
+
+
+def test_finish_of_an_unknown_request_raises_and_changes_nothing():
+    sched = scheduler()
+    sched.demand("ask")
+    plan(sched)
+    with pytest.raises(KeyError, match="7"):
+        sched.finish(7)
+    assert list(sched.active) == [0]
+
+
+def test_demand_of_an_unknown_stream_names_the_configured_ones():
+    with pytest.raises(ValueError, match=r"'chat'.*\['ask', 'memory', 'narration'\]"):
+        scheduler().demand("chat")
+
+
+def test_buckets_must_hold_the_whole_pool():
+    with pytest.raises(ValueError, match="largest bucket 8 must hold the pool \\(9 rows\\)"):
+        Scheduler((NARRATION,), 9, BUCKETS)
+
+
+def test_clear_drops_active_and_queued_requests_and_the_instruction():
+    sched = scheduler(capacity=1)
+    sched.trigger(0, "pick")  # narration and memory; one slot
+    plan(sched)
+    assert (len(sched.active), len(sched.queue)) == (1, 1)
+    sched.clear()
+    assert (sched.active, len(sched.queue)) == ({}, 0)
+    sched.trigger(1, "pick")  # same instruction, but forgotten: memory fires again
+    assert [p.stream for p in sched.queue] == ["narration", "memory"]
+
+
+# --------------------------------------------------------------------------- buckets
+
+
+def test_bucket_is_the_smallest_holding_the_highest_occupied_slot():
+    sched = scheduler()
+    assert plan(sched).bucket == 0  # nothing live: no decode
+    buckets = []
+    for _ in range(5):
+        sched.demand("ask")
+        buckets.append(plan(sched).bucket)
+    assert buckets == [1, 2, 4, 4, 8]
+    for request_id in (0, 1, 2, 3):  # slots 0..3 free; slot 4 still occupied
+        sched.finish(request_id)
+    assert plan(sched).bucket == 8
+    sched.finish(4)
+    sched.demand("ask")
+    assert [r.slot for r in plan(sched).admitted] == [0]
+    assert plan(sched).bucket == 1
+
+
+def test_choose_k_sees_the_bucket_and_the_admissions():
+    sched = scheduler()
+    for _ in range(3):
+        sched.demand("ask")
+    seen = []
+
+    def choose_k(bucket, n_admitted):
+        seen.append((bucket, n_admitted))
+        return 7
+
+    assert sched.plan(0, choose_k).k == 7
+    assert seen == [(4, 3)]
+
+
+# --------------------------------------------------------------------------- triggers
+
+
+def test_every_m_frames_trigger():
+    sched = scheduler(streams=(dataclasses.replace(NARRATION, every_frames=3),))
+    fired = []
+    for frame in range(10):
+        sched.trigger(frame, "pick")
+        fired.append(len(sched.queue))
+        sched.queue.clear()
+    assert fired == [1, 0, 0, 1, 0, 0, 1, 0, 0, 1]
+
+
+def test_instruction_change_trigger_fires_on_the_first_frame_and_on_each_change():
+    sched = scheduler(streams=(MEMORY,))
+    fired = []
+    for frame, instruction in enumerate(["pick", "pick", "place", "place", "pick"]):
+        sched.trigger(frame, instruction)
+        fired.append(len(sched.queue))
+        sched.queue.clear()
+    assert fired == [1, 0, 1, 0, 1]
+
+
+def test_on_demand_streams_never_fire_from_frames():
+    sched = scheduler(streams=(ASK,))
+    for frame, instruction in enumerate(["a", "b", "c"]):
+        sched.trigger(frame, instruction)
+    assert len(sched.queue) == 0
+    sched.demand("ask", max_tokens=2)
+    assert [(p.stream, p.max_tokens) for p in sched.queue] == [("ask", 2)]
+
+
+# --------------------------------------------------------------------------- pool full
+
+
+def test_queue_policy_keeps_at_most_max_queue_and_rejects_the_rest():
+    sched = scheduler(capacity=2, pool_full="queue", max_queue=1)
+    for _ in range(5):
+        sched.demand("ask")
+    first = plan(sched)
+    assert (len(first.admitted), first.rejected, len(sched.queue)) == (2, 2, 1)
+    waiting = plan(sched, frame=1)  # nothing finished: the queued request waits
+    assert (len(waiting.admitted), waiting.rejected, len(sched.queue)) == (0, 0, 1)
+    sched.finish(0)
+    later = plan(sched, frame=2)
+    assert [(r.id, r.slot, r.origin_frame) for r in later.admitted] == [(2, 0, 2)]
+    assert (later.rejected, len(sched.queue)) == (0, 0)
+
+
+def test_skip_policy_rejects_everything_that_does_not_fit():
+    sched = scheduler(capacity=2, pool_full="skip")
+    for _ in range(5):
+        sched.demand("ask")
+    result = plan(sched)
+    assert (len(result.admitted), result.rejected, len(sched.queue)) == (2, 3, 0)
+    assert result.evicted == ()
+
+
+def test_evict_oldest_frees_the_oldest_earlier_requests_only():
+    sched = scheduler(capacity=2, pool_full="evict_oldest")
+    for _ in range(2):
+        sched.demand("ask")
+    plan(sched)
+    for _ in range(3):
+        sched.demand("narration")
+    result = plan(sched, frame=1)
+    # Requests 0 and 1 make room; request 4 cannot evict this frame's own admissions.
+    assert [(r.id, r.slot) for r in result.evicted] == [(0, 0), (1, 1)]
+    assert [(r.id, r.slot, r.stream) for r in result.admitted] == [
+        (2, 0, "narration"),
+        (3, 1, "narration"),
+    ]
+    assert (result.rejected, len(sched.queue), sorted(sched.active)) == (1, 0, [2, 3])
+
+
+# --------------------------------------------------------------------------- latency
+
+
+def test_latency_model_keeps_an_exponential_moving_average():
+    model = LatencyModel(alpha=0.25)
+    model.observe_step(4, 0.5)
+    model.observe_step(4, 1.5)
+    model.observe_admit(2.0)
+    model.observe_admit(1.0)
+    assert model.step_s == {4: 0.75}  # 0.5 + 0.25 * (1.5 - 0.5)
+    assert model.admit_s == 1.75
+
+
+def test_choose_k_is_the_largest_k_that_fits_the_time_left():
+    model = LatencyModel()
+    model.step_s = {1: 0.125, 4: 0.25}
+    model.admit_s = 0.5
+    assert model.choose_k(2.0, 1, 0, 64) == 16  # 2.0 / 0.125
+    assert model.choose_k(2.0, 4, 2, 64) == 4  # (2.0 - 2 * 0.5) / 0.25
+    assert model.choose_k(2.1, 4, 2, 64) == 4  # rounds down
+    assert model.choose_k(2.0, 1, 0, 5) == 5  # capped at k_max
+    assert model.choose_k(0.75, 4, 2, 5) == 0  # admissions alone overrun: no decode
+    model.step_s[8] = 0.0
+    assert model.choose_k(0.0, 8, 0, 5) == 5
+
+
+def test_choose_k_needs_a_timing_for_the_bucket():
+    with pytest.raises(ValueError, match="bucket 2"):
+        LatencyModel().choose_k(1.0, 2, 0, 4)
+
+
+@given(
+    step=st.floats(1e-4, 1.0),
+    admit=st.floats(0.0, 1.0),
+    n_admit=st.integers(0, 8),
+    time_left=st.floats(-1.0, 10.0),
+    k_max=st.integers(1, 32),
+)
+def test_choose_k_property(step, admit, n_admit, time_left, k_max):
+    model = LatencyModel()
+    model.step_s, model.admit_s = {2: step}, admit
+    k = model.choose_k(time_left, 2, n_admit, k_max)
+    cost = n_admit * admit
+    assert 0 <= k <= k_max
+    assert k == 0 or cost + k * step <= time_left * (1 + 1e-9)
+    assert k == k_max or cost + (k + 1) * step > time_left * (1 - 1e-9) - 1e-12
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@dataclasses.dataclass
+class Simulation:
+    """Drives a scheduler like the engine: arrivals, plan, k tokens per row, finish."""
+
+    sched: Scheduler
+    produced: dict[int, int] = dataclasses.field(default_factory=dict)
+    finished: list[int] = dataclasses.field(default_factory=list)
+    evicted: list[int] = dataclasses.field(default_factory=list)
+    admitted: list[int] = dataclasses.field(default_factory=list)
+    rejected: int = 0
+    demanded: int = 0
+
+    def frame(self, frame: int, arrivals: list[int], k: int) -> None:
+        for n in arrivals:
+            self.sched.demand("ask", max_tokens=n)
+        self.demanded += len(arrivals)
+        before = sorted(self.sched.active)
+        result = self.sched.plan(frame, fixed_k(k))
+        self.check(result)
+        evicted = [r.id for r in result.evicted]
+        assert evicted == before[: len(evicted)]  # the oldest go first
+        self.rejected += result.rejected
+        self.evicted += evicted
+        for req in result.admitted:
+            self.admitted.append(req.id)
+            self.produced[req.id] = 1  # the first token comes with admission
+        for req in list(self.sched.active.values()):
+            self.produced[req.id] = min(req.max_tokens, self.produced[req.id] + k)
+            if self.produced[req.id] == req.max_tokens:
+                self.finished.append(self.sched.finish(req.id).id)
+
+    def check(self, result) -> None:
+        active = list(self.sched.active.values())
+        slots = [r.slot for r in active]
+        capacity = self.sched.capacity
+        assert len(slots) == len(set(slots)) and all(0 <= s < capacity for s in slots)
+        assert len(active) <= capacity
+        if active:
+            need = max(slots) + 1
+            assert result.bucket == min(b for b in BUCKETS if b >= need)
+        else:
+            assert result.bucket == 0
+        limit = self.sched.max_queue if self.sched.pool_full == "queue" else 0
+        assert len(self.sched.queue) <= limit
+        ids = [r.id for r in result.admitted]
+        assert ids == list(range(len(self.admitted), len(self.admitted) + len(ids)))
+
+
+arrival_patterns = st.lists(st.lists(st.integers(1, 6), max_size=5), min_size=1, max_size=25)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    pattern=arrival_patterns,
+    policy=st.sampled_from(["queue", "skip", "evict_oldest"]),
+    capacity=st.integers(1, 8),
+    max_queue=st.integers(0, 4),
+    k=st.integers(1, 4),
+)
+def test_random_arrivals_keep_the_pool_consistent_and_everything_ends(
+    pattern, policy, capacity, max_queue, k
+):
+    sim = Simulation(scheduler(capacity, policy, max_queue))
+    for frame, arrivals in enumerate(pattern):
+        sim.frame(frame, arrivals, k)
+    for frame in range(len(pattern), len(pattern) + 10 * (capacity + max_queue) + 10):
+        sim.frame(frame, [], k)
+    # Every request was admitted or rejected; every admitted one finished or was evicted.
+    assert sim.demanded == len(sim.admitted) + sim.rejected
+    assert sorted(sim.finished + sim.evicted) == sim.admitted
+    assert (sim.sched.active, len(sim.sched.queue)) == ({}, 0)
+    if policy != "evict_oldest":
+        assert sim.evicted == []
