@@ -33,15 +33,9 @@ def lively(params: dict, attn: float = 3.0, mlp: float = 10.0) -> dict:
     """A copy of the runtime tree with the VLM's residual branches scaled up."""
     llm = params["PaliGemma"]["llm"]
     layers = []
-    for layer in llm["layers"]:
-        vec = layer["attn"]["attn_vec_einsum"]["w"]
-        layers.append(
-            {
-                **layer,
-                "attn": {**layer["attn"], "attn_vec_einsum": {"w": vec * attn}},
-                "mlp": {**layer["mlp"], "linear": layer["mlp"]["linear"] * mlp},
-            }
-        )
+    for vlm, *experts in llm["layers"]:
+        vlm = {**vlm, "out": vlm["out"] * attn, "linear": vlm["linear"] * mlp}
+        layers.append([vlm, *experts])
     return _with_llm(params, {**llm, "layers": layers})
 
 

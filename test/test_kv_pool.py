@@ -120,10 +120,10 @@ def layer0_keys(bench: Bench, frame: int, tokens: list[int]) -> np.ndarray:
     llm = bench.params["PaliGemma"]["llm"]
     layer = llm["layers"][0]
     x = gemma.embed_tokens(llm, jnp.asarray([tokens]))
-    y, _ = gemma.rms_norm(x, layer["pre_attention_norm"], None)
+    y, _ = gemma.rms_norm(x, layer[0]["attn_norm"], None)
     start = int(bench.caches[frame].valid_len[0])
     positions = start + jnp.arange(len(tokens))[None]
-    _, k, _ = gemma.project_qkv(y, layer["attn"], 0, positions, bench.cfg.rope_max_wavelength)
+    _, k, _ = gemma.project_qkv(y, layer[0], positions, bench.cfg.rope_max_wavelength)
     return np.asarray(k[0])
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
@@ -39,7 +40,14 @@ def load_params(ckpt_dir: Path, config: ModelConfig) -> P.Tree:
             f"no Orbax params at {params_dir} (expected <checkpoint_dir>/params)"
         )
     with ocp.PyTreeCheckpointer() as ckptr:
-        restored = ckptr.restore(params_dir)
+        # Restore as host numpy arrays: a checkpoint saved sharded over a training mesh
+        # would otherwise ask for that mesh's devices.
+        meta = ckptr.metadata(params_dir)
+        meta = getattr(meta, "item_metadata", meta) or meta
+        as_numpy = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), meta)
+        restored = ckptr.restore(
+            params_dir, args=ocp.args.PyTreeRestore(item=meta, restore_args=as_numpy)
+        )
     tree = restored.get("params", restored)
     flat = P.flatten(tree)
     if flat and all(p.endswith("/value") for p in flat):

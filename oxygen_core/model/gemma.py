@@ -10,9 +10,11 @@ Attention takes its keys as a list of *segments* (a cached prefix, a pool row, t
 tokens) instead of one concatenated array, so a frame's prefix KV cache is read in place
 by the denoiser and by decoding, never copied into a longer buffer.
 
-Parameters keep openpi's names (`attn/q_einsum/w`, `mlp_1/gating_einsum`, ...) with the
-layer axis unstacked into a Python list: one array per layer is the fastest layout for
-XLA on CPU (DESIGN.md section 5).
+Weights come in the runtime layout of `params.to_runtime`: per layer, a list with one
+dict per expert (`attn_norm`, `q`, `kv`, `out`, `ffw_norm`, `gating`, `linear`), every
+matrix with its contracted axis first and its outputs in natural order. One array per
+layer, and no einsum that must transpose its output, are the fast layouts for XLA on CPU
+(DESIGN.md section 5; a stacked-gate einsum was 18x slower than this at decode shapes).
 
 Axis legend (einsum letters):
   B batch   T query tokens   S key tokens   D width   F mlp hidden
@@ -34,11 +36,6 @@ KV = tuple[jax.Array, jax.Array]  # K and V, each [B, S, K, H]
 
 # Large negative logit for masked keys; finite so fully-masked (padding) rows stay NaN-free.
 MASK_VALUE = -2.3819763e38
-
-
-def suffix(name: str, expert: int) -> str:
-    """openpi's parameter naming: expert 0 plain, expert i gets `_i`."""
-    return name if expert == 0 else f"{name}_{expert}"
 
 
 def rms_norm(x: jax.Array, p: Params, cond: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
@@ -94,19 +91,20 @@ def attend(q: jax.Array, segments: Sequence[KV], mask: jax.Array) -> jax.Array:
 
 
 def project_qkv(
-    x: jax.Array, attn: Params, expert: int, positions: jax.Array, max_wavelength: float
-):
+    x: jax.Array, e: Params, positions: jax.Array, max_wavelength: float
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """One expert's Q [B,T,N,H] (RoPE'd, scaled) and K, V [B,T,K,H] (K RoPE'd)."""
-    q = jnp.einsum("BTD,NDH->BTNH", x, attn[suffix("q_einsum", expert)]["w"])
-    k, v = jnp.einsum("BSD,CKDH->CBSKH", x, attn[suffix("kv_einsum", expert)]["w"])
+    q = jnp.einsum("BTD,DNH->BTNH", x, e["q"])
+    kv = jnp.einsum("BTD,DCKH->BTCKH", x, e["kv"])
+    k, v = kv[:, :, 0], kv[:, :, 1]
     q = apply_rope(q, positions, max_wavelength) * (q.shape[-1] ** -0.5)
     return q, apply_rope(k, positions, max_wavelength), v
 
 
-def feed_forward(x: jax.Array, p: Params) -> jax.Array:
-    """GeGLU MLP (tanh-approximate GELU, as Gemma)."""
-    gate, up = jnp.einsum("BTD,CDF->CBTF", x, p["gating_einsum"])
-    return jnp.einsum("BTF,FD->BTD", jax.nn.gelu(gate) * up, p["linear"])
+def feed_forward(x: jax.Array, e: Params) -> jax.Array:
+    """GeGLU MLP (tanh-approximate GELU, as Gemma); gate and up in one matmul."""
+    h = jnp.einsum("BTD,DCF->BTCF", x, e["gating"])
+    return jnp.einsum("BTF,FD->BTD", jax.nn.gelu(h[:, :, 0]) * h[:, :, 1], e["linear"])
 
 
 def layer(
@@ -129,8 +127,8 @@ def layer(
             gates.append(None)
             new_kv.append(None)
             continue
-        y, gate = rms_norm(x, p[suffix("pre_attention_norm", i)], conds[i])
-        q, k, v = project_qkv(y, p["attn"], i, positions[i], max_wavelength)
+        y, gate = rms_norm(x, p[i]["attn_norm"], conds[i])
+        q, k, v = project_qkv(y, p[i], positions[i], max_wavelength)
         gates.append(gate)
         queries.append(q)
         new_kv.append((k, v))
@@ -143,18 +141,16 @@ def layer(
             outs.append(None)
             continue
         stop = start + x.shape[1]
-        o = jnp.einsum(
-            "BTNH,NHD->BTD", attended[:, start:stop], p["attn"][suffix("attn_vec_einsum", i)]["w"]
-        )
+        o = jnp.einsum("BTNH,NHD->BTD", attended[:, start:stop], p[i]["out"])
         start = stop
         x = gated_residual(x, o, gates[i])
-        y, gate = rms_norm(x, p[suffix("pre_ffw_norm", i)], conds[i])
-        outs.append(gated_residual(x, feed_forward(y, p[suffix("mlp", i)]), gate))
+        y, gate = rms_norm(x, p[i]["ffw_norm"], conds[i])
+        outs.append(gated_residual(x, feed_forward(y, p[i]), gate))
     return outs, new_kv
 
 
 def final_norm(llm: Params, x: jax.Array, expert: int, cond: jax.Array | None) -> jax.Array:
-    return rms_norm(x, llm[suffix("final_norm", expert)], cond)[0]
+    return rms_norm(x, llm["final_norm"][expert], cond)[0]
 
 
 def embed_tokens(llm: Params, tokens: jax.Array) -> jax.Array:

@@ -47,7 +47,7 @@ class NormStats:
 def identity_stats(dim: int) -> Stats:
     """Stats under which [-1, 1] maps to itself (random-weight models, demos)."""
     ones = np.ones(dim, np.float32)
-    return Stats(q01=-ones, q99=ones - 2 * EPS, mean=0 * ones, std=ones)
+    return Stats(q01=-ones, q99=ones - EPS, mean=0 * ones, std=ones)
 
 
 def _stats_from_json(entry: dict) -> Stats:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -162,23 +163,56 @@ def init_params(config: ModelConfig, seed: int = 0) -> Tree:
 
 
 def to_runtime(tree: Tree, dtype: jnp.dtype = jnp.float32) -> Tree:
-    """Checkpoint layout -> runtime layout: device arrays, stacked layers split to lists."""
-    flat = flatten(tree)
-    stacked = {p: v for p, v in flat.items() if any(p.startswith(s + "/") for s in STACKED)}
-    runtime = unflatten({p: jnp.asarray(v, dtype) for p, v in flat.items() if p not in stacked})
-    for root in STACKED:
-        leaves = {p[len(root) + 1 :]: v for p, v in stacked.items() if p.startswith(root + "/")}
-        depth = {np.shape(v)[0] for v in leaves.values()}.pop()
-        layers = [
-            unflatten({p: jnp.asarray(v[i], dtype) for p, v in leaves.items()})
-            for i in range(depth)
-        ]
-        *parents, leaf = root.split("/")
-        node = runtime
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = layers
-    return runtime
+    """Checkpoint layout -> runtime layout, as device arrays of `dtype`.
+
+    Vision encoder blocks are split into a list. Each LLM layer becomes a list with one
+    dict per expert (VLM, action expert) under short names, every matrix with its
+    contracted axis first: q [D, N, H], kv [D, 2, K, H], out [N, H, D], gating [D, 2, F],
+    linear [F, D]. Final norms become a list per expert. Names outside the LLM are kept.
+    """
+    pg = tree["PaliGemma"]
+    blocks = pg["img"]["Transformer"]["encoderblock"]
+    img = {
+        **pg["img"],
+        "Transformer": {**pg["img"]["Transformer"], "encoderblock": _unstack(blocks)},
+    }
+    llm = pg["llm"]
+    layers = _unstack(llm["layers"])
+    runtime_llm = {
+        "embedder": llm["embedder"],
+        "layers": [[_expert(layer, i) for i in range(NUM_EXPERTS)] for layer in layers],
+        "final_norm": [llm[_sfx("final_norm", i)] for i in range(NUM_EXPERTS)],
+    }
+    rest = {k: v for k, v in tree.items() if k != "PaliGemma"}
+    runtime = {**rest, "PaliGemma": {"img": img, "llm": runtime_llm}}
+    return jax.tree.map(lambda a: jnp.asarray(a, dtype), runtime)
+
+
+NUM_EXPERTS = 2  # pi0.5: the VLM stream and the action expert
+
+
+def _sfx(name: str, expert: int) -> str:
+    """openpi's naming of a second expert's modules: `name_1`."""
+    return name if expert == 0 else f"{name}_{expert}"
+
+
+def _unstack(stacked: Tree) -> list[Tree]:
+    depth = {np.shape(v)[0] for v in flatten(stacked).values()}.pop()
+    return [jax.tree.map(lambda a, i=i: np.asarray(a)[i], stacked) for i in range(depth)]
+
+
+def _expert(layer: Tree, i: int) -> Tree:
+    """One expert's weights of one layer, from openpi names to the runtime layout."""
+    attn, mlp = layer["attn"], layer[_sfx("mlp", i)]
+    return {
+        "attn_norm": layer[_sfx("pre_attention_norm", i)],
+        "q": np.transpose(attn[_sfx("q_einsum", i)]["w"], (1, 0, 2)),
+        "kv": np.transpose(attn[_sfx("kv_einsum", i)]["w"], (2, 0, 1, 3)),
+        "out": attn[_sfx("attn_vec_einsum", i)]["w"],
+        "ffw_norm": layer[_sfx("pre_ffw_norm", i)],
+        "gating": np.transpose(mlp["gating_einsum"], (1, 0, 2)),
+        "linear": mlp["linear"],
+    }
 
 
 def check_shapes(tree: Tree, config: ModelConfig) -> None:

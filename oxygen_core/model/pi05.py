@@ -229,15 +229,16 @@ def extend(
     row_ix = jnp.arange(b)[:, None]
     new_rows: LayerKV = []
     for p, (k_row, v_row) in zip(llm["layers"], rows, strict=True):
-        y, _ = gemma.rms_norm(x, p["pre_attention_norm"], None)
-        q, k, v = gemma.project_qkv(y, p["attn"], 0, positions, cfg.rope_max_wavelength)
+        e = p[0]  # the VLM expert: language rows never run the action expert
+        y, _ = gemma.rms_norm(x, e["attn_norm"], None)
+        q, k, v = gemma.project_qkv(y, e, positions, cfg.rope_max_wavelength)
         k_row = k_row.at[row_ix, slot].set(k.astype(k_row.dtype), mode="promise_in_bounds")
         v_row = v_row.at[row_ix, slot].set(v.astype(v_row.dtype), mode="promise_in_bounds")
         new_rows.append((k_row, v_row))
         o = gemma.attend(q, [(k_row[:b], v_row[:b])], mask)
-        x = x + jnp.einsum("BTNH,NHD->BTD", o, p["attn"]["attn_vec_einsum"]["w"])
-        y, _ = gemma.rms_norm(x, p["pre_ffw_norm"], None)
-        x = x + gemma.feed_forward(y, p["mlp"])
+        x = x + jnp.einsum("BTNH,NHD->BTD", o, e["out"])
+        y, _ = gemma.rms_norm(x, e["ffw_norm"], None)
+        x = x + gemma.feed_forward(y, e)
     last = jnp.take_along_axis(x, (n_valid - 1)[:, None, None], axis=1)[:, 0]
     return new_rows, gemma.lm_logits(llm, last)
 

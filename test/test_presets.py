@@ -1,0 +1,144 @@
+"""Presets are data, and `oxygen-info` describes them from shapes alone.
+
+The pi05 figures are checked against numbers derived independently of `param_shapes`:
+Gemma 2B is published at 2,506,172,416 parameters with its 256,000-token vocabulary
+(PaliGemma's is 257,152), and DESIGN.md section 3 gives the KV bytes per token.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from oxygen_core.config import (
+    IMAGE_SLOTS,
+    MODEL_PRESETS,
+    GemmaConfig,
+    ModelConfig,
+    RobotConfig,
+    model_preset,
+    robot_preset,
+)
+from oxygen_core.model.info import main
+
+GEMMA_2B_PUBLISHED = 2_506_172_416  # 256k vocab; PaliGemma adds 1,152 tokens x 2048
+PI05_VLM = GEMMA_2B_PUBLISHED + (257_152 - 256_000) * 2048
+# Gemma 300M (18 layers, width 1024, mlp 4096, 8 x 256 query heads, one KV head) ...
+PI05_EXPERT_LAYERS = 18 * (1024 * 256 * (8 + 2 + 8) + 3 * 1024 * 4096)
+# ... with adaRMS: a Dense cond(1024) -> scale, shift, gate for 2 norms per layer + final.
+PI05_ADARMS = (2 * 18 + 1) * (1024 * 3 * 1024 + 3 * 1024)
+# action in/out projections and the two time-MLP layers.
+PI05_PROJECTIONS = (32 * 1024 + 1024) + (1024 * 32 + 32) + 2 * (1024 * 1024 + 1024)
+
+
+def info_json(preset: str, capsys: pytest.CaptureFixture) -> dict:
+    assert main(["--preset", preset, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+# ------------------------------------------------------------------------ presets
+
+
+def test_pi05_preset_has_pi05_geometry():
+    cfg = model_preset("pi05")
+    assert cfg.vision.num_tokens == 256  # 224 / 14 = 16 patches a side
+    assert cfg.prefix_len == 3 * 256 + 200 == 968
+    assert (cfg.action_horizon, cfg.action_dim) == (10, 32)
+    assert cfg.kv_bytes_per_token() == 18 * 2 * 1 * 256 * 2 == 18_432
+    assert cfg.kv_bytes_per_token(4) == 36_864  # float32 caches on CPU
+    assert (cfg.vlm.width, cfg.expert.width, cfg.vlm.depth) == (2048, 1024, 18)
+
+
+def test_small_keeps_pi05_token_geometry_and_tiny_is_tiny():
+    small, tiny = model_preset("small"), model_preset("tiny")
+    assert small.prefix_len == 3 * 256 + 100 == 868
+    assert (small.action_horizon, small.action_dim, small.num_images) == (10, 32, 3)
+    assert tiny.prefix_len == 3 * 16 + 48 == 96
+    assert tiny.kv_bytes_per_token() == 2 * 2 * 1 * 16 * 2
+
+
+def test_robot_overrides_horizon_and_prompt_budget():
+    pi05 = model_preset("pi05")
+    robot = RobotConfig("arm", IMAGE_SLOTS[:1], 6, 6, action_horizon=50, max_token_len=64)
+    cfg = robot.apply(pi05)
+    assert (cfg.action_horizon, cfg.max_token_len, cfg.prefix_len) == (50, 64, 768 + 64)
+    assert pi05.action_horizon == 10 and pi05.prefix_len == 968  # the preset is unchanged
+    partial = dataclasses.replace(robot, max_token_len=None).apply(pi05)
+    assert (partial.action_horizon, partial.max_token_len) == (50, 200)
+    # The named robots keep the preset's geometry and choose cameras and action dims.
+    assert robot_preset("libero").apply(pi05) == pi05
+    assert robot_preset("libero").cameras == IMAGE_SLOTS[:2]
+    dims = {name: robot_preset(name).action_dim for name in ("libero", "droid", "aloha")}
+    assert dims == {"libero": 7, "droid": 8, "aloha": 14}
+
+
+def test_unknown_names_list_the_choices():
+    with pytest.raises(
+        ValueError, match=r"unknown model preset 'pi0'.*\['pi05', 'small', 'tiny'\]"
+    ):
+        model_preset("pi0")
+    with pytest.raises(ValueError, match=r"unknown robot 'franka'; choose one of \['aloha'"):
+        robot_preset("franka")
+
+
+def test_experts_must_share_attention_geometry():
+    tiny = model_preset("tiny")
+    deeper = GemmaConfig(**{**dataclasses.asdict(tiny.expert), "depth": 3})
+    with pytest.raises(ValueError, match="must share depth: 2 != 3"):
+        ModelConfig(**{**vars(tiny), "expert": deeper})
+
+
+# ------------------------------------------------------------------------ oxygen-info
+
+
+def test_info_pi05_json_agrees_with_pi05(capsys):
+    info = info_json("pi05", capsys)
+    components = info["components"]
+    assert components["vlm"] == PI05_VLM == 2_508_531_712
+    assert components["action_expert"] == PI05_EXPERT_LAYERS + PI05_ADARMS
+    assert components["projections"] == PI05_PROJECTIONS
+    # SigLIP So400m/14 at 224 px (~412 M) plus PaliGemma's 1152 -> 2048 projection head.
+    assert 410e6 < components["vision"] < 420e6
+    assert info["total_params"] == sum(components.values())
+    assert 3.2e9 < info["total_params"] < 3.4e9
+    assert info["prefix_len"] == 968
+    assert info["kv_bytes_per_token"] == 18_432
+    assert info["kv_bytes_per_prefix"] == 18_432 * 968  # ~17 MiB per request
+    assert info["weight_bytes_bf16"] == 2 * info["total_params"]
+
+
+@pytest.mark.parametrize("preset", sorted(MODEL_PRESETS))
+def test_info_table_shows_the_json_figures(preset, capsys):
+    info = info_json(preset, capsys)
+    assert main(["--preset", preset]) == 0
+    table = capsys.readouterr().out
+    for name, count in info["components"].items():
+        assert f"{name} " in table and f"{count:,}" in table
+    assert f"{info['total_params']:,}" in table
+    assert f"{info['kv_bytes_per_token']:,}" in table
+    assert f"{info['prefix_len']:,}" in table
+
+
+def test_info_rejects_an_unknown_preset(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--preset", "pi0"])
+    assert exit_.value.code == 2
+    assert "invalid choice: 'pi0'" in capsys.readouterr().err
+
+
+def test_installed_console_script(capsys):
+    """The entry point in the venv's bin, in a fresh process: same figures as main()."""
+    script = Path(sys.executable).parent / "oxygen-info"
+    done = subprocess.run(
+        [str(script), "--preset", "pi05", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert json.loads(done.stdout) == info_json("pi05", capsys)
