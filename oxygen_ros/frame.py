@@ -32,6 +32,7 @@ from visualization_msgs.msg import MarkerArray
 
 from oxygen_core.engine import Engine
 from oxygen_core.engine.types import ActionResult, LanguageResult
+from oxygen_ros import topics
 from oxygen_ros.convert import (
     action_chunk_msg,
     engine_stats_msg,
@@ -81,17 +82,19 @@ class Outputs:
             deadline=lambda info: on_deadline_missed(info.total_count_change)
         )
         make = node.create_lifecycle_publisher
-        self.chunk = make(ActionChunk, "~/action_chunk", actions_qos, event_callbacks=events)
+        self.chunk = make(ActionChunk, topics.ACTION_CHUNK, actions_qos, event_callbacks=events)
         self.trajectory = (
-            make(JointTrajectory, "~/joint_trajectory", actions_qos)
+            make(JointTrajectory, topics.JOINT_TRAJECTORY, actions_qos)
             if cfg.joint_trajectory
             else None
         )
-        self.tokens = {s: make(LanguageTokens, f"~/{s}", 100) for s in cfg.stream_names}
-        self.texts = {s: make(String, f"~/{s}/text", 10) for s in cfg.stream_names}
-        self.stats = make(EngineStats, "~/stats", 10)
-        self.markers = make(MarkerArray, "~/markers", 1)
-        self.diagnostics = make(DiagnosticArray, "/diagnostics", 10)
+        self.tokens = {
+            s: make(LanguageTokens, topics.stream_tokens(s), 100) for s in cfg.stream_names
+        }
+        self.texts = {s: make(String, topics.stream_text(s), 10) for s in cfg.stream_names}
+        self.stats = make(EngineStats, topics.STATS, 10)
+        self.markers = make(MarkerArray, topics.MARKERS, 1)
+        self.diagnostics = make(DiagnosticArray, topics.DIAGNOSTICS, 10)
 
     def open(self) -> None:
         with self._lock:

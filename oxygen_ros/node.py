@@ -30,7 +30,6 @@ import functools
 import time
 from typing import Any
 
-import numpy as np
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -38,13 +37,12 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
-from oxygen_core.engine import make_engine
-from oxygen_core.observation import Observation
-from oxygen_core.policy import Policy, load_policy
+from oxygen_ros import topics
 from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
 from oxygen_ros.frame import FrameLoop, Outputs, Tick
 from oxygen_ros.inputs import FrameAssembler
-from oxygen_ros.params import Settings, declare_parameters, fit_to_model, read_settings
+from oxygen_ros.params import Settings, declare_parameters, read_settings
+from oxygen_ros.pipeline import make_pipeline
 from oxygen_ros.worker import FrameWorker
 
 _LOAD_PARAMETERS = ("preset", "robot", "checkpoint_dir", "tokenizer_path")
@@ -107,27 +105,8 @@ class OxygenNode(LifecycleNode):
     def _configure(self) -> _Configured:
         settings = read_settings(self)
         cfg = settings.node
-        policy = load_policy(
-            preset=cfg.preset,
-            robot=cfg.robot,
-            checkpoint_dir=cfg.checkpoint_dir or None,
-            tokenizer_path=cfg.tokenizer_path or None,
-            seed=cfg.seed,
-            dtype=cfg.dtype,
-        )
-        layout = fit_to_model(cfg, policy.config, policy.robot)
-        assembler = FrameAssembler(
-            camera_topics=cfg.camera_topics,
-            joint_names=cfg.joint_names,
-            state_dim=policy.robot.state_dim,
-            image_size=policy.config.vision.image_size,
-            stale_timeout_s=cfg.stale_timeout_s,
-            sync_slop_s=cfg.sync_slop_s,
-            missing_camera=cfg.missing_camera,
-        )
-        assembler.on_instruction(cfg.instruction)
-        engine = make_engine(policy, settings.engine)
-        engine.warmup(_blank_observation(policy, assembler, cfg.instruction))
+        pipeline = make_pipeline(settings)
+        engine, assembler = pipeline.engine, pipeline.assembler
         stats = NodeStats()
         outputs = Outputs(self, cfg, stats.qos_deadline_missed)
         loop = FrameLoop(
@@ -136,7 +115,7 @@ class OxygenNode(LifecycleNode):
             outputs=outputs,
             stats=stats,
             cfg=cfg,
-            layout=layout,
+            layout=pipeline.layout,
             logger=self.get_logger(),
         )
         reporter = DiagnosticsReporter(self.get_fully_qualified_name(), cfg.frame_period_s)
@@ -232,7 +211,7 @@ class OxygenNode(LifecycleNode):
         )
         subscriptions.append(
             self.create_subscription(
-                String, "~/request", functools.partial(self._on_request, c), 10
+                String, topics.REQUEST, functools.partial(self._on_request, c), 10
             )
         )
         return subscriptions
@@ -282,14 +261,6 @@ class OxygenNode(LifecycleNode):
         if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
             return False
         return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
-
-
-def _blank_observation(policy: Policy, assembler: FrameAssembler, prompt: str) -> Observation:
-    """Black images in the slots the cameras fill: warm-up compiles the shapes that run."""
-    size = policy.config.vision.image_size
-    images = {slot: np.zeros((size, size, 3), np.uint8) for slot in assembler.slots}
-    state = np.zeros(policy.robot.state_dim, np.float32)
-    return Observation(images=images, state=state, prompt=prompt or "warm up")
 
 
 def main(args: list[str] | None = None) -> int:

@@ -1,0 +1,176 @@
+"""The main job: the oxygen lifecycle node on the tiny model, fed from the bundled bag.
+
+    make demo            # or: .venv/bin/oxygen-demo [--rate 2] [--out DIR]
+
+The real node (`python -m oxygen_ros.node`, the `oxygen-node` executable) starts as its
+own process with config/tiny.yaml, `autostart` and `use_sim_time`, exactly as on a robot:
+it configures (loads the model, compiles every shape) and activates itself. Once it has
+subscribed to its inputs, data/demo_bag is played onto those topics with /clock at the
+bag's pace (oxygen_ros.live, in place of `ros2 bag play --clock`), and every output
+topic is recorded. While it runs this prints, as the messages arrive, the frame rate,
+deadline misses, batch size and the narration and memory texts; it ends with the
+run's report and timeline (oxygen_ros.report) in out/demo/<date-time>/.
+
+The node gets its own process, as on the robot, so its frame loop and the player's
+pacing do not share one interpreter lock. Everything stays on this host (DDS discovery
+on localhost only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from oxygen_ros.configure import TopicNames
+from oxygen_ros.job import Job
+from oxygen_ros.live import replay_live
+from oxygen_ros.replay import summary
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_BAG = ROOT / "data" / "demo_bag"
+DEMO_PARAMS = ROOT / "config" / "tiny.yaml"
+_STATUS_PERIOD_S = 1.0  # wall seconds between status lines
+_STOP_TIMEOUT_S = 15.0  # for the node to shut down cleanly after Ctrl-C
+
+
+class Console:
+    """Prints the node's outputs as they arrive (called on the recorder's thread).
+
+    A status line per second: bag time, frames per second of wall time over the last
+    second, the last frame's time against its budget, deadline misses, skipped frames,
+    the language batch and k, and the newest unfinished text of each stream. Every
+    finished text gets its own line.
+    """
+
+    def __init__(self, names: TopicNames, origin_ns: int, out: IO[str] = sys.stdout) -> None:
+        self._names = names
+        self._origin_ns = origin_ns
+        self._out = out
+        self._arrivals: collections.deque[float] = collections.deque()
+        self._partial: dict[str, str] = {}
+        self._last_status_s = 0.0
+        self._lock = threading.Lock()
+
+    def on_output(self, topic: str, msg: Any) -> None:
+        with self._lock:
+            if topic == self._names.stats:
+                self._on_stats(msg)
+            elif topic in self._names.tokens.values():
+                self._on_tokens(msg)
+
+    def _on_stats(self, msg: Any) -> None:
+        now = time.monotonic()
+        self._arrivals.append(now)
+        while self._arrivals[0] < now - _STATUS_PERIOD_S:
+            self._arrivals.popleft()
+        if now - self._last_status_s < _STATUS_PERIOD_S:
+            return
+        self._last_status_s = now
+        bag_s = (msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec - self._origin_ns) / 1e9
+        streams = "  ".join(f"{s}: {text[-24:]!r}" for s, text in sorted(self._partial.items()))
+        self._print(
+            f"[bag {bag_s:5.1f} s] {len(self._arrivals) / _STATUS_PERIOD_S:4.1f} frames/s  "
+            f"frame {1e3 * msg.frame_s:5.1f} ms of {1e3 * msg.budget_s:.0f}  "
+            f"misses {msg.deadline_misses}  skipped {msg.skipped_frames}  "
+            f"batch {msg.batch} k {msg.k}  {streams}"
+        )
+
+    def _on_tokens(self, msg: Any) -> None:
+        if not msg.finished:
+            self._partial[msg.stream] = msg.text
+            return
+        self._partial.pop(msg.stream, None)
+        self._print(
+            f"  {msg.stream} #{msg.request_id} finished ({msg.finish_reason}): {msg.text!r}"
+        )
+
+    def _print(self, line: str) -> None:
+        print(line, file=self._out, flush=True)
+
+
+def start_node(params: Path, log: IO[bytes]) -> subprocess.Popen:
+    """The node as its own process: autostart, on the simulated clock of the player."""
+    command = [
+        sys.executable, "-m", "oxygen_ros.node",
+        "--ros-args", "--params-file", str(params),
+        "-p", "use_sim_time:=true", "-p", "autostart:=true",
+    ]  # fmt: skip
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+
+
+def stop_node(node: subprocess.Popen) -> None:
+    """Ctrl-C (the node releases the engine and shuts down), then kill if it hangs."""
+    if node.poll() is None:
+        node.send_signal(signal.SIGINT)
+        try:
+            node.wait(_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            node.kill()
+            node.wait()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="oxygen-demo", description=__doc__.split("\n\n")[0].strip()
+    )
+    parser.add_argument("--bag", type=Path, default=DEMO_BAG, help="rosbag2 folder to play")
+    parser.add_argument("--params", type=Path, default=DEMO_PARAMS, help="node params YAML")
+    parser.add_argument("--out", type=Path, help="output folder (default out/demo/<time>)")
+    parser.add_argument("--rate", type=float, default=1.0, help="playback speed")
+    parser.add_argument(
+        "--wait-s", type=float, default=300.0, help="how long the node may take to activate"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script `oxygen-demo`."""
+    args = _parser().parse_args(argv)
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # node and player share a host
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = args.out or ROOT / "out" / "demo" / stamp
+    try:
+        job = Job.load(args.bag, args.params, out)
+    except (OSError, ValueError) as error:
+        print(f"oxygen-demo: {error}", file=sys.stderr)
+        return 1
+    out.mkdir(parents=True, exist_ok=True)
+    console = Console(job.names, job.ticks()[0])
+    seconds = (job.span_ns()[1] - job.span_ns()[0]) / 1e9
+    with open(out / "node.log", "wb") as log:
+        node = start_node(args.params, log)
+        print(
+            f"oxygen node starting (pid {node.pid}, log {out / 'node.log'}): it loads the "
+            f"{job.settings.node.preset} model and compiles every shape before it activates"
+        )
+        print(f"then {args.bag} plays ({seconds:.1f} s at {args.rate:g}x) onto its topics")
+        try:
+            report = replay_live(
+                job,
+                rate=args.rate,
+                wait_s=args.wait_s,
+                alive=lambda: node.poll() is None,
+                on_output=console.on_output,
+                progress=False,
+            )
+        except (TimeoutError, RuntimeError) as error:
+            print(f"oxygen-demo: {error}; see {out / 'node.log'}", file=sys.stderr)
+            return 1
+        finally:
+            stop_node(node)
+    print(summary(report, out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

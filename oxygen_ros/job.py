@@ -1,0 +1,129 @@
+"""One replay job: a bag, the node's settings for it, its frame ticks, where outputs go.
+
+Time. A node activated before playback starts its frame timer on a simulated clock that
+reads 0, and rcl keeps a timer's phase across clock jumps, so it ticks at whole
+multiples of the frame period on the bag clock (`timer_grid`). A replay ticks on that
+grid, from the last multiple at or before the bag's first message to its last message,
+and so does the node when `--live` plays the bag to it with /clock (a node that lags
+its clock ticks late; the stamps of its chunks say when).
+
+Outputs of a replay, offline or live, go to an `OutputSink`: the output bag (mcap) and
+the report's `Recording`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from builtin_interfaces.msg import Time
+
+from oxygen_ros.bagio import BagMessage, BagWriter, bag_span_ns, from_cdr, read_bag
+from oxygen_ros.configure import TopicNames, load_settings
+from oxygen_ros.params import Settings
+from oxygen_ros.report import Recording, RunInfo, warmup_frames
+
+OUTPUT_BAG = "output_bag"  # the output bag's folder in a job's output folder
+_NS = 1_000_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One replay: which bag, with which parameters, into which folder."""
+
+    bag: Path
+    params: Path
+    settings: Settings
+    names: TopicNames
+    out: Path
+
+    @classmethod
+    def load(
+        cls, bag: Path, params: Path, out: Path, overrides: Mapping[str, object] | None = None
+    ) -> Job:
+        """Read the parameters (see load_settings); the bag must exist."""
+        if not (Path(bag) / "metadata.yaml").is_file():
+            raise FileNotFoundError(f"{bag} is not a rosbag2 folder (no metadata.yaml)")
+        settings, names = load_settings(params, overrides)
+        return cls(Path(bag), Path(params), settings, names, Path(out))
+
+    def span_ns(self) -> tuple[int, int]:
+        return bag_span_ns(self.bag)
+
+    def ticks(self) -> range:
+        """The node's frame ticks over the bag (see the module docstring)."""
+        return timer_grid(self.span_ns(), period_ns(self.settings.node.frame_period_s))
+
+    def info(self, source: str) -> RunInfo:
+        cfg, origin = self.settings.node, self.ticks()[0]
+        return RunInfo(
+            source=source,
+            bag=str(self.bag),
+            params=str(self.params),
+            mode=self.settings.engine.mode,
+            seed=cfg.seed,
+            frame_period_s=cfg.frame_period_s,
+            warmup_frames=warmup_frames(self.settings.engine),
+            origin_ns=origin,
+            instructions=instructions(self.bag, self.names.instruction, cfg.instruction, origin),
+        )
+
+
+def instructions(
+    bag: Path, topic: str, initial: str, origin_ns: int
+) -> tuple[tuple[int, str], ...]:
+    """(bag time, text) of the instruction parameter at origin_ns, then wherever the
+    bag's instruction topic changes it."""
+    current = initial.strip()
+    changes = [(origin_ns, current)] if current else []
+    for message in read_bag(bag, [topic]):
+        text = from_cdr(message.data, message.msgtype).data.strip()
+        if text and text != current:
+            changes.append((message.time_ns, text))
+        current = text
+    return tuple(changes)
+
+
+def period_ns(seconds: float) -> int:
+    """A timer period in nanoseconds, converted as rclpy's create_timer converts it."""
+    return int(float(seconds) * _NS)
+
+
+def timer_grid(span_ns: tuple[int, int], period: int) -> range:
+    """Ticks of a timer started at time 0: multiples of `period` over the span.
+
+    The first is the last multiple at or before the span's start (a tick that sees no
+    input yet); the last is at or before the span's end.
+    """
+    return range(span_ns[0] // period * period, span_ns[1] + 1, period)
+
+
+def stamp(time_ns: int) -> Time:
+    """Nanoseconds of the bag clock -> builtin_interfaces/Time, exactly."""
+    return Time(sec=time_ns // _NS, nanosec=time_ns % _NS)
+
+
+class OutputSink:
+    """Where a replay's outputs go: the output bag and the report's recording.
+
+    One caller at a time: the offline loop, or the live recorder's callbacks, which
+    share one mutually exclusive callback group.
+    """
+
+    def __init__(self, writer: BagWriter) -> None:
+        self.recording = Recording()
+        self._writer = writer
+
+    def message(self, topic: str, time_ns: int, msg: Any) -> None:
+        """An rclpy message the frame produced (offline)."""
+        self._writer.write_ros(topic, time_ns, msg)
+        self.recording.add(msg)
+
+    def raw(self, message: BagMessage) -> Any:
+        """CDR bytes a subscription received (live); the decoded message."""
+        msg = from_cdr(message.data, message.msgtype)
+        self._writer.write(message)
+        self.recording.add(msg)
+        return msg

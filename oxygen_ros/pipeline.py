@@ -1,0 +1,61 @@
+"""What the node's configure step builds, without ROS: policy, engine, frame assembler.
+
+The node, offline replay and the live player all call `make_pipeline`, so they load
+the same model the same way and compile the same shapes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from oxygen_core.engine import Engine, make_engine
+from oxygen_core.observation import Observation
+from oxygen_core.policy import Policy, load_policy
+from oxygen_ros.inputs import FrameAssembler
+from oxygen_ros.params import ChunkLayout, Settings, fit_to_model
+
+
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+    settings: Settings
+    layout: ChunkLayout
+    assembler: FrameAssembler
+    engine: Engine
+
+
+def make_pipeline(settings: Settings) -> Pipeline:
+    """Load the policy, build and warm up the engine (every shape compiled), and the
+    assembler. Raises whatever loading raises (the node turns it into FAILURE)."""
+    cfg = settings.node
+    policy = load_policy(
+        preset=cfg.preset,
+        robot=cfg.robot,
+        checkpoint_dir=cfg.checkpoint_dir or None,
+        tokenizer_path=cfg.tokenizer_path or None,
+        seed=cfg.seed,
+        dtype=cfg.dtype,
+    )
+    layout = fit_to_model(cfg, policy.config, policy.robot)
+    assembler = FrameAssembler(
+        camera_topics=cfg.camera_topics,
+        joint_names=cfg.joint_names,
+        state_dim=policy.robot.state_dim,
+        image_size=policy.config.vision.image_size,
+        stale_timeout_s=cfg.stale_timeout_s,
+        sync_slop_s=cfg.sync_slop_s,
+        missing_camera=cfg.missing_camera,
+    )
+    assembler.on_instruction(cfg.instruction)
+    engine = make_engine(policy, settings.engine)
+    engine.warmup(blank_observation(policy, assembler, cfg.instruction))
+    return Pipeline(settings, layout, assembler, engine)
+
+
+def blank_observation(policy: Policy, assembler: FrameAssembler, prompt: str) -> Observation:
+    """Black images in the slots the cameras fill: warm-up compiles the shapes that run."""
+    size = policy.config.vision.image_size
+    images = {slot: np.zeros((size, size, 3), np.uint8) for slot in assembler.slots}
+    state = np.zeros(policy.robot.state_dim, np.float32)
+    return Observation(images=images, state=state, prompt=prompt or "warm up")

@@ -1,0 +1,339 @@
+"""Offline evaluation: a recorded bag through the node's own frame, on the bag's clock.
+
+    oxygen-replay BAG --params config/tiny.yaml --out DIR [--mode M] [--seed S]
+                  [--rate R | --as-fast-as-possible] [--live]
+
+The parameters, engine and frame assembler are the node's own (oxygen_ros.configure),
+and every frame is `frame.FrameLoop.run`, the node's frame function, with outputs that
+go into a bag instead of onto topics. Messages are decoded by rclpy from the bag's CDR
+bytes and handed to the assembler as the node's callbacks do, in log-time order, a
+message before a frame tick at the same time; ticks fall where the node's timer fires
+(oxygen_ros.job). Frame time, latency and deadlines are measured on the steady clock, as
+in the node. As fast as possible (the default) every tick runs; `--rate R` paces bag
+time at R x wall time, and a tick that comes while the previous frame still runs is an
+overrun, as the node's worker refuses it.
+
+`--live` instead plays the bag onto ROS 2 topics with /clock for the real node started
+with use_sim_time, records its outputs and reports them the same way (oxygen_ros.live).
+
+DIR gets `output_bag/` (mcap: every output topic of the node, /diagnostics included),
+report.json, report.md, timeline.png (oxygen_ros.report) and replay.log (why frames
+were skipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from oxygen_ros.bagio import BagMessage, BagWriter, from_cdr, read_bag
+from oxygen_ros.configure import TopicNames
+from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
+from oxygen_ros.frame import FrameLoop, Tick
+from oxygen_ros.job import OUTPUT_BAG, Job, OutputSink, period_ns, stamp, timer_grid
+from oxygen_ros.live import Pacer, replay_live
+from oxygen_ros.pipeline import Pipeline, make_pipeline
+from oxygen_ros.report import Counts, build_report, write_report
+
+_NS = 1_000_000_000
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+class BagOutputs:
+    """frame.Outputs for a replay: the same attributes, naming topics instead of holding
+    publishers. publish() only queues the message with the tick's bag time; `flush` writes
+    the queue once the frame is over, so serialising into the bag is not frame time."""
+
+    def __init__(self, names: TopicNames, sink: OutputSink) -> None:
+        self.chunk = names.action_chunk
+        self.trajectory = names.joint_trajectory
+        self.tokens = dict(names.tokens)
+        self.texts = dict(names.texts)
+        self.stats = names.stats
+        self.markers = names.markers
+        self.diagnostics = names.diagnostics
+        self.now_ns = 0  # bag time of the event being run
+        self._sink = sink
+        self._queue: list[tuple[str, int, Any]] = []
+
+    def publish(self, topic: str, msg: Any) -> bool:
+        self._queue.append((topic, self.now_ns, msg))
+        return True
+
+    def flush(self) -> None:
+        for topic, time_ns, msg in self._queue:
+            self._sink.message(topic, time_ns, msg)
+        self._queue.clear()
+
+
+def _file_logger(path: Path) -> logging.Logger:
+    """A logger into DIR/replay.log: the frame loop's warnings stay off the progress bar."""
+    logger = logging.getLogger(f"oxygen.replay.{path}")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    handler = logging.FileHandler(path, mode="w")
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    return logger
+
+
+class _FrameLog:
+    """rclpy's logger call shape (throttle keyword) over a Python logger."""
+
+    def __init__(self, logger: logging.Logger, clock: Callable[[], int]) -> None:
+        self._logger, self._clock = logger, clock
+
+    def warning(self, message: str, **_throttle: object) -> None:
+        self._logger.warning(f"[{self._clock() / _NS:.3f}] {message}")
+
+    def error(self, message: str) -> None:
+        self._logger.error(f"[{self._clock() / _NS:.3f}] {message}")
+
+    def close(self) -> None:
+        for handler in list(self._logger.handlers):
+            handler.close()
+            self._logger.removeHandler(handler)
+
+
+# --------------------------------------------------------------------------- offline
+
+_MESSAGE, _DIAGNOSTICS, _TICK = 0, 1, 2  # event order at equal times
+
+
+class OfflineReplay:
+    """One bag through one pipeline, on the bag clock; `run` returns the frame accounting."""
+
+    def __init__(self, job: Job, pipeline: Pipeline, sink: OutputSink) -> None:
+        self.job, self.pipeline = job, pipeline
+        cfg = pipeline.settings.node
+        self.outputs = BagOutputs(job.names, sink)
+        self.stats = NodeStats()
+        self.log = _FrameLog(_file_logger(job.out / "replay.log"), lambda: self.outputs.now_ns)
+        self.reporter = DiagnosticsReporter(job.names.node, cfg.frame_period_s)
+        self.slots = {topic: i for i, topic in enumerate(job.names.cameras)}
+        self.loop = FrameLoop(
+            engine=pipeline.engine,
+            assembler=pipeline.assembler,
+            outputs=self.outputs,
+            stats=self.stats,
+            cfg=cfg,
+            layout=pipeline.layout,
+            logger=self.log,
+        )
+
+    def run(self, rate: float | None, progress: bool, ticks: Sequence[int]) -> Counts:
+        """Every message, diagnostics period and frame tick in bag-time order."""
+        bar = tqdm(total=len(ticks), unit="frame", desc="replay", disable=not progress)
+        pacer = Pacer(rate, ticks[0])
+        try:
+            for time_ns, kind, message in self._events(ticks):
+                self.outputs.now_ns = time_ns
+                if kind == _MESSAGE:
+                    self._deliver(message)
+                elif kind == _DIAGNOSTICS:
+                    pacer.wait(time_ns)
+                    self._diagnostics(time_ns)
+                else:
+                    self._tick(time_ns, on_time=pacer.wait(time_ns))
+                    bar.update()
+                    bar.set_postfix_str(self._progress(), refresh=False)
+                self.outputs.flush()
+        finally:
+            bar.close()
+            self.log.close()
+        return self._counts(len(ticks))
+
+    def _events(self, ticks: Sequence[int]) -> Iterator[tuple[int, int, BagMessage | None]]:
+        cfg = self.pipeline.settings.node
+        diagnostics = timer_grid(self.job.span_ns(), period_ns(cfg.diagnostics_period_s))
+        return heapq.merge(
+            ((m.time_ns, _MESSAGE, m) for m in read_bag(self.job.bag, self.job.names.inputs())),
+            ((t, _DIAGNOSTICS, None) for t in diagnostics),
+            ((t, _TICK, None) for t in ticks),
+            key=lambda event: event[:2],
+        )
+
+    def _deliver(self, message: BagMessage) -> None:
+        """What the node's subscription callbacks do with the message."""
+        names, assembler = self.job.names, self.pipeline.assembler
+        msg = from_cdr(message.data, message.msgtype)
+        if message.topic in self.slots:
+            assembler.on_image(self.slots[message.topic], msg)
+        elif message.topic == names.joint_state:
+            assembler.on_joint_state(msg)
+        elif message.topic == names.instruction:
+            assembler.on_instruction(msg.data)
+        elif msg.data in self.pipeline.settings.node.stream_names:  # ~/request: a stream name
+            self.loop.request(msg.data)
+        else:
+            self.log.warning(f"{message.topic}: unknown stream {msg.data!r}")
+
+    def _tick(self, time_ns: int, on_time: bool) -> None:
+        if not on_time:  # the previous frame still runs: the node's worker refuses the tick
+            self.stats.overrun()
+            return
+        start = time.monotonic()
+        tick = Tick(
+            stamp=stamp(time_ns),
+            now_s=time_ns * 1e-9,
+            start_s=start,
+            deadline_s=start + self.pipeline.settings.node.frame_period_s,
+        )
+        try:
+            self.loop.run(tick)
+        except Exception as error:  # as the node's worker: count it, keep going
+            self.stats.error()
+            self.log.error(f"frame failed: {type(error).__name__}: {error}")
+
+    def _diagnostics(self, time_ns: int) -> None:
+        """The node's diagnostics timer: /diagnostics on the same period of the bag clock."""
+        cfg, assembler = self.pipeline.settings.node, self.pipeline.assembler
+        inputs = InputReport(
+            ages_s=assembler.freshness(time_ns * 1e-9),
+            skips=dict(assembler.skip_counts),
+            stale_timeout_s=cfg.stale_timeout_s,
+        )
+        array = self.reporter.report(stamp(time_ns), self.stats.snapshot(), inputs)
+        self.outputs.publish(self.outputs.diagnostics, array)
+
+    def _progress(self) -> str:
+        s = self.stats.snapshot()
+        skipped = sum(self.pipeline.assembler.skip_counts.values())
+        return f"frames={s.frames} skipped={skipped} misses={s.deadline_misses}"
+
+    def _counts(self, ticks: int) -> Counts:
+        s = self.stats.snapshot()
+        return Counts(
+            skipped=dict(self.pipeline.assembler.skip_counts),
+            deadline_misses=s.deadline_misses,
+            overruns=s.overruns,
+            errors=s.errors,
+            ticks=ticks,
+        )
+
+
+def replay_offline(
+    job: Job,
+    *,
+    rate: float | None = None,
+    progress: bool = True,
+    ticks: Sequence[int] | None = None,
+) -> dict:
+    """Replay the job's bag through a new pipeline; the report (also written to job.out).
+
+    ticks: bag times of the frames, ascending; default the node's timer grid over the
+    bag. Giving the stamps of a live run's frames recomputes exactly those frames.
+    """
+    job.out.mkdir(parents=True, exist_ok=True)
+    pipeline = make_pipeline(job.settings)
+    with BagWriter(job.out / OUTPUT_BAG) as writer:
+        sink = OutputSink(writer)
+        replay = OfflineReplay(job, pipeline, sink)
+        counts = replay.run(rate, progress, job.ticks() if ticks is None else ticks)
+    report = build_report(sink.recording, job.info("offline"), counts)
+    write_report(report, job.out)
+    return report
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="oxygen-replay",
+        description="Replay a rosbag2 (mcap or sqlite3) through the oxygen node's frame.",
+    )
+    parser.add_argument("bag", type=Path, help="rosbag2 folder")
+    parser.add_argument("--params", type=Path, required=True, help="the node's params YAML")
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument(
+        "--mode",
+        choices=("oxygen", "shared", "isolated"),
+        help="engine mode (default: the params' engine_mode)",
+    )
+    parser.add_argument("--seed", type=int, help="seed (default: the params' seed)")
+    pace = parser.add_mutually_exclusive_group()
+    pace.add_argument(
+        "--rate",
+        type=float,
+        help="bag time per wall time (offline default: as fast as possible; --live default 1.0)",
+    )
+    pace.add_argument(
+        "--as-fast-as-possible",
+        action="store_true",
+        help="offline: run every frame at once (the default)",
+    )
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="publish the bag with /clock for a running node (use_sim_time) and record its outputs",
+    )
+    parser.add_argument(
+        "--wait-s",
+        type=float,
+        default=120.0,
+        help="--live: how long to wait for the node to become active",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script `oxygen-replay`."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.live and (args.mode or args.seed is not None or args.as_fast_as_possible):
+        parser.error(
+            "--live plays to a running node: set its mode and seed as node parameters, "
+            "and play at a --rate"
+        )
+    if not args.live:  # an offline replay talks to no one: keep its DDS participant local
+        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    overrides = {"engine_mode": args.mode, "seed": args.seed}
+    try:
+        job = Job.load(
+            args.bag, args.params, args.out, {k: v for k, v in overrides.items() if v is not None}
+        )
+        if args.live:
+            print(
+                f"waiting for the node: oxygen-node --ros-args --params-file {args.params} "
+                "-p use_sim_time:=true -p autostart:=true",
+                file=sys.stderr,
+            )
+            report = replay_live(
+                job, rate=args.rate or 1.0, wait_s=args.wait_s, progress=not args.no_progress
+            )
+        else:
+            report = replay_offline(job, rate=args.rate, progress=not args.no_progress)
+    except (OSError, ValueError, TimeoutError, RuntimeError) as error:
+        print(f"oxygen-replay: {error}", file=sys.stderr)
+        return 1
+    print(summary(report, args.out))
+    return 0
+
+
+def summary(report: Mapping[str, Any], out: Path) -> str:
+    """Two lines for the terminal: the headline numbers and where the files are."""
+    skipped = sum(report["skipped_frames"].values())
+    return (
+        f"{report['frames']} frames, {skipped} skipped, {report['deadline_misses']} deadline "
+        f"misses; actions {report['action_hz']:.1f} Hz, language {report['lang_tps']:.1f} tok/s; "
+        f"{report['requests_finished']}/{report['requests_started']} requests finished\n"
+        f"report: {out / 'report.md'}  timeline: {out / 'timeline.png'}  "
+        f"bag: {out / OUTPUT_BAG}"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
