@@ -1,0 +1,219 @@
+"""Drive every engine row through the same workload, interleaved frame by frame.
+
+All rows (isolated, shared, OxyGen at each k, OxyGen with k=auto) live in one process and
+share one policy. They are warmed up (every shape compiled) before anything is timed,
+then stepped in turn within each frame, in a rotating order, so a burst of load from other
+processes falls on all of them alike and the ratios between rows are measured side by
+side. Each row gets its own count of warm-up frames (N/k for OxyGen, as the paper: the
+batch must fill), aligned so that every row's measured frames start at the same time and
+see identical arrivals.
+
+A frame is timed from the first request call to the end of the language phase: the
+engine returns host numpy values, so the clock already includes `block_until_ready`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Literal
+
+import jax
+import numpy as np
+
+from oxygen_core.bench.workloads import Workload
+from oxygen_core.engine import EngineConfig, StreamConfig, make_engine
+from oxygen_core.engine.engine import Engine
+from oxygen_core.observation import Observation
+from oxygen_core.policy import Policy
+
+STREAM = "narration"
+BASELINES = ("isolated", "shared")
+MODES = ("isolated", "shared", "oxygen", "oxygen-auto")
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchConfig:
+    """What to run: the engine rows (modes x k), request length, denoise steps, frames."""
+
+    modes: tuple[str, ...]
+    ks: tuple[int, ...]
+    n: int = 30
+    steps: int = 10
+    frames: int = 30
+    warmup_frames: int | None = None  # None: N/k per OxyGen row (N for auto), 1 otherwise
+    budget_s: float | None = None
+    seed: int = 0
+    max_active: int = 32
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.modes) - set(MODES))
+        if unknown:
+            raise ValueError(f"unknown modes {unknown}; choose from {MODES}")
+        if "oxygen-auto" in self.modes and self.budget_s is None:
+            raise ValueError("mode oxygen-auto needs a frame budget (--budget seconds)")
+        if any(k < 1 for k in self.ks):
+            raise ValueError(f"every k must be >= 1, got {self.ks}")
+
+    def buckets(self) -> tuple[int, ...]:
+        """Powers of two up to the pool size: few compiled shapes, at most 2x padding."""
+        top = 1 << max(0, math.ceil(math.log2(self.max_active)))
+        return tuple(1 << i for i in range(top.bit_length()))
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameRecord:
+    """One frame of one row, as measured."""
+
+    measured: bool  # False during the row's warm-up frames
+    frame_s: float
+    prefill_s: float
+    denoise_s: float
+    language_s: float
+    tokens: int
+    requests: int
+    k: int
+    batch: int
+    bucket: int
+    new_compiles: int
+    memory_bytes: int
+
+
+@dataclasses.dataclass
+class Row:
+    """One engine under test and its count of warm-up frames."""
+
+    mode: str  # isolated, shared, oxygen or oxygen-auto
+    k: int | Literal["auto"] | None  # None for the baselines (they have no k)
+    engine: Engine
+    warmup: int
+
+    @property
+    def label(self) -> str:
+        if self.k is None or self.mode == "oxygen-auto":
+            return self.mode
+        return f"{self.mode} k={self.k}"
+
+
+def demo_observation(policy: Policy, seed: int) -> Observation:
+    """A random camera image per slot the robot fills, zero state, a fixed instruction."""
+    rng = np.random.default_rng(seed)
+    size = policy.config.vision.image_size
+    images = {s: rng.integers(0, 256, (size, size, 3), np.uint8) for s in policy.robot.cameras}
+    return Observation(images, np.zeros(policy.robot.state_dim, np.float32), "pick up the cup")
+
+
+def _engine_config(cfg: BenchConfig, mode: str, k: int | str, max_tokens: int) -> EngineConfig:
+    # EOS is off: a random-weight model would stop requests at random lengths, and the
+    # workload, not the model, must decide how many tokens each request costs.
+    stream = StreamConfig(
+        STREAM, "Narrate:", max_tokens=max_tokens, trigger="on_demand", stop_at_eos=False
+    )
+    return EngineConfig(
+        mode="oxygen" if mode == "oxygen-auto" else mode,
+        k=k,
+        denoise_steps=cfg.steps,
+        max_active=cfg.max_active,
+        batch_buckets=cfg.buckets(),
+        frame_budget_s=cfg.budget_s,
+        streams=(stream,),
+        seed=cfg.seed,
+    )
+
+
+def build_rows(policy: Policy, cfg: BenchConfig, max_tokens: int, obs: Observation) -> list[Row]:
+    """One warmed-up engine per row; every shape is compiled before this returns."""
+    specs: list[tuple[str, int | Literal["auto"] | None]] = []
+    for mode in cfg.modes:
+        if mode in BASELINES:
+            specs.append((mode, None))
+        elif mode == "oxygen":
+            specs += [(mode, k) for k in cfg.ks]
+        else:
+            specs.append((mode, "auto"))
+    rows = []
+    for mode, k in specs:
+        engine = make_engine(policy, _engine_config(cfg, mode, k or 1, max_tokens))
+        engine.warmup(obs)
+        rows.append(Row(mode, k, engine, _warmup_frames(cfg, k)))
+    return rows
+
+
+def _warmup_frames(cfg: BenchConfig, k: int | str | None) -> int:
+    if cfg.warmup_frames is not None:
+        return cfg.warmup_frames
+    if k is None:
+        return 1
+    return math.ceil(cfg.n / (1 if k == "auto" else k))
+
+
+def memory_bytes() -> int:
+    """Bytes in use now: device memory on an accelerator, process RSS on a CPU."""
+    device = jax.devices()[0]
+    stats = device.memory_stats() if device.platform != "cpu" else None
+    if stats:
+        return int(stats.get("bytes_in_use", 0))
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def run_frame(row: Row, obs: Observation, lengths: tuple[int, ...], measured: bool) -> FrameRecord:
+    """One frame of one row: arrivals, actions, language."""
+    engine = row.engine
+    compiles = engine.compile_count()
+    t0 = time.perf_counter()
+    for n in lengths:
+        engine.request(STREAM, max_tokens=n)
+    act = engine.act(obs)
+    lang = engine.language()
+    frame_s = time.perf_counter() - t0
+    return FrameRecord(
+        measured=measured,
+        frame_s=frame_s,
+        prefill_s=act.prefill_s,
+        denoise_s=act.denoise_s,
+        language_s=lang.decode_s,
+        tokens=sum(len(e.token_ids) for e in lang.events),
+        requests=len(lengths),
+        k=lang.k,
+        batch=lang.batch,
+        bucket=lang.bucket,
+        new_compiles=engine.compile_count() - compiles,
+        memory_bytes=memory_bytes(),
+    )
+
+
+def run_workload(
+    rows: list[Row],
+    workload: Workload,
+    cfg: BenchConfig,
+    obs: Observation,
+    between_rounds: Callable[[], None],
+    tick: Callable[[str], None],
+) -> dict[str, list[FrameRecord]]:
+    """Run every row through `workload`: aligned warm-ups, then interleaved frames.
+
+    between_rounds() runs after each frame's round of rows (the probes sample there);
+    tick(label) after each row-frame (progress reporting). Returns frames by row label.
+    """
+    w_max = max(r.warmup for r in rows)
+    schedule = workload.schedule(w_max + cfg.frames, cfg.n, cfg.seed)
+    records: dict[str, list[FrameRecord]] = {row.label: [] for row in rows}
+    for row in rows:
+        row.engine.reset()
+    for f, lengths in enumerate(schedule):
+        shift = f % len(rows)
+        for row in rows[shift:] + rows[:shift]:
+            if f >= w_max - row.warmup:
+                records[row.label].append(run_frame(row, obs, lengths, measured=f >= w_max))
+                tick(row.label)
+        between_rounds()
+    return records
+
+
+def total_row_frames(rows: list[Row], cfg: BenchConfig) -> int:
+    """Row-frames one workload costs (for the progress bar)."""
+    return sum(r.warmup + cfg.frames for r in rows)

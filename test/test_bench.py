@@ -1,0 +1,124 @@
+"""oxygen-bench: workload schedules, floor arithmetic, and a smoke run of the CLI on `tiny`.
+
+The smoke run checks the JSON's shape and the numbers that do not depend on speed:
+every row sees the same arrivals, produces N tokens per frame in steady state, compiles
+nothing after warm-up, and its action Hz follows from its own frame times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from oxygen_core.bench import cli
+from oxygen_core.bench.floors import Floors, Machine, ModelCosts
+from oxygen_core.bench.metrics import Comparison, RowResult
+from oxygen_core.bench.runner import BenchConfig
+from oxygen_core.bench.workloads import SWEEPS, parse
+from oxygen_core.config import model_preset
+
+
+def counts(spec: str, frames: int = 6, n: int = 30) -> list[int]:
+    return [len(f) for f in parse(spec).schedule(frames, n, seed=0)]
+
+
+def test_uniform_rate_is_frames_per_request_and_fractions_are_several_per_frame():
+    assert counts("uniform:1") == [1] * 6
+    assert counts("uniform:3") == [1, 0, 0, 1, 0, 0]
+    assert counts("uniform:0.5") == [2] * 6
+    assert counts("uniform:1.5") == [1, 1, 0, 1, 1, 0]
+    assert parse("uniform:2").schedule(2, 7, seed=0) == [(7,), ()]
+
+
+def test_poisson_mean_and_random_lengths_follow_their_parameters():
+    poisson = counts("poisson:2", frames=4000)
+    assert sum(poisson) / len(poisson) == pytest.approx(2.0, rel=0.05)
+    lengths = [f[0] for f in parse("random:5,20,0.25").schedule(4000, 30, seed=1)]
+    assert set(lengths) == {5, 20}
+    assert lengths.count(20) / len(lengths) == pytest.approx(0.25, abs=0.03)
+    assert parse("random:5,20,0.25").max_tokens(30) == 20
+    assert parse("poisson:2").schedule(50, 30, seed=3) == parse("poisson:2").schedule(
+        50, 30, seed=3
+    )
+
+
+@pytest.mark.parametrize(
+    "spec", ["zipf:2", "uniform:0", "uniform:-1", "poisson:x", "random:20,5,0.5", "random:5,20,2"]
+)
+def test_bad_workloads_are_rejected_by_name(spec):
+    with pytest.raises(ValueError, match="workload"):
+        parse(spec)
+
+
+def test_every_sweep_parses():
+    assert all(parse(s) for specs in SWEEPS.values() for s in specs)
+
+
+def test_buckets_are_powers_of_two_covering_the_pool():
+    assert BenchConfig(modes=("oxygen",), ks=(1,), max_active=32).buckets() == (1, 2, 4, 8, 16, 32)
+    assert BenchConfig(modes=("oxygen",), ks=(1,), max_active=5).buckets() == (1, 2, 4, 8)
+
+
+def test_decode_floor_counts_the_vlm_weights_lm_head_and_kv_rows():
+    costs = ModelCosts.of(model_preset("tiny"), value_bytes=4)
+    # Per layer: q 4*64*16, kv 2*64*16, out 4*16*64, GeGLU 2*64*128 + 128*64, two norms.
+    assert costs.vlm_layers == 2 * (4096 + 2048 + 4096 + 24576 + 128) + 64
+    assert costs.embed == 512 * 64
+    nbytes, flops = costs.decode_step(bucket=4, capacity=100)
+    kv_per_token = 2 * 2 * 16 * 4  # layers x (K, V) x head_dim x float32
+    assert nbytes == (costs.vlm_layers + costs.embed) * 4 + 4 * 100 * kv_per_token
+    assert flops == 2 * (costs.vlm_layers + costs.embed) * 4 + 4 * 4 * 100 * 4 * 16 * 2
+    floors = Floors(Machine("cpu", "float32", matmul_gflops=1.0, matvec_gbps=1.0), costs)
+    assert floors.decode_step_s(4, 100) == pytest.approx(max(nbytes, flops) / 1e9)
+
+
+def test_bad_flags_fail_before_any_work(capsys):
+    assert cli.main(["--workload", "zipf:2"]) == 2
+    assert cli.main(["--modes", "oxygen-auto"]) == 2  # k=auto needs a frame budget
+    assert cli.main(["--modes", "turbo"]) == 2
+    assert "oxygen-bench:" in capsys.readouterr().err
+
+
+N, FRAMES = 3, 3
+
+
+def test_smoke_run_writes_json_tables_and_plots(tmp_path, capsys):
+    out, plots = tmp_path / "bench.json", tmp_path / "plots"
+    argv = ["--preset", "tiny", "--modes", "isolated,shared,oxygen,oxygen-auto", "--k", "2"]
+    argv += ["--N", str(N), "--S", "2", "--frames", str(FRAMES), "--budget", "5"]
+    argv += ["--max-active", "2", "--json", str(out), "--plot", str(plots)]
+    assert cli.main(argv) == 0
+
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"preset", "config", "machine", "decode_probe", "groups", "rows",
+                        "comparisons"}  # fmt: skip
+    assert doc["groups"] == {"main": ["uniform:1"]}
+    assert set(doc["decode_probe"]) == {"1", "2"}
+    for probe in doc["decode_probe"].values():
+        assert set(probe) == {"step_s", "call_overhead_s", "floor_s"}
+        assert probe["step_s"] >= 0 and probe["call_overhead_s"] > 0 and probe["floor_s"] > 0
+    assert doc["machine"]["matmul_gflops"] > 0 and doc["machine"]["matvec_gbps"] > 0
+    rows = {r["label"]: r for r in doc["rows"]}
+    assert list(rows) == ["isolated", "shared", "oxygen k=2", "oxygen-auto"]
+    horizon = model_preset("tiny").action_horizon
+    for r in rows.values():
+        assert set(r) == {f.name for f in dataclasses.fields(RowResult)}
+        assert (r["frames"], r["n"], r["steps"], r["workload"]) == (FRAMES, N, 2, "uniform:1")
+        assert r["requests_per_frame"] == 1.0 and r["tokens_per_frame"] == N
+        assert r["new_compiles"] == 0
+        assert r["deadline_misses"] == 0
+        assert r["action_hz"] == pytest.approx(horizon * FRAMES / sum(r["frame_s"]))
+        assert r["frame_max_s"] == max(r["frame_s"]) and r["prefill_s"] > 0
+    # N=3 with k=2: the first token comes with admission, two more in the same frame.
+    assert rows["oxygen k=2"]["avg_k"] == 2 and rows["oxygen k=2"]["avg_batch"] == 1
+    assert rows["oxygen-auto"]["avg_k"] >= 2
+    assert [c["label"] for c in doc["comparisons"]] == ["oxygen k=2", "oxygen-auto"]
+    assert all(set(c) == {f.name for f in dataclasses.fields(Comparison)}
+               for c in doc["comparisons"])  # fmt: skip
+
+    stdout = capsys.readouterr().out
+    assert "| uniform:1 | oxygen k=2 |" in stdout and "OxyGen over isolated" in stdout
+    assert sorted(p.name for p in plots.iterdir()) == ["timeline.png", "vs_k.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in plots.iterdir())
