@@ -113,6 +113,11 @@ class NodeConfig:
         dynamic=True,
     )
     max_decode_tokens: int = _param(_ENGINE.k_max, "Largest k that 'auto' may choose.", (1, 1024))
+    min_decode_tokens: int = _param(
+        _ENGINE.k_min,
+        "k that 'auto' keeps while the pool keeps up, even with no time left.",
+        (1, 1024),
+    )
     denoise_steps: int = _param(_ENGINE.denoise_steps, "Flow-matching Euler steps (S).", (1, 100))
     max_active_requests: int = _param(
         _ENGINE.max_active, "Rows of the preallocated KV pool (active requests).", (1, 1024)
@@ -230,6 +235,7 @@ def read_settings(node: Node) -> Settings:
         mode=cfg.engine_mode,
         k=cfg.steps_per_frame,
         k_max=cfg.max_decode_tokens,
+        k_min=cfg.min_decode_tokens,
         denoise_steps=cfg.denoise_steps,
         max_active=cfg.max_active_requests,
         batch_buckets=tuple(sorted(set(cfg.batch_buckets))),

@@ -113,7 +113,7 @@ def test_smoke_run_writes_json_tables_and_plots(tmp_path, capsys):
         assert r["frame_max_s"] == max(r["frame_s"]) and r["prefill_s"] > 0
     # N=3 with k=2: the first token comes with admission, two more in the same frame.
     assert rows["oxygen k=2"]["avg_k"] == 2 and rows["oxygen k=2"]["avg_batch"] == 1
-    assert rows["oxygen-auto"]["avg_k"] >= 2
+    assert rows["oxygen-auto"]["avg_k"] == 1  # the pool keeps up: auto decodes k_min
     assert [c["label"] for c in doc["comparisons"]] == ["oxygen k=2", "oxygen-auto"]
     assert all(set(c) == {f.name for f in dataclasses.fields(Comparison)}
                for c in doc["comparisons"])  # fmt: skip

@@ -194,31 +194,59 @@ def test_memory_stays_flat_over_hundreds_of_frames(policy, observations):
 # --------------------------------------------------------------------------- step budget
 
 
-def test_auto_k_is_the_largest_that_fits_the_time_left(policy, observations):
+def auto_engine(policy, observations, **changes):
+    """A warmed-up k='auto' engine with on-demand streams and k_max=3."""
     on_demand = streams(MAX_NEW, narration="on_demand", memory="on_demand")
-    engine = make_engine(policy, engine_config(k="auto", k_max=3, streams=on_demand))
+    engine = make_engine(policy, engine_config(k="auto", k_max=3, streams=on_demand, **changes))
     engine.warmup(observations[0])
     assert set(engine.latency.step_s) == {ROWS} and engine.latency.admit_s > 0
-    engine.latency.step_s[ROWS], engine.latency.admit_s = 1 / 16, 1 / 8
+    return engine
+
+
+def test_auto_k_decodes_k_min_while_the_pool_keeps_up(policy, observations):
+    """Same tokens in the long run, fewer steps per frame: the batch stays large."""
+    engine = auto_engine(policy, observations)
     engine.act(observations[1])
     engine.request("narration")
     engine.request("memory")
-    first = engine.language(time_left_s=2 / 8 + 2 / 16)  # two admissions + two steps
-    assert (first.k, [len(e.token_ids) for e in first.events]) == (2, [3, 3])
+    first = engine.language(time_left_s=10.0)
+    assert (first.k, [len(e.token_ids) for e in first.events]) == (1, [2, 2])
+
+
+def test_auto_k_drains_a_backlog_with_the_largest_k_that_fits(policy, observations):
+    engine = auto_engine(policy, observations)
+    engine.latency.step_s[ROWS], engine.latency.admit_s, engine.latency.call_s = 1 / 16, 1 / 8, 0
+    engine.act(observations[1])
+    for _ in range(ROWS + 2):  # two more requests than rows: a backlog
+        engine.request("narration")
+    first = engine.language(time_left_s=ROWS / 8 + 2 / 16)  # four admissions + two steps
+    assert (first.k, first.queued, len(first.events)) == (2, 2, ROWS)
+    assert [len(e.token_ids) for e in first.events] == [3] * ROWS
     assert engine.latency.step_s[ROWS] != 1 / 16  # refined from the measured phase
     engine.latency.step_s[ROWS] = 1 / 16
     starved = engine.language(time_left_s=1 / 32)
-    assert (starved.k, [e.token_ids for e in starved.events]) == (0, [(), ()])
+    assert starved.k == 1  # k_min: language never starves, even with no time left
     assert engine.language(time_left_s=10.0).k == 3  # capped at k_max
 
 
 def test_auto_k_uses_the_frame_budget_minus_phase_one(policy, observations):
-    for budget, expected in [(1e-6, 0), (1e3, 3)]:
-        cfg = engine_config(k="auto", k_max=3, frame_budget_s=budget, streams=streams(5))
-        engine = make_engine(policy, cfg)
-        engine.warmup(observations[0])
+    for budget, expected in [(1e-6, 1), (1e3, 3)]:
+        engine = auto_engine(policy, observations, frame_budget_s=budget)
         engine.act(observations[1])
+        for _ in range(ROWS + 1):
+            engine.request("narration")
         assert engine.language().k == expected
+
+
+def test_k_never_exceeds_the_tokens_any_live_row_still_needs(policy, observations):
+    on_demand = streams(2, narration="on_demand", memory="on_demand")
+    engine = make_engine(policy, engine_config(k=3, streams=on_demand))
+    engine.warmup(observations[0])
+    engine.act(observations[1])
+    engine.request("narration")
+    result = engine.language()  # one token from admission, one more is all it needs
+    assert (result.k, [len(e.token_ids) for e in result.events]) == (1, [2])
+    assert result.events[0].finished
 
 
 # --------------------------------------------------------------------------- pool full

@@ -28,7 +28,7 @@ def scheduler(capacity=8, pool_full="queue", max_queue=64, streams=(NARRATION, M
 
 
 def fixed_k(k):
-    return lambda bucket, n_admitted: k
+    return lambda bucket, n_admitted, backlog: k
 
 
 def plan(sched, frame=0, k=1):
@@ -114,12 +114,12 @@ def test_choose_k_sees_the_bucket_and_the_admissions():
         sched.demand("ask")
     seen = []
 
-    def choose_k(bucket, n_admitted):
-        seen.append((bucket, n_admitted))
+    def choose_k(bucket, n_admitted, backlog):
+        seen.append((bucket, n_admitted, backlog))
         return 7
 
     assert sched.plan(0, choose_k).k == 7
-    assert seen == [(4, 3)]
+    assert seen == [(4, 3, 0)]
 
 
 # --------------------------------------------------------------------------- triggers

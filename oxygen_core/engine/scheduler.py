@@ -89,10 +89,12 @@ class Scheduler:
         self.queue.append(Pending(stream, max_tokens or self.streams[stream].max_tokens))
 
     # ------------------------------------------------------------------ planning
-    def plan(self, frame: int, choose_k: Callable[[int, int], int]) -> Plan:
+    def plan(self, frame: int, choose_k: Callable[[int, int, int], int]) -> Plan:
         """Admit, evict or reject queued requests, then pick the bucket and k.
 
-        choose_k(bucket, n_admitted) -> tokens per row this frame (the step budget).
+        choose_k(bucket, n_admitted, backlog) -> tokens per row this frame (the step
+        budget); backlog counts requests that wanted a pool row this frame and did not
+        get one (still queued, rejected or evicted): the pool is not keeping up.
         """
         admitted: list[Request] = []
         evicted: list[Request] = []
@@ -111,7 +113,7 @@ class Scheduler:
             tuple(evicted),
             rejected,
             bucket,
-            choose_k(bucket, len(admitted)),
+            choose_k(bucket, len(admitted), len(self.queue) + rejected + len(evicted)),
         )
 
     def finish(self, request_id: int) -> Request:

@@ -41,8 +41,10 @@ DEFAULT_STREAMS = (
 class EngineConfig:
     """How the engine schedules work; every field maps onto one ROS parameter.
 
-    k: language tokens decoded per frame for every active request, or "auto" to pick
-        the largest k in [1, k_max] whose predicted frame time fits frame_budget_s.
+    k: language tokens decoded per frame for every active request, or "auto": k_min
+        while the pool keeps up, and while requests wait for a row the largest k in
+        [k_min, k_max] whose predicted language time fits the frame's time left
+        (time_left_s, else frame_budget_s minus phase 1).
     max_active: rows of the preallocated KV pool (active language requests).
     batch_buckets: decode batch sizes compiled at warm-up; a batch runs in the
         smallest bucket that holds every occupied row.
@@ -51,6 +53,7 @@ class EngineConfig:
     mode: Mode = "oxygen"
     k: int | Literal["auto"] = 1
     k_max: int = 16
+    k_min: int = 1  # auto's floor: tokens per row even when the frame has no time left
     denoise_steps: int = 10
     max_active: int = 32
     batch_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
