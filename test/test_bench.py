@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from oxygen_core.bench import cli
+from oxygen_core.bench import cli, phases
 from oxygen_core.bench.floors import Floors, Machine, ModelCosts
 from oxygen_core.bench.metrics import Comparison, RowResult
 from oxygen_core.bench.runner import BenchConfig
@@ -122,3 +122,15 @@ def test_smoke_run_writes_json_tables_and_plots(tmp_path, capsys):
     assert "| uniform:1 | oxygen k=2 |" in stdout and "OxyGen over isolated" in stdout
     assert sorted(p.name for p in plots.iterdir()) == ["timeline.png", "vs_k.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in plots.iterdir())
+
+
+def test_phase_costs_report_every_phase_next_to_its_floor(capsys):
+    assert phases.main(["--preset", "tiny", "--floors-only", "pi05", "--runs", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    expected = {"prefill_s", "denoise_step_s", "decode_step_b1_s", "decode_step_b32_s"}
+    assert set(doc["presets"]) == {"tiny", "pi05"}
+    assert set(doc["presets"]["pi05"]) == {"floor"}  # far too slow to time on a CPU
+    assert set(doc["presets"]["pi05"]["floor"]) == expected
+    measured = doc["presets"]["tiny"]["measured"]
+    assert expected <= set(measured) and all(v >= 0 for v in measured.values())
+    assert measured["prefill_s"] > 0 and measured["decode_call_b1_s"] > 0
