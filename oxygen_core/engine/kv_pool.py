@@ -103,8 +103,13 @@ def sample(logits: jax.Array, temperature: jax.Array, key: jax.Array, step: jax.
         rng = jax.random.fold_in(jax.random.wrap_key_data(k), s)
         return jax.random.categorical(rng, lg / jnp.maximum(t, 1e-6)).astype(jnp.int32)
 
-    drawn = jax.vmap(draw)(logits, temperature, key, step)
-    return jnp.where(temperature > 0, drawn, greedy)
+    def mixed() -> jax.Array:
+        drawn = jax.vmap(draw)(logits, temperature, key, step)
+        return jnp.where(temperature > 0, drawn, greedy)
+
+    # Random draws cost a Gumbel sample per vocabulary entry and row: skip them when every
+    # row is greedy (the common case), which the cond decides on the device.
+    return jax.lax.cond(jnp.any(temperature > 0), mixed, lambda: greedy)
 
 
 def finished(

@@ -19,6 +19,7 @@ layer, and no einsum that must transpose its output, are the fast layouts for XL
 Axis legend (einsum letters):
   B batch   T query tokens   S key tokens   D width   F mlp hidden
   N query heads   K kv heads   G query heads per kv head (N = K*G)   H head dim
+  X batch x kv heads   Q a kv head's queries (T*G)
 """
 
 from __future__ import annotations
@@ -69,25 +70,35 @@ def attend(q: jax.Array, segments: Sequence[KV], mask: jax.Array) -> jax.Array:
 
     mask: bool [B, T, S] with S the total length of all segments, in segment order.
     Returns [B, T, N, H].
+
+    Batch and kv-head axes are merged into one batch axis X (and a kv head's queries of
+    all T tokens into one axis Q) before the dots: XLA on CPU runs a single-batch-axis dot
+    2-3x faster than the same dot with two batch axes. With pi0.5's single kv head every
+    reshape and transpose here is free (a size-1 axis moves).
     """
     b, t, n, h = q.shape
     kv_heads = segments[0][0].shape[2]
-    qg = q.reshape(b, t, kv_heads, n // kv_heads, h)
+    g = n // kv_heads
+    x = b * kv_heads
+    qx = q.reshape(b, t, kv_heads, g, h).transpose(0, 2, 1, 3, 4).reshape(x, t * g, h)
+
+    def per_head(a: jax.Array) -> jax.Array:  # [B, S, K, H] -> [X, S, H]
+        return a.transpose(0, 2, 1, 3).reshape(x, a.shape[1], h)
+
+    keys = [(per_head(k), per_head(v)) for k, v in segments]
     logits = jnp.concatenate(
-        [
-            jnp.einsum("BTKGH,BSKH->BKGTS", qg, k, preferred_element_type=jnp.float32)
-            for k, _ in segments
-        ],
+        [jnp.einsum("XQH,XSH->XQS", qx, k, preferred_element_type=jnp.float32) for k, _ in keys],
         axis=-1,
     )
-    logits = jnp.where(mask[:, None, None, :, :], logits, MASK_VALUE)
+    full = jnp.broadcast_to(mask[:, None, :, None, :], (b, kv_heads, t, g, mask.shape[-1]))
+    logits = jnp.where(full.reshape(logits.shape), logits, MASK_VALUE)
     probs = jax.nn.softmax(logits, axis=-1).astype(q.dtype)
     out, start = 0.0, 0
-    for _, v in segments:
+    for _, v in keys:
         stop = start + v.shape[1]
-        out = out + jnp.einsum("BKGTS,BSKH->BTKGH", probs[..., start:stop], v)
+        out = out + jnp.einsum("XQS,XSH->XQH", probs[..., start:stop], v)
         start = stop
-    return out.reshape(b, t, n, h)
+    return out.reshape(b, kv_heads, t, g, h).transpose(0, 2, 1, 3, 4).reshape(b, t, n, h)
 
 
 def project_qkv(
