@@ -19,6 +19,7 @@ produce the same greedy tokens; `oxygen-verify` checks exactly that.
 
 from __future__ import annotations
 
+import abc
 import time
 
 import jax
@@ -70,7 +71,7 @@ def finish_reason(tokens: list[int], stop_at_eos: bool) -> str:
     return "eos" if stop_at_eos and tokens and tokens[-1] == EOS_ID else "max_tokens"
 
 
-class Engine:
+class Engine(abc.ABC):
     """Phase 1 and the request bookkeeping shared by every mode."""
 
     mode = "base"
@@ -144,11 +145,13 @@ class Engine:
         return sum(f._cache_size() for f in fns)
 
     # ------------------------------------------------------------------ phase 2
+    @abc.abstractmethod
     def language(self, time_left_s: float | None = None) -> LanguageResult:
-        raise NotImplementedError
+        """Phase 2: admit this frame's requests and decode; token events out."""
 
+    @abc.abstractmethod
     def _warm_language(self) -> None:
-        raise NotImplementedError
+        """Compile (and time) every language shape this mode runs."""
 
     def _require_frame(self) -> None:
         """Language requests start from a frame's prefix: there must have been one."""
