@@ -46,11 +46,13 @@ class Policy:
         tokens, token_mask = self.tokenizer.tokenize_prompt(
             obs.prompt, state, self.config.max_token_len
         )
+        # Host arrays: the jitted prefill transfers them in one call, with no eager
+        # dispatch per field (each one a GIL round trip in a threaded node).
         return PrefixInputs(
-            images=jnp.asarray(images),
-            image_mask=jnp.asarray(mask),
-            tokens=jnp.asarray(tokens[None], jnp.int32),
-            token_mask=jnp.asarray(token_mask[None]),
+            images=images,
+            image_mask=mask,
+            tokens=tokens[None].astype(np.int32),
+            token_mask=token_mask[None],
         )
 
     def robot_actions(self, model_actions: np.ndarray) -> np.ndarray:
@@ -59,11 +61,11 @@ class Policy:
             np.asarray(model_actions)[..., : self.robot.action_dim]
         )
 
-    def noise(self, seed: int | tuple[int, ...], batch: int = 1) -> jnp.ndarray:
-        """Flow-matching start noise [batch, H, A], a pure function of the seed."""
+    def noise(self, seed: int | tuple[int, ...], batch: int = 1) -> np.ndarray:
+        """Flow-matching start noise float32 [batch, H, A], a pure function of the seed."""
         rng = np.random.default_rng(seed)
         shape = (batch, self.config.action_horizon, self.config.action_dim)
-        return jnp.asarray(rng.standard_normal(shape), jnp.float32)
+        return rng.standard_normal(shape, np.float32)
 
 
 def load_policy(

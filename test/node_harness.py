@@ -19,6 +19,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from rcl_interfaces.msg import Log
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import Clock as RclpyClock
 from rclpy.clock import ClockType
 from rclpy.duration import Duration
@@ -147,8 +148,13 @@ class Probe(Node):
             topics[f"/{target}/{stream}/text"] = String
         reliable = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
         self.inbox = {topic: Inbox(topic) for topic in topics}
+        # Recorders only append under a lock: one reentrant group, so a busy sensor timer
+        # never leaves them ready-but-blocked (rclpy's executor then spins holding the GIL).
+        recorders = ReentrantCallbackGroup()
         for topic, msg_type in topics.items():
-            self.create_subscription(msg_type, topic, self._recorder(topic), reliable)
+            self.create_subscription(
+                msg_type, topic, self._recorder(topic), reliable, callback_group=recorders
+            )
         self._change = self.create_client(ChangeState, f"/{target}/change_state")
         self._get = self.create_client(GetState, f"/{target}/get_state")
 
