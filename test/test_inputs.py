@@ -34,16 +34,18 @@ def joints(stamp: float, positions=(0.5, -1.0, 2.0), names=("wrist", "shoulder",
     )
 
 
+SETTINGS = dict(
+    camera_topics=TOPICS,
+    joint_names=JOINTS,
+    state_dim=3,
+    image_size=SIZE,
+    stale_timeout_s=0.5,
+    sync_slop_s=0.25,
+)
+
+
 def assembler(missing_camera="skip", topics=TOPICS) -> FrameAssembler:
-    return FrameAssembler(
-        camera_topics=topics,
-        joint_names=JOINTS,
-        state_dim=3,
-        image_size=SIZE,
-        stale_timeout_s=0.5,
-        sync_slop_s=0.25,
-        missing_camera=missing_camera,
-    )
+    return FrameAssembler(**{**SETTINGS, "camera_topics": topics}, missing_camera=missing_camera)
 
 
 def fed(missing_camera="skip", stamp=10.0) -> FrameAssembler:
@@ -240,16 +242,8 @@ def test_freshness_reports_ages_by_slot():
     ],
 )
 def test_misconfiguration_fails_at_construction(change, message):
-    settings = dict(
-        camera_topics=TOPICS,
-        joint_names=JOINTS,
-        state_dim=3,
-        image_size=SIZE,
-        stale_timeout_s=0.5,
-        sync_slop_s=0.25,
-    )
     with pytest.raises(ValueError, match=message):
-        FrameAssembler(**{**settings, **change})
+        FrameAssembler(**{**SETTINGS, **change})
 
 
 def test_image_callback_rejects_a_slot_without_a_topic():
