@@ -204,10 +204,7 @@ def test_latency_model_keeps_an_exponential_moving_average():
     model = LatencyModel(alpha=0.25)
     model.observe_step(4, 0.5)
     model.observe_step(4, 1.5)
-    model.observe_admit(2.0)
-    model.observe_admit(1.0)
     assert model.step_s == {4: 0.75}  # 0.5 + 0.25 * (1.5 - 0.5)
-    assert model.admit_s == 1.75
 
 
 def test_choose_k_is_the_largest_k_that_fits_the_time_left():

@@ -2,10 +2,12 @@
 
 The paper fixes k offline. Here `k="auto"` asks this model, every frame, for the largest
 k whose predicted language time fits the time left: the decode call's fixed cost, one
-stream-prompt extension per new request, and k decode steps at the frame's bucket. Step,
-call and admission times are measured at warm-up and refined online with an exponential
-moving average, so the budget follows load changes (more rows, a slower GPU clock)
-without recalibration. Which k to ask for within that limit is the engine's choice.
+stream-prompt extension per new request, and k decode steps at the frame's bucket. All
+three are measured at warm-up; step times, which dominate, are refined online from each
+frame's language time with an exponential moving average, so the budget follows load
+changes (more rows, a slower GPU clock) without recalibration. Admission and call costs
+stay at their warm-up values: separating them online would need a host sync mid-phase.
+Which k to ask for within that limit is the engine's choice.
 """
 
 from __future__ import annotations
@@ -22,11 +24,6 @@ class LatencyModel:
         old = self.step_s.get(bucket)
         self.step_s[bucket] = (
             seconds_per_step if old is None else old + self.alpha * (seconds_per_step - old)
-        )
-
-    def observe_admit(self, seconds: float) -> None:
-        self.admit_s = (
-            seconds if self.admit_s == 0.0 else self.admit_s + self.alpha * (seconds - self.admit_s)
         )
 
     def choose_k(self, time_left_s: float, bucket: int, n_admit: int, k_max: int) -> int:

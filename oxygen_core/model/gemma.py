@@ -30,8 +30,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from oxygen_core.config import GemmaConfig
-
 Params = dict[str, Any]
 KV = tuple[jax.Array, jax.Array]  # K and V, each [B, S, K, H]
 
@@ -176,9 +174,3 @@ def lm_logits(llm: Params, h: jax.Array) -> jax.Array:
     return jnp.einsum(
         "...D,VD->...V", h, llm["embedder"]["input_embedding"], preferred_element_type=jnp.float32
     )
-
-
-def check_configs(configs: Sequence[GemmaConfig]) -> None:
-    heads = {(c.depth, c.num_heads, c.num_kv_heads, c.head_dim) for c in configs}
-    if len(heads) != 1:
-        raise ValueError(f"MoT experts must share depth and head geometry, got {heads}")
