@@ -8,7 +8,10 @@ runs with use_sim_time on the bag's clock.
 on a fixed step between them, paced at `rate` times wall time. At equal times a message
 goes out before the clock reaches it, so the node has it when a frame ticks then.
 `OutputRecorder` subscribes to the node's output topics with raw subscriptions: the
-bytes that went over DDS go into the output bag unchanged.
+bytes that went over DDS go into the output bag unchanged. It spins on a single-threaded
+executor: rclpy's MultiThreadedExecutor busy-waits while a ready callback's group is busy,
+and that spin, holding the GIL, starved the player on the main thread (bursty /clock, the
+node ticking at 1 frame/s instead of 10).
 
 `replay_live` runs both for one job: it waits until the node subscribes to the bag's
 topics (it does once active), plays the bag, waits for the last outputs, and reports as
@@ -29,9 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -142,8 +144,8 @@ class BagPlayer(Node):
 class OutputRecorder(Node):
     """Raw subscriptions to a node's output topics; each message goes to `sink`.
 
-    Its clock follows /clock, so messages are logged at bag time. Callbacks share one
-    mutually exclusive group: the sink sees one message at a time, in arrival order.
+    Its clock follows /clock, so messages are logged at bag time. It spins on one thread:
+    the sink sees one message at a time, in arrival order.
     """
 
     def __init__(
@@ -161,14 +163,12 @@ class OutputRecorder(Node):
         )
         self._sink = sink
         self.last_arrival_s = time.monotonic()
-        group = MutuallyExclusiveCallbackGroup()
         for topic, msgtype in topics.items():
             self.create_subscription(
                 message_class(msgtype),
                 topic,
                 functools.partial(self._on_message, topic, msgtype),
                 _RECORDER_QOS,
-                callback_group=group,
                 raw=True,
             )
 
@@ -237,7 +237,7 @@ def _live_nodes(
     """A player and a recorder in their own rclpy context; the recorder spins on a thread."""
     context = Context()
     rclpy.init(args=[], context=context)
-    executor = MultiThreadedExecutor(context=context)
+    executor = SingleThreadedExecutor(context=context)
     spinner = threading.Thread(target=executor.spin, name="oxygen-recorder", daemon=True)
     nodes: list[Node] = []
     try:

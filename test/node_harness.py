@@ -19,10 +19,10 @@ from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from rcl_interfaces.msg import Log
-from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import Clock as RclpyClock
 from rclpy.clock import ClockType
 from rclpy.duration import Duration
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -92,6 +92,35 @@ class Inbox:
         return items[start:]
 
 
+class Spinners:
+    """Each node on its own single-threaded executor and thread, as in separate processes.
+
+    Not one MultiThreadedExecutor for all: rclpy's busy-waits, holding the GIL, whenever a
+    ready callback's group is busy (a timer during a lifecycle transition, say), and that
+    starved the node's frame worker on a loaded machine.
+    """
+
+    def __init__(self) -> None:
+        self._running: list[tuple[Node, SingleThreadedExecutor, threading.Thread]] = []
+
+    def add(self, node: Node) -> Node:
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        thread = threading.Thread(target=executor.spin, name=node.get_name(), daemon=True)
+        thread.start()
+        self._running.append((node, executor, thread))
+        return node
+
+    def shutdown(self) -> None:
+        """Stop every executor, then destroy the nodes (none is spinning by then)."""
+        for _, executor, thread in self._running:
+            executor.shutdown()
+            thread.join(timeout=10)
+        for node, _, _ in self._running:
+            node.destroy_node()
+        self._running.clear()
+
+
 @dataclasses.dataclass
 class SensorFaults:
     """Switches for the synthetic inputs; all off is a healthy robot."""
@@ -148,13 +177,8 @@ class Probe(Node):
             topics[f"/{target}/{stream}/text"] = String
         reliable = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
         self.inbox = {topic: Inbox(topic) for topic in topics}
-        # Recorders only append under a lock: one reentrant group, so a busy sensor timer
-        # never leaves them ready-but-blocked (rclpy's executor then spins holding the GIL).
-        recorders = ReentrantCallbackGroup()
         for topic, msg_type in topics.items():
-            self.create_subscription(
-                msg_type, topic, self._recorder(topic), reliable, callback_group=recorders
-            )
+            self.create_subscription(msg_type, topic, self._recorder(topic), reliable)
         self._change = self.create_client(ChangeState, f"/{target}/change_state")
         self._get = self.create_client(GetState, f"/{target}/get_state")
 

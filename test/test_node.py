@@ -1,7 +1,7 @@
 """The `oxygen` lifecycle node over real ROS 2 topics and services (issue 4).
 
-One node (config/tiny.yaml, the tiny model) and one probe node share an executor in
-this process; everything between them goes through DDS: lifecycle transitions over
+One node (config/tiny.yaml, the tiny model) and one probe node run in this process, each
+on its own executor thread; everything between them goes through DDS: lifecycle transitions over
 /oxygen/change_state, synthetic cameras and joint states at 30 Hz, and every output
 topic. The tests run in file order and walk the node through its life: a failed
 configure, activation with missing inputs, normal frames, language, bad inputs, a
@@ -23,12 +23,12 @@ from node_harness import (
     SIM_START_S,
     Probe,
     SensorFaults,
+    Spinners,
     diagnostic_values,
     stamp_s,
     wait_until,
 )
 from rcl_interfaces.msg import Log
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 from std_msgs.msg import String
 
@@ -49,13 +49,10 @@ HEALTHY = SensorFaults()
 class Rig:
     node: OxygenNode
     probe: Probe
-    executor: MultiThreadedExecutor
-    more_nodes: list  # created by tests; destroyed after the executor stops
+    spinners: Spinners
 
     def add(self, node):
-        self.executor.add_node(node)
-        self.more_nodes.append(node)
-        return node
+        return self.spinners.add(node)
 
     def inbox(self, topic: str):
         return self.probe.inbox[topic]
@@ -91,19 +88,12 @@ def rig():
         joints=PARAMS["joint_names"],
         streams=PARAMS["stream_names"],
     )
-    executor = MultiThreadedExecutor(num_threads=4)
-    executor.add_node(node)
-    executor.add_node(probe)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
-    rig = Rig(node, probe, executor, [])
+    spinners = Spinners()
+    rig = Rig(spinners.add(node), spinners.add(probe), spinners)
     yield rig
     node.release()
-    executor.shutdown()
-    for created in [node, probe, *rig.more_nodes]:
-        created.destroy_node()
+    spinners.shutdown()
     rclpy.shutdown()
-    spinner.join(timeout=10)
 
 
 def test_bad_checkpoint_fails_configure_and_names_the_path(rig):

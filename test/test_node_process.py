@@ -13,14 +13,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 import rclpy
 import yaml
-from node_harness import Probe, SensorFaults
-from rclpy.executors import SingleThreadedExecutor
+from node_harness import Probe, SensorFaults, Spinners
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -55,10 +53,8 @@ def test_console_script_autostarts_publishes_and_exits_on_sigint(tmp_path):
         streams=PARAMS["stream_names"],
     )
     probe.faults = SensorFaults()
-    executor = SingleThreadedExecutor()
-    executor.add_node(probe)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
+    spinners = Spinners()
+    spinners.add(probe)
     try:
         chunks = probe.inbox["/oxygen/action_chunk"].wait_count(3, timeout_s=240)
         assert all(c.msg.action_dim == 7 for c in chunks)
@@ -67,10 +63,8 @@ def test_console_script_autostarts_publishes_and_exits_on_sigint(tmp_path):
     finally:
         if process.poll() is None:
             process.kill()
-        executor.shutdown()
-        probe.destroy_node()
+        spinners.shutdown()
         rclpy.shutdown()
-        spinner.join(timeout=10)
     log.seek(0)
     output = log.read()
     assert process.returncode == 0, output
