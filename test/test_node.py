@@ -156,9 +156,10 @@ def test_action_chunks_arrive_at_the_frame_rate_with_shape_order_and_stamps(rig)
     assert np.median(np.diff(stamps)) == pytest.approx(PERIOD_S, rel=0.15)
     arrival_rate = (len(received) - 1) / (received[-1].at_s - received[0].at_s)
     assert arrival_rate > 0.6 / PERIOD_S
-    # Stamped with the node clock at the frame's tick, received within the frame.
+    # Stamped with the node clock at the frame's tick, received within the frame (but for
+    # the odd stall of a shared CPU).
     delays = [r.at_s - stamp_s(r.msg.header.stamp) for r in received]
-    assert 0.0 < min(delays) and max(delays) < 3 * PERIOD_S
+    assert 0.0 < min(delays) and np.percentile(delays, 80) < PERIOD_S
 
 
 def test_joint_trajectory_carries_the_same_chunk(rig):
