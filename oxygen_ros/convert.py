@@ -129,7 +129,8 @@ def _pillow_decode(msg: Any) -> tuple[np.ndarray, bool]:
             if img.mode in ("L", "RGB") or img.mode.startswith("I;16"):
                 return np.asarray(img), False
             return np.asarray(img.convert("RGB")), False
-    except (OSError, ValueError, Image.DecompressionBombError) as error:
+    # Pillow raises SyntaxError for a broken PNG chunk, next to OSError and ValueError.
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
         raise _undecodable(msg, error) from error
 
 
@@ -183,8 +184,9 @@ def joint_positions(msg: Any, joint_names: Sequence[str]) -> np.ndarray:
     if positions.shape != (len(names),):
         raise InputError(f"JointState has {len(names)} names but {positions.size} positions")
     index = {name: i for i, name in enumerate(names)}
-    if len(index) != len(names):
-        repeated = sorted({name for name in names if names.count(name) > 1})
+    # A repeat of a joint the model ignores (e.g. two controllers' states merged) is fine.
+    repeated = sorted({name for name in joint_names if names.count(name) > 1})
+    if repeated:
         raise InputError(f"JointState names joints more than once: {repeated}")
     missing = [name for name in joint_names if name not in index]
     if missing:

@@ -24,6 +24,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Header
 
 from oxygen_core.engine.types import LanguageResult
+from oxygen_ros.inputs import FrameAssembler, is_stale
 
 _RATE_WINDOW = 64  # frames over which the published frame rate is measured
 
@@ -130,7 +131,17 @@ class InputReport:
 
     ages_s: Mapping[str, float]  # input name -> age by header stamp
     skips: Mapping[str, int]  # skip reason -> frames skipped
+    blanks: Mapping[str, int]  # image slot -> frames it was left blank ("blank" policy)
     stale_timeout_s: float
+
+    @classmethod
+    def of(cls, assembler: FrameAssembler, now_s: float) -> InputReport:
+        return cls(
+            ages_s=assembler.freshness(now_s),
+            skips=dict(assembler.skip_counts),
+            blanks=dict(assembler.blank_counts),
+            stale_timeout_s=assembler.stale_timeout_s,
+        )
 
 
 class DiagnosticsReporter:
@@ -200,7 +211,7 @@ def _language_status(name: str, s: StatsSnapshot) -> DiagnosticStatus:
 def _inputs_status(
     name: str, inputs: InputReport, new_skips: int, last_skip: str
 ) -> DiagnosticStatus:
-    stale = [k for k, age in inputs.ages_s.items() if age > inputs.stale_timeout_s]
+    stale = [k for k, age in inputs.ages_s.items() if is_stale(age, inputs.stale_timeout_s)]
     level, message = DiagnosticStatus.OK, "inputs fresh"
     if new_skips > 0:
         level, message = DiagnosticStatus.WARN, f"{new_skips} frames skipped; last: {last_skip}"
@@ -208,6 +219,7 @@ def _inputs_status(
         level, message = DiagnosticStatus.WARN, f"stale inputs: {', '.join(stale)}"
     values: dict[str, object] = {f"age {k} (s)": f"{age:.3f}" for k, age in inputs.ages_s.items()}
     values.update({f"skipped {reason}": count for reason, count in inputs.skips.items()})
+    values.update({f"blanked {slot}": count for slot, count in inputs.blanks.items()})
     return _status(level, f"{name}: inputs", message, values)
 
 

@@ -70,6 +70,7 @@ class Outputs:
         self._node = node
         self._lock = threading.Lock()
         self._open = False
+        self._on_deadline_missed = on_deadline_missed
         # The robot needs a chunk every frame period: a QoS deadline of that period lets
         # DDS flag a silent publisher, and subscribers may ask for the same deadline.
         # Misses are counted once, on the chunk publisher; the trajectory has the same frames.
@@ -78,9 +79,7 @@ class Outputs:
             reliability=ReliabilityPolicy.RELIABLE,
             deadline=Duration(seconds=cfg.frame_period_s),
         )
-        events = PublisherEventCallbacks(
-            deadline=lambda info: on_deadline_missed(info.total_count_change)
-        )
+        events = PublisherEventCallbacks(deadline=self._deadline_missed)
         make = node.create_lifecycle_publisher
         self.chunk = make(ActionChunk, topics.ACTION_CHUNK, actions_qos, event_callbacks=events)
         self.trajectory = (
@@ -111,6 +110,13 @@ class Outputs:
             if self._open:
                 publisher.publish(msg)
             return self._open
+
+    def _deadline_missed(self, info: Any) -> None:
+        """DDS keeps counting missed deadlines while the node is inactive and silent on
+        purpose: only misses while open are the node's."""
+        with self._lock:
+            if self._open:
+                self._on_deadline_missed(info.total_count_change)
 
     def destroy(self) -> None:
         publishers = [self.chunk, self.trajectory, self.stats, self.markers, self.diagnostics]
@@ -146,8 +152,26 @@ class FrameLoop:
         self._texts: dict[str, str] = {}
 
     def request(self, stream: str) -> None:
-        """Ask for an on-demand request of `stream` (any thread; the worker passes it on)."""
+        """Ask for an on-demand request of `stream` (any thread; the worker passes it on).
+
+        Requests wait here until a frame runs. While frames skip (no inputs), more than the
+        engine could hold (pool rows plus queue) are refused with a warning, not hoarded.
+        """
+        limit = self._cfg.max_active_requests + self._cfg.max_queued_requests
+        if len(self._requests) >= limit:
+            self._log.warning(
+                f"~/request {stream!r} refused: {limit} requests already wait for a frame "
+                f"(max_active_requests + max_queued_requests)",
+                throttle_duration_sec=2.0,
+            )
+            return
         self._requests.append(stream)
+
+    def reset(self) -> None:
+        """Drop waiting requests and the engine's requests (on the worker, as it ends)."""
+        self._requests.clear()
+        self._texts.clear()
+        self._engine.reset()
 
     def run(self, tick: Tick) -> None:
         obs = self._assembler.assemble(tick.now_s)
@@ -155,6 +179,8 @@ class FrameLoop:
             self._stats.skipped(obs.detail)
             self._log.warning(f"frame skipped: {obs.detail}", throttle_duration_sec=2.0)
             return
+        for detail in self._assembler.blanked:
+            self._log.warning(f"camera left blank: {detail}", throttle_duration_sec=2.0)
         while self._requests:
             self._engine.request(self._requests.popleft())
         action = self._engine.act(obs)

@@ -12,9 +12,14 @@ plain float seconds passed in by the caller: node-clock time on the robot, bag t
 replay, so the assembler never reads a clock itself. Ages and camera sync are measured
 from header stamps.
 
+An input is stale when its stamp is more than stale_timeout_s away from now in either
+direction: a stamp from the future is as suspect as an old one (a bag that looped, a
+sensor whose clock runs ahead), and would otherwise stay "fresh" long after it stopped.
+
 Camera topics fill the model's image slots in order. A camera without a usable image
-either skips the frame ("skip") or is left out of the observation ("blank"), which the
-model turns into a zero image with mask False, as openpi does for an absent camera.
+(missing, stale or undecodable) either skips the frame ("skip") or is left out of the
+observation ("blank"), which the model turns into a zero image with mask False, as openpi
+does for an absent camera; `blanked` then says why, for the log.
 """
 
 from __future__ import annotations
@@ -54,6 +59,14 @@ JOINT_STATE = "joint_state"  # freshness() key of the joint state, next to the s
 
 
 @dataclasses.dataclass(frozen=True)
+class _Usable:
+    """Cameras a frame can use, and (under "blank") why the others cannot be."""
+
+    cameras: list[int]
+    problems: list[Skip]
+
+
+@dataclasses.dataclass(frozen=True)
 class Skip:
     """Why a frame was not assembled: a reason to count and a sentence to log."""
 
@@ -86,6 +99,7 @@ class FrameAssembler:
         self.skip_counts: dict[SkipReason, int] = dict.fromkeys(SKIP_REASONS, 0)
         self.blank_counts: dict[str, int] = dict.fromkeys(self.slots, 0)
         self.ignored_joints: tuple[str, ...] = ()  # joints of the last JointState not used
+        self.blanked: tuple[str, ...] = ()  # why each camera left out of the last frame was
         self._images: list[Any | None] = [None] * len(self.slots)
         self._joint_state: Any | None = None
         self._instruction = ""
@@ -137,25 +151,29 @@ class FrameAssembler:
         if isinstance(used, Skip):
             return used
         decoded: dict[str, np.ndarray] = {}
-        for i in used:
+        blanked = [problem.detail for problem in used.problems]
+        for i in used.cameras:
             try:
                 decoded[self.slots[i]] = self._decode(i, images[i])
             except InputError as error:
-                return Skip("bad_image", f"{self._camera(i)}: {error}")
+                bad = Skip("bad_image", f"{self._camera(i)}: {error}")
+                if self.missing_camera == "skip":
+                    return bad
+                blanked.append(bad.detail)
+        if not decoded:
+            return Skip("bad_image", "; ".join(blanked))  # "blank" needs one camera to see by
         for slot in self.slots:
             if slot not in decoded:
                 self.blank_counts[slot] += 1
+        self.blanked = tuple(blanked)
         return Observation(images=decoded, state=state, prompt=prompt)
 
     def _state(self, msg: Any | None, now_s: float) -> np.ndarray | Skip:
         if msg is None:
             return Skip("missing_joint_state", "no JointState received yet")
-        age = _age(msg, now_s)
-        if age > self.stale_timeout_s:
-            return Skip(
-                "stale_joint_state",
-                f"JointState is {age:.3f} s old (stale_timeout_s={self.stale_timeout_s})",
-            )
+        stale = self._staleness("JointState", msg, now_s)
+        if stale:
+            return Skip("stale_joint_state", stale)
         try:
             state = joint_positions(msg, self.joint_names)
         except InputError as error:
@@ -163,10 +181,11 @@ class FrameAssembler:
         self.ignored_joints = unused_joints(msg, self.joint_names)
         return state
 
-    def _usable_cameras(self, images: list[Any | None], now_s: float) -> list[int] | Skip:
-        """Indices of cameras with a fresh image, synchronised; or why the frame skips."""
+    def _usable_cameras(self, images: list[Any | None], now_s: float) -> _Usable | Skip:
+        """Cameras with a fresh image, synchronised (and the others' problems under
+        "blank"); or why the frame skips."""
         usable: list[int] = []
-        first_problem: Skip | None = None
+        problems: list[Skip] = []
         for i, msg in enumerate(images):
             problem = self._camera_problem(i, msg, now_s)
             if problem is None:
@@ -174,9 +193,9 @@ class FrameAssembler:
             elif self.missing_camera == "skip":
                 return problem
             else:
-                first_problem = first_problem or problem
+                problems.append(problem)
         if not usable:
-            return first_problem  # "blank" still needs one camera to look through
+            return problems[0]  # "blank" still needs one camera to look through
         stamps = {i: stamp_to_seconds(images[i].header.stamp) for i in usable}
         spread = max(stamps.values()) - min(stamps.values())
         if spread > self.sync_slop_s:
@@ -185,25 +204,33 @@ class FrameAssembler:
                 "unsynced_cameras",
                 f"camera stamps spread {spread:.3f} s > sync_slop_s={self.sync_slop_s}: {listed}",
             )
-        return usable
+        return _Usable(usable, problems)
 
     def _camera_problem(self, i: int, msg: Any | None, now_s: float) -> Skip | None:
         if msg is None:
             return Skip("missing_camera", f"no image received yet from {self._camera(i)}")
-        age = _age(msg, now_s)
-        if age > self.stale_timeout_s:
-            return Skip(
-                "stale_camera",
-                f"{self._camera(i)} image is {age:.3f} s old "
-                f"(stale_timeout_s={self.stale_timeout_s})",
-            )
-        return None
+        stale = self._staleness(f"{self._camera(i)} image", msg, now_s)
+        return Skip("stale_camera", stale) if stale else None
+
+    def _staleness(self, what: str, msg: Any, now_s: float) -> str:
+        """Why `msg` is stale at now_s ("" when it is fresh)."""
+        age, limit = _age(msg, now_s), self.stale_timeout_s
+        if not is_stale(age, limit):
+            return ""
+        if age > 0:
+            return f"{what} is {age:.3f} s old (stale_timeout_s={limit})"
+        return f"{what} is stamped {-age:.3f} s in the future (stale_timeout_s={limit})"
 
     def _decode(self, i: int, msg: Any) -> np.ndarray:
         cached = self._decoded[i]
         if cached is not None and cached[0] is msg:
             return cached[1]
-        image = resize_with_pad(image_to_rgb(msg), self.image_size)
+        try:
+            image = resize_with_pad(image_to_rgb(msg), self.image_size)
+        except InputError:
+            raise
+        except Exception as error:  # a decoder's own exception types: still a bad image
+            raise InputError(f"does not decode: {type(error).__name__}: {error}") from error
         self._decoded[i] = (msg, image)
         return image
 
@@ -229,6 +256,11 @@ class FrameAssembler:
 
     def _camera(self, i: int) -> str:
         return f"{self.camera_topics[i]} ({self.slots[i]})"
+
+
+def is_stale(age_s: float, stale_timeout_s: float) -> bool:
+    """The staleness rule of `FrameAssembler`, for reports of `freshness()` ages."""
+    return abs(age_s) > stale_timeout_s
 
 
 def _age(msg: Any | None, now_s: float) -> float:

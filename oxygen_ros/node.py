@@ -39,10 +39,10 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
 from oxygen_ros import topics
-from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
+from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats, StatsSnapshot
 from oxygen_ros.frame import FrameLoop, Outputs, Tick
 from oxygen_ros.inputs import FrameAssembler
-from oxygen_ros.params import Settings, declare_parameters, read_settings
+from oxygen_ros.params import NodeConfig, Settings, declare_parameters, read_settings
 from oxygen_ros.pipeline import make_pipeline
 from oxygen_ros.worker import FrameWorker
 
@@ -66,7 +66,7 @@ class _Configured:
 class _Active:
     """What on_activate creates and on_deactivate releases."""
 
-    worker: FrameWorker[Tick]
+    worker: FrameWorker[Tick] | None  # None only while _start builds it
     subscriptions: list[Any]
     timers: list[Any]
 
@@ -80,6 +80,11 @@ class OxygenNode(LifecycleNode):
         self._configured: _Configured | None = None
         self._active: _Active | None = None
         self._draining: FrameWorker[Tick] | None = None  # a worker stop() stopped waiting for
+
+    def stats(self) -> StatsSnapshot:
+        """The counts behind /diagnostics (introspection and tests); empty before configure."""
+        c = self._configured
+        return StatsSnapshot() if c is None else c.stats.snapshot()
 
     @property
     def frame_running(self) -> bool:
@@ -106,6 +111,7 @@ class OxygenNode(LifecycleNode):
     def _configure(self) -> _Configured:
         settings = read_settings(self)
         cfg = settings.node
+        self._check_topic_names(cfg)
         pipeline = make_pipeline(settings)
         engine, assembler = pipeline.engine, pipeline.assembler
         stats = NodeStats()
@@ -121,6 +127,19 @@ class OxygenNode(LifecycleNode):
         )
         reporter = DiagnosticsReporter(self.get_fully_qualified_name(), cfg.frame_period_s)
         return _Configured(settings, engine, assembler, outputs, stats, loop, reporter)
+
+    def _check_topic_names(self, cfg: NodeConfig) -> None:
+        """Input topics are only subscribed at activate: a bad name must fail configure."""
+        named = {f"camera_topics[{i}]": t for i, t in enumerate(cfg.camera_topics)}
+        named["joint_state_topic"] = cfg.joint_state_topic
+        named["instruction_topic"] = cfg.instruction_topic
+        for parameter, topic in named.items():
+            try:
+                self.resolve_topic_name(topic)
+            except RuntimeError as error:  # rclpy's RCLError, with rcl's reason
+                raise ValueError(
+                    f"{parameter} {topic!r} is not a valid topic name: {error}"
+                ) from None
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._release_configured()
@@ -144,19 +163,34 @@ class OxygenNode(LifecycleNode):
         if self._draining is not None:  # one engine, one thread: let the old one end first
             self._draining.stop(timeout_s=None)
             self._draining = None
-        worker = FrameWorker(
-            c.loop.run,
-            on_error=functools.partial(self._on_frame_error, c),
-            on_exit=c.engine.reset,
-        )
-        cfg = c.settings.node
-        timers = [
-            self.create_timer(cfg.frame_period_s, functools.partial(self._on_tick, c, worker)),
-            self.create_timer(cfg.diagnostics_period_s, functools.partial(self._on_diagnostics, c)),
-        ]
-        self._active = _Active(worker, self._subscribe(c), timers)
+        try:
+            self._active = self._start(c)
+        except Exception as error:  # leave nothing running behind a failed transition
+            self.get_logger().error(f"activate failed: {type(error).__name__}: {error}")
+            super().on_deactivate(state)
+            return TransitionCallbackReturn.FAILURE
         c.outputs.open()
         return result
+
+    def _start(self, c: _Configured) -> _Active:
+        """Subscriptions, the worker, then the timers that feed it; undone if one fails."""
+        active = _Active(worker=None, subscriptions=[], timers=[])
+        try:
+            active.subscriptions = self._subscribe(c)
+            active.worker = FrameWorker(
+                c.loop.run,
+                on_error=functools.partial(self._on_frame_error, c),
+                on_exit=c.loop.reset,
+            )
+            cfg = c.settings.node
+            tick = functools.partial(self._on_tick, c, active.worker)
+            active.timers.append(self.create_timer(cfg.frame_period_s, tick))
+            report = functools.partial(self._on_diagnostics, c)
+            active.timers.append(self.create_timer(cfg.diagnostics_period_s, report))
+        except Exception:
+            self._stop(active, c)
+            raise
+        return active
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._stop_active()
@@ -168,15 +202,26 @@ class OxygenNode(LifecycleNode):
         if a is None:
             return
         c.outputs.close()
+        self._stop(a, c)
+        self._active = None
+
+    def _stop(self, a: _Active, c: _Configured) -> None:
         for timer in a.timers:
             self.destroy_timer(timer)
         for subscription in a.subscriptions:
             self.destroy_subscription(subscription)
+        if a.worker is None:
+            return
         grace_s = max(1.0, 3 * c.settings.node.frame_period_s)
         if not a.worker.stop(timeout_s=grace_s):
             self.get_logger().warning("a frame is still running: it ends without publishing")
             self._draining = a.worker
-        self._active = None
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """A transition raised: drop everything, so the node is truly unconfigured."""
+        self.get_logger().error(f"transition from {state.label} raised; releasing everything")
+        self.release()
+        return super().on_error(state)
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         self.release()
@@ -251,11 +296,7 @@ class OxygenNode(LifecycleNode):
 
     def _on_diagnostics(self, c: _Configured) -> None:
         now = self.get_clock().now()
-        inputs = InputReport(
-            ages_s=c.assembler.freshness(now.nanoseconds * 1e-9),
-            skips=dict(c.assembler.skip_counts),
-            stale_timeout_s=c.settings.node.stale_timeout_s,
-        )
+        inputs = InputReport.of(c.assembler, now.nanoseconds * 1e-9)
         array = c.reporter.report(now.to_msg(), c.stats.snapshot(), inputs)
         c.outputs.publish(c.outputs.diagnostics, array)
 

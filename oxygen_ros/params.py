@@ -168,6 +168,11 @@ class NodeConfig:
             raise ConfigError("camera_topics is empty: the model needs at least one camera")
         if not self.batch_buckets or min(self.batch_buckets) < 1:
             raise ConfigError(f"batch_buckets must be positive sizes, got {self.batch_buckets}")
+        for name in ("joint_names", "action_names", "stream_names"):
+            values = getattr(self, name)
+            repeated = sorted({v for v in values if values.count(v) > 1})
+            if repeated:
+                raise ConfigError(f"{name} lists {repeated} more than once: {list(values)}")
 
     @property
     def frame_period_s(self) -> float:
@@ -214,7 +219,7 @@ def declare_parameters(node: Node) -> None:
     for field in dataclasses.fields(NodeConfig):
         _declare(node, field.name, field.default, hints[field.name], field.metadata)
     names = node.get_parameter("stream_names").value or ()
-    for name in names:
+    for name in dict.fromkeys(names):  # a repeated name fails at configure, with its name
         default = _default_stream(name)
         for key, (doc, span, choices) in _STREAM_FIELDS.items():
             meta = {"doc": doc, "span": span, "choices": choices}

@@ -198,12 +198,7 @@ class OfflineReplay:
 
     def _diagnostics(self, time_ns: int) -> None:
         """The node's diagnostics timer: /diagnostics on the same period of the bag clock."""
-        cfg, assembler = self.pipeline.settings.node, self.pipeline.assembler
-        inputs = InputReport(
-            ages_s=assembler.freshness(time_ns * 1e-9),
-            skips=dict(assembler.skip_counts),
-            stale_timeout_s=cfg.stale_timeout_s,
-        )
+        inputs = InputReport.of(self.pipeline.assembler, time_ns * 1e-9)
         array = self.reporter.report(stamp(time_ns), self.stats.snapshot(), inputs)
         self.outputs.publish(self.outputs.diagnostics, array)
 

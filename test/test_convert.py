@@ -1,6 +1,7 @@
 """Message conversions with real message objects: exact pixels, joints, stamps and fields."""
 
 import io
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -150,6 +151,16 @@ def test_jpeg_round_trips_within_compression_error():
     assert np.abs(grey[:, :, 1].astype(int) - smooth[:, :, 0]).max() <= 8
 
 
+def broken_png_chunk() -> bytes:
+    """A PNG whose image data is cut short and followed by a chunk type of non-letters (bit
+    rot): Pillow raises SyntaxError for it, not OSError."""
+    png = compressed(RGB, "PNG").data.tobytes()
+    at = png.index(b"IDAT") - 4
+    half = struct.unpack(">I", png[at : at + 4])[0] // 2
+    rotten = b"\0" * 4 + b"\0\0\0\x01\xa7\x96L\x8f"
+    return png[:at] + struct.pack(">I", half) + png[at + 4 : at + 8 + half] + rotten
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
@@ -157,6 +168,7 @@ def test_jpeg_round_trips_within_compression_error():
         (b"GIF89a....", "neither JPEG nor PNG \\(format='jpeg', first bytes 474946"),
         (compressed(RGB, "JPEG").data[:40].tobytes(), "40 bytes, format='jpeg'\\) does not decode"),
         (compressed(RGB, "PNG").data[:30].tobytes(), "30 bytes, format='jpeg'\\) does not decode"),
+        (broken_png_chunk(), "format='jpeg'\\) does not decode: broken PNG file"),
     ],
 )
 def test_bad_compressed_images_raise_input_error(data, message):
@@ -202,6 +214,11 @@ def test_joints_are_matched_by_name_in_any_order():
     assert unused_joints(msg, ["shoulder", "elbow", "wrist"]) == ("gripper",)
 
 
+def test_a_repeated_joint_the_model_ignores_is_not_an_error():
+    msg = JointState(name=["b", "x", "a", "x"], position=[2.0, 9.0, 1.0, 8.0])
+    np.testing.assert_array_equal(joint_positions(msg, ["a", "b"]), [1.0, 2.0])
+
+
 def test_shuffled_messages_give_the_same_state():
     names = [f"j{i}" for i in range(7)]
     positions = np.linspace(-1.0, 1.0, 7)
@@ -217,6 +234,7 @@ def test_shuffled_messages_give_the_same_state():
         (["a", "c"], [1.0, 2.0], r"lacks joints \['b'\]"),
         (["a", "b"], [1.0], "2 names but 1 positions"),
         (["a", "b", "a"], [1.0, 2.0, 3.0], r"more than once: \['a'\]"),
+        (["b", "a", "x", "a", "x"], [1.0, 2.0, 3.0, 4.0, 5.0], r"more than once: \['a'\]"),
         (["a", "b"], [float("nan"), 2.0], r"not finite for joints \['a'\]"),
         (["b", "a"], [float("inf"), float("-inf")], r"not finite for joints \['a', 'b'\]"),
     ],

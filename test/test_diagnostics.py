@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticStatus
@@ -15,6 +17,7 @@ OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.E
 FRESH = InputReport(
     ages_s={"base_0_rgb": 0.01, "joint_state": 0.02},
     skips={"stale_camera": 0, "bad_image": 0},
+    blanks={"base_0_rgb": 0},
     stale_timeout_s=0.5,
 )
 
@@ -87,7 +90,7 @@ def test_inputs_status_reports_new_skips_with_the_reason_then_recovers():
     stats, reporter = NodeStats(), DiagnosticsReporter("/oxygen", frame_period_s=0.1)
     assert _statuses(reporter, stats)["inputs"].level == OK
     stats.skipped("camera /cam (base_0_rgb) image is 2.000 s old")
-    skipping = InputReport(FRESH.ages_s, {"stale_camera": 3, "bad_image": 0}, 0.5)
+    skipping = dataclasses.replace(FRESH, skips={"stale_camera": 3, "bad_image": 0})
     status = _statuses(reporter, stats, skipping)["inputs"]
     assert status.level == WARN
     assert status.message == "3 frames skipped; last: camera /cam (base_0_rgb) image is 2.000 s old"
@@ -98,9 +101,20 @@ def test_inputs_status_reports_new_skips_with_the_reason_then_recovers():
 
 def test_inputs_status_warns_about_a_stale_input_even_without_skips():
     stats, reporter = NodeStats(), DiagnosticsReporter("/oxygen", frame_period_s=0.1)
-    stale = InputReport({"base_0_rgb": 0.9, "joint_state": 0.01}, FRESH.skips, 0.5)
+    stale = dataclasses.replace(FRESH, ages_s={"base_0_rgb": 0.9, "joint_state": 0.01})
     status = _statuses(reporter, stats, stale)["inputs"]
     assert (status.level, status.message) == (WARN, "stale inputs: base_0_rgb")
+    # A stamp from the future is as stale as an old one (a looped bag, a clock ahead).
+    future = dataclasses.replace(FRESH, ages_s={"base_0_rgb": 0.01, "joint_state": -40.0})
+    status = _statuses(reporter, stats, future)["inputs"]
+    assert (status.level, status.message) == (WARN, "stale inputs: joint_state")
+
+
+def test_inputs_status_counts_blanked_cameras():
+    stats, reporter = NodeStats(), DiagnosticsReporter("/oxygen", frame_period_s=0.1)
+    blanking = dataclasses.replace(FRESH, blanks={"base_0_rgb": 0, "left_wrist_0_rgb": 7})
+    values = _values(_statuses(reporter, stats, blanking)["inputs"])
+    assert (values["blanked base_0_rgb"], values["blanked left_wrist_0_rgb"]) == ("0", "7")
 
 
 def test_language_status_warns_when_the_kv_pool_is_full():

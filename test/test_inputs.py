@@ -167,9 +167,20 @@ def test_camera_spread_equal_to_the_slop_is_in_sync():
     )
 
 
-def test_future_stamps_count_as_fresh():
-    frames = fed(stamp=10.2)
-    assert isinstance(frames.assemble(10.0), Observation)
+@pytest.mark.parametrize(
+    ("ahead", "expected"), [("camera", "stale_camera"), ("joint", "stale_joint_state")]
+)
+def test_stamps_from_the_future_are_fresh_within_the_timeout_and_stale_beyond(ahead, expected):
+    frames = fed(stamp=10.5)
+    assert isinstance(frames.assemble(10.0), Observation)  # 0.5 s ahead: a clock skew
+    # A bag that looped: the clock went back 40 s; what was stored is from the future.
+    if ahead == "camera":
+        frames.on_joint_state(joints(0.0))
+    else:
+        frames.on_image(0, image(0.0, 100))
+        frames.on_image(1, image(0.0, 200))
+    skip = frames.assemble(0.05)
+    assert reason(skip) == expected and "s in the future" in skip.detail
 
 
 def test_blank_policy_leaves_a_missing_or_stale_camera_out():
@@ -193,6 +204,30 @@ def test_blank_policy_still_needs_one_camera():
     frames.on_image(1, image(1.0, 0))
     assert reason(frames.assemble(10.0)) == "missing_camera"  # the first problem found
     assert frames.blank_counts == {"base_0_rgb": 0, "left_wrist_0_rgb": 0}
+
+
+def test_blank_policy_leaves_an_undecodable_camera_out_and_says_why():
+    frames = fed("blank")
+    frames.on_image(1, CompressedImage(header=Header(stamp=seconds_to_stamp(10.0)), data=b"xx"))
+    obs = frames.assemble(10.0)
+    assert isinstance(obs, Observation) and list(obs.images) == ["base_0_rgb"]
+    assert frames.blank_counts == {"base_0_rgb": 0, "left_wrist_0_rgb": 1}
+    assert len(frames.blanked) == 1 and "/cam/left" in frames.blanked[0]
+    frames.on_image(0, CompressedImage(header=Header(stamp=seconds_to_stamp(10.0)), data=b"yy"))
+    skip = frames.assemble(10.0)  # no camera left to see by
+    assert reason(skip) == "bad_image" and "/cam/base" in skip.detail and "/cam/left" in skip.detail
+
+
+def test_a_decoder_raising_its_own_exception_type_is_a_bad_image(monkeypatch):
+    """Third-party decoders raise more than InputError (Pillow: SyntaxError for a broken
+    PNG chunk); whatever they raise must skip the frame, not fail it."""
+
+    def decoder_bug(msg):
+        raise SyntaxError("broken PNG file")
+
+    monkeypatch.setattr("oxygen_ros.inputs.image_to_rgb", decoder_bug)
+    skip = fed().assemble(10.0)
+    assert reason(skip) == "bad_image" and "SyntaxError: broken PNG file" in skip.detail
 
 
 def test_blank_policy_still_checks_sync_between_present_cameras():

@@ -109,8 +109,24 @@ def test_bad_checkpoint_fails_configure_and_names_the_path(rig):
     )
 
 
-def test_configure_succeeds_once_the_parameter_is_fixed(rig):
+def test_a_bad_topic_name_fails_configure_not_activate_and_names_the_parameter(rig):
+    """Inputs are subscribed at activate; a bad name must not get that far."""
     rig.node.set_parameters([Parameter("checkpoint_dir", value="")])
+    bad = [PARAMS["camera_topics"][0], "/camera/left wrist"]
+    rig.node.set_parameters([Parameter("camera_topics", value=bad)])
+    assert rig.probe.transition("configure", timeout_s=60) is False
+    rig.inbox("/rosout").wait(
+        lambda xs: any(
+            x.msg.level == Log.ERROR and "camera_topics[1] '/camera/left wrist'" in x.msg.msg
+            for x in xs
+        ),
+        10,
+        "error naming the topic parameter",
+    )
+    rig.node.set_parameters([Parameter("camera_topics", value=PARAMS["camera_topics"])])
+
+
+def test_configure_succeeds_once_the_parameter_is_fixed(rig):
     assert rig.probe.transition("configure", timeout_s=300) is True
     assert rig.probe.state() == "inactive"
 
@@ -312,6 +328,7 @@ def test_deactivate_mid_frame_publishes_nothing_after(rig):
     done_at = rig.probe.now_s()
     assert rig.probe.state() == "inactive"
     assert not any(t.name == "oxygen-frames" for t in threading.enumerate())
+    qos_events = rig.node.stats().qos_deadline_events
 
     def after(items):
         headers = [x.msg.markers[0] if hasattr(x.msg, "markers") else x.msg for x in items]
@@ -321,6 +338,8 @@ def test_deactivate_mid_frame_publishes_nothing_after(rig):
         rig.inbox("/oxygen/action_chunk").wait(after, 10 * PERIOD_S, "output after deactivation")
     for topic in ("/oxygen/stats", "/oxygen/narration", "/oxygen/markers", "/diagnostics"):
         assert not after(rig.inbox(topic).items()), topic
+    # Silent on purpose: DDS counts missed deadlines, the node does not.
+    assert rig.node.stats().qos_deadline_events == qos_events
     # A new worker takes over the same engine.
     assert rig.probe.transition("activate") is True
     rig.inbox("/oxygen/action_chunk").wait(

@@ -139,11 +139,14 @@ def test_steps_per_frame_takes_an_int_or_auto(value, expected):
         ({"missing_camera": "zero"}, "missing_camera"),
         ({"engine_mode": "turbo"}, "engine_mode"),
         ({"batch_buckets": [0, 4]}, "batch_buckets"),
-        ({"streams.memory.trigger": "sometimes"}, "streams.memory.trigger"),
+        ({"streams.memory.trigger": "sometimes"}, r"streams\.memory\.trigger"),
+        ({"joint_names": ["a", "b", "a"]}, r"joint_names lists \['a'\] more than once"),
+        ({"action_names": ["x", "x"]}, r"action_names lists \['x'\] more than once"),
+        ({"stream_names": ["memory", "memory"]}, r"stream_names lists \['memory'\] more than once"),
     ],
 )
 def test_bad_values_raise_config_error_naming_the_parameter(overrides, named):
-    with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=named):
         read_settings(_node(**overrides))
 
 
