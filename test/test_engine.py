@@ -215,7 +215,8 @@ def test_auto_k_decodes_k_min_while_the_pool_keeps_up(policy, observations):
 
 def test_auto_k_drains_a_backlog_with_the_largest_k_that_fits(policy, observations):
     engine = auto_engine(policy, observations)
-    engine.latency.step_s[ROWS], engine.latency.admit_s, engine.latency.call_s = 1 / 16, 1 / 8, 0
+    engine.latency.calibrate(ROWS, step_s=1 / 16, call_s=0.0)
+    engine.latency.admit_s = 1 / 8
     engine.act(observations[1])
     for _ in range(ROWS + 2):  # two more requests than rows: a backlog
         engine.request("narration")
@@ -315,6 +316,8 @@ def test_reset_drops_every_request_and_the_next_frame_starts_clean(policy, obser
     engine.reset()
     assert (engine.scheduler.active, len(engine.scheduler.queue)) == ({}, 0)
     assert engine.text.tokens == {} and bool(np.asarray(engine.pool.done).all())
+    with pytest.raises(RuntimeError, match="call act"):  # no request on a pre-reset prefix
+        engine.language()
     engine.act(observations[1])
     after = engine.language()
     fresh = make_engine(policy, engine_config(k=1, streams=streams(MAX_NEW)))
@@ -323,6 +326,29 @@ def test_reset_drops_every_request_and_the_next_frame_starts_clean(policy, obser
     # Narration and memory (the forgotten instruction counts as new) start over.
     assert [(e.request_id, e.stream) for e in after.events] == [(2, "narration"), (3, "memory")]
     assert [e.token_ids for e in after.events] == [e.token_ids for e in clean.events]
+
+
+def test_buckets_larger_than_the_pool_are_clipped_to_it(policy, observations):
+    """A robot config may keep power-of-two buckets over a pool of any size."""
+    engine = make_engine(policy, engine_config(k=1, max_active=3, batch_buckets=(1, 2, 4)))
+    assert engine.scheduler.buckets == (1, 2, 3)
+    engine.warmup(observations[0])
+    engine.act(observations[1])
+    for _ in range(3):
+        engine.request("narration")
+    result = engine.language()
+    assert (result.bucket, result.batch, len(result.events)) == (3, 3, 3)
+
+
+def test_auto_k_without_any_deadline_decodes_and_loses_no_request(policy, observations):
+    """No time_left_s and no frame_budget_s (verify's drain): an unbounded budget."""
+    engine = auto_engine(policy, observations)
+    engine.act(observations[1])
+    for _ in range(ROWS + 1):  # a backlog: the largest k that fits, here k_max
+        engine.request("narration")
+    result = engine.language()
+    assert (result.k, len(result.events)) == (3, ROWS)
+    assert all(len(e.token_ids) == 4 for e in result.events)  # admission's token + 3
 
 
 def test_bad_observation_raises_and_the_engine_carries_on(policy, observations):

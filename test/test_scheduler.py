@@ -8,12 +8,13 @@ invariants the device pool relies on after every frame.
 """
 
 import dataclasses
+import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oxygen_core.engine.latency import LatencyModel
+from oxygen_core.engine.latency import MIN_STEP_S, LatencyModel
 from oxygen_core.engine.scheduler import Scheduler
 from oxygen_core.engine.types import StreamConfig
 
@@ -216,8 +217,18 @@ def test_choose_k_is_the_largest_k_that_fits_the_time_left():
     assert model.choose_k(2.1, 4, 2, 64) == 4  # rounds down
     assert model.choose_k(2.0, 1, 0, 5) == 5  # capped at k_max
     assert model.choose_k(0.75, 4, 2, 5) == 0  # admissions alone overrun: no decode
-    model.step_s[8] = 0.0
-    assert model.choose_k(0.0, 8, 0, 5) == 5
+    assert model.choose_k(math.inf, 4, 2, 5) == 5  # no deadline at all
+
+
+def test_step_estimates_never_reach_zero_so_the_deadline_still_binds():
+    """Two noisy timings of a tiny model can differ by less than nothing."""
+    model = LatencyModel()
+    model.calibrate(8, step_s=-1e-4, call_s=-1e-5)
+    assert (model.step_s[8], model.call_s[8]) == (MIN_STEP_S, 0.0)
+    assert model.choose_k(0.0, 8, 0, 5) == 0
+    model.observe_step(8, -0.5)
+    assert model.step_s[8] == MIN_STEP_S
+    assert model.choose_k(2.5 * MIN_STEP_S, 8, 0, 5) == 2
 
 
 def test_choose_k_needs_a_timing_for_the_bucket():

@@ -20,6 +20,7 @@ produce the same greedy tokens; `oxygen-verify` checks exactly that.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import time
 
 import jax
@@ -80,8 +81,10 @@ class Engine(abc.ABC):
         self.policy, self.cfg = policy, cfg
         self.model = policy.config
         self.frame = -1
+        # A bucket larger than the pool cannot be sliced from it: clip it to the pool.
+        buckets = tuple(sorted({min(b, cfg.max_active) for b in cfg.batch_buckets}))
         self.scheduler = Scheduler(
-            cfg.streams, cfg.max_active, cfg.batch_buckets, cfg.pool_full, cfg.max_queue
+            cfg.streams, cfg.max_active, buckets, cfg.pool_full, cfg.max_queue
         )
         self.text = TextStreams(policy)
         self.prompts = {s.name: policy.tokenizer.encode(s.prompt) for s in cfg.streams}
@@ -121,9 +124,11 @@ class Engine(abc.ABC):
         self.scheduler.demand(stream, max_tokens)
 
     def reset(self) -> None:
-        """Drop every request (deactivate/cleanup); the next frame starts clean."""
+        """Drop every request and the last prefix (deactivate/cleanup): the next
+        language phase needs a new frame."""
         self.scheduler.clear()
         self.text.clear()
+        self._cache = self._inputs = None
 
     def warmup(self, obs: Observation) -> None:
         """Compile every shape with one real observation, then forget it."""
@@ -233,8 +238,8 @@ class OxygenEngine(Engine):
             events += self._events(np.asarray(packed))
         seconds = time.perf_counter() - t0
         if plan.bucket and plan.k:
-            fixed_s = self.latency.call_s + len(plan.admitted) * self.latency.admit_s
-            self.latency.observe_step(plan.bucket, max(seconds - fixed_s, 0.0) / plan.k)
+            fixed_s = self.latency.fixed_s(plan.bucket, len(plan.admitted))
+            self.latency.observe_step(plan.bucket, (seconds - fixed_s) / plan.k)
         return self._result(plan, events, seconds, batch)
 
     def reset(self) -> None:
@@ -293,28 +298,30 @@ class OxygenEngine(Engine):
         return events
 
     def _warm_language(self) -> None:
-        """Compile admit and every decode bucket; time them for the latency model."""
-        stream = self.cfg.streams[0].name
-        req = Request(0, stream, 0, 0, 1)
+        """Compile admit and every decode bucket; time them for the latency model.
+
+        Decode stops once every row is done, so the timed steps run with row 0 freshly
+        admitted as a request that cannot finish within them (no EOS stop, the largest
+        token budget); the other rows of the bucket cost the same, live or not.
+        """
         for _ in range(2):  # first call compiles, second is timed
             t0 = time.perf_counter()
-            self.pool = jax.block_until_ready(
-                kv_pool.admit(
-                    self.policy.params,
-                    self.model,
-                    self.pool,
-                    0,
-                    self._cache,
-                    self._row_request(req),
-                )
-            )
+            self._admit_warm_row()
             self.latency.admit_s = time.perf_counter() - t0
         steps = min(2, self.k_max)
         for bucket in self.scheduler.buckets:
             for _ in range(2):
                 call_s = self._time_decode(bucket, 0)
-                self.latency.step_s[bucket] = (self._time_decode(bucket, steps) - call_s) / steps
-            self.latency.call_s = max(self.latency.call_s, call_s)
+                self._admit_warm_row()
+                step_s = (self._time_decode(bucket, steps) - call_s) / steps
+            self.latency.calibrate(bucket, step_s, call_s)
+
+    def _admit_warm_row(self) -> None:
+        req = Request(0, self.cfg.streams[0].name, 0, 0, self.max_new)
+        row = dataclasses.replace(self._row_request(req), stop_eos=np.bool_(False))
+        self.pool = jax.block_until_ready(
+            kv_pool.admit(self.policy.params, self.model, self.pool, 0, self._cache, row)
+        )
 
     def _time_decode(self, bucket: int, k: int) -> float:
         t0 = time.perf_counter()

@@ -202,6 +202,8 @@ def decode(
 ) -> tuple[PoolState, jax.Array]:
     """Decode up to k (<= k_max, traced) tokens for every live row among the first `bucket`.
 
+    The loop stops early once every row is done (all hit EOS, say): a step over finished
+    rows would cost a full batch step and emit nothing.
     Returns the pool and one packed int32 array [k_max + 3, bucket]: rows 0..k_max-1 hold
     the tokens emitted at each step (-1 where a row emitted nothing), row k_max the first
     token of rows admitted this frame (-1 otherwise), then the done flags and n_gen.
@@ -209,8 +211,10 @@ def decode(
     b = bucket
     first = jnp.where(pool.fresh[:b], pool.last_token[:b], -1)
 
-    def step(i: jax.Array, carry: tuple[PoolState, jax.Array]) -> tuple[PoolState, jax.Array]:
-        st, out = carry
+    def step(
+        carry: tuple[jax.Array, PoolState, jax.Array],
+    ) -> tuple[jax.Array, PoolState, jax.Array]:
+        i, st, out = carry
         live = ~st.done[:b]
         kv, logits = pi05.extend(
             params,
@@ -221,7 +225,10 @@ def decode(
             st.last_token[:b, None],
             jnp.ones((b,), jnp.int32),
         )
-        token = sample(logits, st.temperature[:b], st.key[:b], st.n_gen[:b])
+        # Finished and free rows count as greedy: their stale temperature must not make an
+        # all-greedy batch pay for random draws.
+        temperature = jnp.where(live, st.temperature[:b], 0.0)
+        token = sample(logits, temperature, st.key[:b], st.n_gen[:b])
         n_gen = st.n_gen[:b] + live
         done = st.done[:b] | (live & finished(token, n_gen, st.max_tokens[:b], st.stop_eos[:b]))
         st = dataclasses.replace(
@@ -232,10 +239,14 @@ def decode(
             n_gen=st.n_gen.at[:b].set(n_gen),
             done=st.done.at[:b].set(done),
         )
-        return st, out.at[i].set(jnp.where(live, token, -1))
+        return i + 1, st, out.at[i].set(jnp.where(live, token, -1))
+
+    def more(carry: tuple[jax.Array, PoolState, jax.Array]) -> jax.Array:
+        i, st, _ = carry
+        return (i < jnp.minimum(k, k_max)) & jnp.any(~st.done[:b])
 
     out = jnp.full((k_max, b), -1, jnp.int32)
-    pool, out = jax.lax.fori_loop(0, jnp.minimum(k, k_max), step, (pool, out))
+    _, pool, out = jax.lax.while_loop(more, step, (jnp.int32(0), pool, out))
     pool = dataclasses.replace(pool, fresh=pool.fresh.at[:b].set(False))
     packed = jnp.concatenate(
         [out, first[None], pool.done[:b, None].T.astype(jnp.int32), pool.n_gen[:b][None]]
