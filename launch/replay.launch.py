@@ -4,8 +4,12 @@
 
 The node runs with use_sim_time, so its frame timer, stamps and input freshness follow the
 bag's /clock. `ros2 bag play` starts only once the node is active: frames played while it
-is still compiling would be skipped, not processed. Record the outputs with, e.g.,
+is still compiling would be skipped, not processed; the launch ends when the bag does.
+Record the outputs with, e.g.,
 `ros2 bag record /oxygen/action_chunk /oxygen/narration /oxygen/stats`.
+The whole bag is played: a bag that already holds /clock or /oxygen/* outputs would
+collide with the player's clock and the node's outputs, so record robot bags with the
+inputs only (cameras, joint states, instruction).
 """
 
 from pathlib import Path
@@ -13,10 +17,13 @@ from pathlib import Path
 from launch import LaunchDescription
 from launch.actions import (
     DeclareLaunchArgument,
+    EmitEvent,
     ExecuteProcess,
     IncludeLaunchDescription,
     RegisterEventHandler,
 )
+from launch.event_handlers import OnProcessExit
+from launch.events import Shutdown
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.event_handlers import OnStateTransition
@@ -48,6 +55,11 @@ def generate_launch_description() -> LaunchDescription:
     play_once_active = RegisterEventHandler(
         OnStateTransition(goal_state="active", entities=[play], handle_once=True)
     )
+    end_with_the_bag = RegisterEventHandler(
+        OnProcessExit(
+            target_action=play, on_exit=[EmitEvent(event=Shutdown(reason="the bag has ended"))]
+        )
+    )
     return LaunchDescription(
         [
             DeclareLaunchArgument("bag", description="rosbag2 folder to play."),
@@ -60,5 +72,6 @@ def generate_launch_description() -> LaunchDescription:
             DeclareLaunchArgument("clock_hz", default_value="200", description="/clock rate."),
             node,
             play_once_active,
+            end_with_the_bag,
         ]
     )

@@ -222,6 +222,26 @@ def test_released_rows_emit_nothing_and_the_rest_continue(bench):
     assert emitted(first)[1] + emitted(second)[1] == bench.oracle(1)[:5]
 
 
+def test_decode_stops_once_every_row_is_done(bench):
+    """No step runs over finished rows: the pool comes back bit for bit (a step would
+    write the unfed last token's K/V and cost a full batch step)."""
+    pool = bench.admit(bench.pool(), 0, frame=0, max_tokens=3)  # done at the call's last step
+    pool, packed = bench.decode(pool, 2)
+    assert emitted(packed)[0] == bench.oracle(0)[:3] and packed[K_MAX + 1].tolist() == [1] * ROWS
+    before = host(pool)
+    pool, packed = bench.decode(pool, 2)
+    after = host(pool)
+    assert emitted(packed) == {row: [] for row in range(ROWS)}
+    assert before[0].keys() == after[0].keys()
+    assert all(np.array_equal(before[0][f], after[0][f]) for f in before[0])
+    assert all(np.array_equal(a, b) for a, b in zip(before[1], after[1], strict=True))
+
+
+def test_a_busy_pool_decodes_every_row_for_timing(bench):
+    pool, packed = bench.decode(kv_pool.busy(bench.pool()), 2)
+    assert packed[:2].min() >= 0 and packed[K_MAX + 1].tolist() == [0] * ROWS  # all live
+
+
 def test_eos_ends_each_row_at_its_own_step(bench):
     candidates = [(frame, prompt) for frame in range(4) for prompt in (NARRATE, REMEMBER)]
 

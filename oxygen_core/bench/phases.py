@@ -57,7 +57,7 @@ def measure(preset: str, runs: int) -> dict[str, float]:
         "denoise_step_s": median_s(lambda: pi05.denoise(params, cfg, cache, noise, 1), runs),
     }
     capacity = cfg.prefix_len + 40
-    pool = [kv_pool.init_pool(cfg, max(BUCKETS), capacity)]
+    pool = [kv_pool.busy(kv_pool.init_pool(cfg, max(BUCKETS), capacity))]
 
     def decode(bucket: int, k: int) -> jax.Array:
         pool[0], packed = kv_pool.decode(params, cfg, pool[0], np.int32(k), bucket, DECODE_K)

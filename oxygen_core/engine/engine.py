@@ -20,7 +20,6 @@ produce the same greedy tokens; `oxygen-verify` checks exactly that.
 from __future__ import annotations
 
 import abc
-import dataclasses
 import time
 
 import jax
@@ -298,30 +297,29 @@ class OxygenEngine(Engine):
         return events
 
     def _warm_language(self) -> None:
-        """Compile admit and every decode bucket; time them for the latency model.
-
-        Decode stops once every row is done, so the timed steps run with row 0 freshly
-        admitted as a request that cannot finish within them (no EOS stop, the largest
-        token budget); the other rows of the bucket cost the same, live or not.
-        """
+        """Compile admit and every decode bucket; time them for the latency model (decode
+        over a busy pool: steps over finished rows are skipped; reset frees it after)."""
+        req = Request(0, self.cfg.streams[0].name, 0, 0, 1)
         for _ in range(2):  # first call compiles, second is timed
             t0 = time.perf_counter()
-            self._admit_warm_row()
+            self.pool = jax.block_until_ready(
+                kv_pool.admit(
+                    self.policy.params,
+                    self.model,
+                    self.pool,
+                    0,
+                    self._cache,
+                    self._row_request(req),
+                )
+            )
             self.latency.admit_s = time.perf_counter() - t0
+        self.pool = kv_pool.busy(self.pool)
         steps = min(2, self.k_max)
         for bucket in self.scheduler.buckets:
             for _ in range(2):
                 call_s = self._time_decode(bucket, 0)
-                self._admit_warm_row()
                 step_s = (self._time_decode(bucket, steps) - call_s) / steps
             self.latency.calibrate(bucket, step_s, call_s)
-
-    def _admit_warm_row(self) -> None:
-        req = Request(0, self.cfg.streams[0].name, 0, 0, self.max_new)
-        row = dataclasses.replace(self._row_request(req), stop_eos=np.bool_(False))
-        self.pool = jax.block_until_ready(
-            kv_pool.admit(self.policy.params, self.model, self.pool, 0, self._cache, row)
-        )
 
     def _time_decode(self, bucket: int, k: int) -> float:
         t0 = time.perf_counter()

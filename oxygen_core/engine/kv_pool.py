@@ -189,6 +189,22 @@ def admit_row(
     )
 
 
+def busy(pool: PoolState) -> PoolState:
+    """Every row live and unable to finish (no EOS stop, no token budget), for timing.
+
+    A decode stops once every row is done, so a step can only be timed over live rows;
+    their K/V is whatever the pool holds, which costs the same as real rows.
+    """
+    no_limit = jnp.iinfo(jnp.int32).max
+    return dataclasses.replace(
+        pool,
+        done=jnp.zeros_like(pool.done),
+        fresh=jnp.zeros_like(pool.fresh),
+        stop_eos=jnp.zeros_like(pool.stop_eos),
+        max_tokens=jnp.full_like(pool.max_tokens, no_limit),
+    )
+
+
 @functools.partial(jax.jit, static_argnames=("cfg",), donate_argnames=("pool",))
 def release(cfg: ModelConfig, pool: PoolState, slots: jax.Array) -> PoolState:
     """Mark rows free (done); their K/V stays and is overwritten by the next admit."""
