@@ -92,6 +92,13 @@ class NodeStats:
                 pool_capacity=language.pool_capacity,
             )
 
+    def restart_rate(self) -> None:
+        """Forget publish times and latencies (activate): the rate is of this activation."""
+        with self._lock:
+            self._publish_times.clear()
+            self._latencies.clear()
+            self._state = dataclasses.replace(self._state, frame_rate_hz=0.0, max_latency_s=0.0)
+
     def skipped(self, detail: str) -> None:
         """A frame was skipped (the assembler counts reasons; this keeps the sentence)."""
         with self._lock:

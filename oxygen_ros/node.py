@@ -31,9 +31,11 @@ import time
 from typing import Any
 
 import rclpy
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
@@ -77,6 +79,8 @@ class OxygenNode(LifecycleNode):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("oxygen", **kwargs)
         declare_parameters(self)
+        self._own_parameters = set(self.list_parameters([], 0).names) - {"use_sim_time"}
+        self.add_on_set_parameters_callback(self._on_set_parameters)
         self._configured: _Configured | None = None
         self._active: _Active | None = None
         self._draining: FrameWorker[Tick] | None = None  # a worker stop() stopped waiting for
@@ -85,6 +89,19 @@ class OxygenNode(LifecycleNode):
         """The counts behind /diagnostics (introspection and tests); empty before configure."""
         c = self._configured
         return StatsSnapshot() if c is None else c.stats.snapshot()
+
+    def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
+        """Parameters are read once, at configure: refuse a change that would not apply."""
+        if self._configured is None:
+            return SetParametersResult(successful=True)
+        stuck = sorted(p.name for p in parameters if p.name in self._own_parameters)
+        if not stuck:
+            return SetParametersResult(successful=True)
+        return SetParametersResult(
+            successful=False,
+            reason=f"{', '.join(stuck)} are read at configure: deactivate and clean up the "
+            "node first, then set them and configure again",
+        )
 
     @property
     def frame_running(self) -> bool:
@@ -169,6 +186,7 @@ class OxygenNode(LifecycleNode):
             self.get_logger().error(f"activate failed: {type(error).__name__}: {error}")
             super().on_deactivate(state)
             return TransitionCallbackReturn.FAILURE
+        c.stats.restart_rate()
         c.outputs.open()
         return result
 

@@ -133,8 +133,12 @@ class NodeConfig:
     max_queued_requests: int = _param(
         _ENGINE.max_queue, "Requests waiting for a pool row (pool_full_policy queue).", (0, 4096)
     )
+    # Not the engine's 0: on the robot the frame also publishes after decoding, and a frame
+    # still running at the next tick turns that tick into an overrun (no chunk).
     budget_margin_s: float = _param(
-        _ENGINE.budget_margin_s, "Safety margin under the frame period for 'auto' k.", (0.0, 10.0)
+        0.01,
+        "Time 'auto' k leaves free before the next tick (publishing, jitter).",
+        (0.0, 10.0),
     )
     stale_timeout_s: float = _param(
         0.5, "Inputs older than this (node clock) skip the frame.", (0.001, 60.0)

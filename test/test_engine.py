@@ -401,7 +401,8 @@ def test_verify_cli_reports_a_perfect_match(capsys):
     code = main(["--preset", "tiny", "--frames", "6", "--k", "2", "--N", "5"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert report["token_match"] == 1.0 and report["action_max_abs_diff"] <= 1e-4
+    assert report["token_match"] == report["outcome_match"] == 1.0
+    assert report["action_max_abs_diff"] <= 1e-4
     assert {k: report[k] for k in ("preset", "frames", "k", "N", "S", "requests")} == {
         "preset": "tiny",
         "frames": 6,
@@ -423,6 +424,15 @@ def test_compare_counts_mismatched_and_missing_requests():
     assert result["action_max_abs_diff"] == 0.5
     assert (result["requests"], result["token_match"]) == (4, 0.25)
     assert result["mismatched_requests"] == [1, 2, 3]
+
+
+def test_compare_also_checks_texts_and_finish_reasons():
+    same = {"stream": "memory", "origin_frame": 0, "token_ids": [5, 6]}
+    test = Trace(requests={0: RequestTrace(**same, text="a b", finish_reason="eos")})
+    reference = Trace(requests={0: RequestTrace(**same, text="a b", finish_reason="max_tokens")})
+    result = compare(test, reference)
+    assert (result["token_match"], result["outcome_match"]) == (1.0, 0.0)
+    assert result["mismatched_requests"] == [0]
 
 
 def test_verify_cli_rejects_a_zero_k(capsys):

@@ -193,6 +193,15 @@ def test_joint_trajectory_carries_the_same_chunk(rig):
     np.testing.assert_allclose(offsets, np.arange(chunk.horizon) * CONTROL_PERIOD_S, atol=1e-9)
 
 
+def test_parameters_are_refused_while_configured_with_the_reason(rig):
+    """They are read at configure: a change now would silently not apply."""
+    [result] = rig.node.set_parameters([Parameter("control_rate_hz", value=40.0)])
+    assert not result.successful and "read at configure" in result.reason
+    assert rig.node.get_parameter("control_rate_hz").value == PARAMS["control_rate_hz"]
+    [clock] = rig.node.set_parameters([Parameter("use_sim_time", value=False)])  # rclpy's own
+    assert clock.successful
+
+
 def _requests(inbox):
     """request id -> its LanguageTokens in arrival order."""
     by_id: dict[int, list] = {}

@@ -27,7 +27,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -122,23 +122,25 @@ def run_engine(engine: Engine, observations: Sequence[Observation]) -> Trace:
 
 
 def compare(test: Trace, reference: Trace) -> dict:
-    """Action difference and the fraction of requests whose token ids are identical."""
+    """Action difference, and the fraction of requests whose token ids are identical
+    (`token_match`) and whose whole outcome is: stream, tokens, text, finish reason."""
     pairs = zip(test.actions, reference.actions, strict=True)
     diff = max((float(np.max(np.abs(a - b))) for a, b in pairs), default=0.0)
     ids = sorted(test.requests.keys() | reference.requests.keys())
-    mismatched = [
-        i
-        for i in ids
-        if i not in test.requests
-        or i not in reference.requests
-        or test.requests[i].token_ids != reference.requests[i].token_ids
-    ]
+
+    def differ(i: int, field: Callable[[RequestTrace], object]) -> bool:
+        ours, theirs = test.requests.get(i), reference.requests.get(i)
+        return ours is None or theirs is None or field(ours) != field(theirs)
+
+    mismatched = [i for i in ids if differ(i, lambda r: r.token_ids)]
+    different = [i for i in ids if differ(i, RequestTrace.outcome)]
     return {
         "action_max_abs_diff": diff,
         "token_match": 1.0 - len(mismatched) / len(ids) if ids else 1.0,
+        "outcome_match": 1.0 - len(different) / len(ids) if ids else 1.0,
         "requests": len(ids),
         "tokens": sum(len(r.token_ids) for r in reference.requests.values()),
-        "mismatched_requests": mismatched[:10],
+        "mismatched_requests": different[:10],
     }
 
 
@@ -223,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "dtype": args.dtype,
         **compare(traces["oxygen"], traces["isolated"]),
     }
-    ok = report["token_match"] == 1.0 and report["action_max_abs_diff"] <= ACTION_TOLERANCE
+    ok = report["outcome_match"] == 1.0 and report["action_max_abs_diff"] <= ACTION_TOLERANCE
     print(json.dumps(report))
     return 0 if ok else 1
 
