@@ -103,9 +103,10 @@ class FrameAssembler:
         self._images: list[Any | None] = [None] * len(self.slots)
         self._joint_state: Any | None = None
         self._instruction = ""
-        # (message, resized image) per slot: a camera slower than the frame rate is
-        # decoded once, not once per frame. Touched by assemble() only.
-        self._decoded: list[tuple[Any, np.ndarray] | None] = [None] * len(self.slots)
+        # (message, resized image or why it does not decode) per slot: a camera slower
+        # than the frame rate is decoded once, not once per frame, and so is a corrupt
+        # image. Touched by assemble() only.
+        self._decoded: list[tuple[Any, np.ndarray | str] | None] = [None] * len(self.slots)
 
     # Callbacks: store the reference, nothing else.
 
@@ -223,16 +224,20 @@ class FrameAssembler:
 
     def _decode(self, i: int, msg: Any) -> np.ndarray:
         cached = self._decoded[i]
-        if cached is not None and cached[0] is msg:
-            return cached[1]
+        if cached is None or cached[0] is not msg:
+            cached = self._decoded[i] = (msg, self._decode_new(msg))
+        if isinstance(cached[1], str):
+            raise InputError(cached[1])  # a new exception each frame: no growing traceback
+        return cached[1]
+
+    def _decode_new(self, msg: Any) -> np.ndarray | str:
+        """The model's image, or why the message does not give one."""
         try:
-            image = resize_with_pad(image_to_rgb(msg), self.image_size)
-        except InputError:
-            raise
+            return resize_with_pad(image_to_rgb(msg), self.image_size)
+        except InputError as error:
+            return str(error)
         except Exception as error:  # a decoder's own exception types: still a bad image
-            raise InputError(f"does not decode: {type(error).__name__}: {error}") from error
-        self._decoded[i] = (msg, image)
-        return image
+            return f"does not decode: {type(error).__name__}: {error}"
 
     def _check_settings(self, state_dim: int) -> None:
         """Misconfiguration fails at construction (configure time), naming value and limit."""

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 import time
 from typing import Any
 
 import rclpy
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.exceptions import InvalidParameterTypeException, ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -336,7 +338,14 @@ class OxygenNode(LifecycleNode):
 def main(args: list[str] | None = None) -> int:
     """Console script `oxygen-node`: spin the node until Ctrl-C."""
     rclpy.init(args=args)
-    node = OxygenNode()
+    try:
+        node = OxygenNode()
+    except ParameterException as error:  # a mistyped or out-of-range value given at start
+        print(f"oxygen-node: bad parameter: {error}", file=sys.stderr)
+        if isinstance(error, InvalidParameterTypeException):
+            print("  (doubles need a decimal point: 20.0, not 20)", file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:

@@ -222,12 +222,18 @@ def test_a_decoder_raising_its_own_exception_type_is_a_bad_image(monkeypatch):
     """Third-party decoders raise more than InputError (Pillow: SyntaxError for a broken
     PNG chunk); whatever they raise must skip the frame, not fail it."""
 
+    calls = []
+
     def decoder_bug(msg):
+        calls.append(msg)
         raise SyntaxError("broken PNG file")
 
     monkeypatch.setattr("oxygen_ros.inputs.image_to_rgb", decoder_bug)
-    skip = fed().assemble(10.0)
-    assert reason(skip) == "bad_image" and "SyntaxError: broken PNG file" in skip.detail
+    frames = fed()
+    for now in (10.0, 10.1):  # the same corrupt message is not decoded again
+        skip = frames.assemble(now)
+        assert reason(skip) == "bad_image" and "SyntaxError: broken PNG file" in skip.detail
+    assert len(calls) == 1
 
 
 def test_blank_policy_still_checks_sync_between_present_cameras():

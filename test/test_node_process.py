@@ -70,3 +70,21 @@ def test_console_script_autostarts_publishes_and_exits_on_sigint(tmp_path):
     assert process.returncode == 0, output
     assert "Traceback" not in output, output
     assert "configured tiny for robot demo" in output
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [("control_rate_hz:=20", "decimal point"), ("control_rate_hz:=-5.0", "control_rate_hz")],
+)
+def test_a_bad_parameter_at_start_is_one_clear_line_not_a_traceback(value, says):
+    result = subprocess.run(
+        [_console_script(), "--ros-args", "--params-file", str(TINY), "-p", value],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "oxygen-node: bad parameter:" in result.stderr and says in result.stderr
+    assert "Traceback" not in result.stderr
