@@ -216,7 +216,7 @@ def test_auto_k_decodes_k_min_while_the_pool_keeps_up(policy, observations):
 def test_auto_k_drains_a_backlog_with_the_largest_k_that_fits(policy, observations):
     engine = auto_engine(policy, observations)
     engine.latency.calibrate(ROWS, step_s=1 / 16, call_s=0.0)
-    engine.latency.admit_s = 1 / 8
+    engine.latency.admit_s, engine.latency.slack = 1 / 8, 0.0  # exact arithmetic below
     engine.act(observations[1])
     for _ in range(ROWS + 2):  # two more requests than rows: a backlog
         engine.request("narration")

@@ -209,7 +209,7 @@ def test_latency_model_keeps_an_exponential_moving_average():
 
 
 def test_choose_k_is_the_largest_k_that_fits_the_time_left():
-    model = LatencyModel()
+    model = LatencyModel(slack=0.0)
     model.step_s = {1: 0.125, 4: 0.25}
     model.admit_s = 0.5
     assert model.choose_k(2.0, 1, 0, 64) == 16  # 2.0 / 0.125
@@ -220,9 +220,15 @@ def test_choose_k_is_the_largest_k_that_fits_the_time_left():
     assert model.choose_k(math.inf, 4, 2, 5) == 5  # no deadline at all
 
 
+def test_slack_keeps_a_share_of_the_time_left_free():
+    model = LatencyModel(slack=0.25)
+    model.step_s, model.admit_s = {4: 0.25}, 0.5
+    assert model.choose_k(2.5, 4, 1, 64) == 6  # 2.5 / 1.25 = 2.0 = 0.5 + 6 * 0.25
+
+
 def test_step_estimates_never_reach_zero_so_the_deadline_still_binds():
     """Two noisy timings of a tiny model can differ by less than nothing."""
-    model = LatencyModel()
+    model = LatencyModel(slack=0.0)
     model.calibrate(8, step_s=-1e-4, call_s=-1e-5)
     assert (model.step_s[8], model.call_s[8]) == (MIN_STEP_S, 0.0)
     assert model.choose_k(0.0, 8, 0, 5) == 0
@@ -247,10 +253,10 @@ def test_choose_k_property(step, admit, n_admit, time_left, k_max):
     model = LatencyModel()
     model.step_s, model.admit_s = {2: step}, admit
     k = model.choose_k(time_left, 2, n_admit, k_max)
-    cost = n_admit * admit
+    cost, scale = n_admit * admit, 1 + model.slack
     assert 0 <= k <= k_max
-    assert k == 0 or cost + k * step <= time_left * (1 + 1e-9)
-    assert k == k_max or cost + (k + 1) * step > time_left * (1 - 1e-9) - 1e-12
+    assert k == 0 or (cost + k * step) * scale <= time_left * (1 + 1e-9)
+    assert k == k_max or (cost + (k + 1) * step) * scale > time_left * (1 - 1e-9) - 1e-12
 
 
 # --------------------------------------------------------------------------- properties

@@ -12,6 +12,11 @@ sync mid-phase. Which k to ask for within that limit is the engine's choice.
 A step estimate never drops below MIN_STEP_S: a difference of two noisy timings can come
 out at zero or below on a tiny model, and a free step would make every k look affordable
 exactly when the deadline needs protecting.
+
+Predictions carry a relative `slack` (default 10%): the step estimate is refined mostly
+from k=1 frames and then extrapolated to the k of a frame that drains a backlog, so its
+error grows with k. Measured on `small` (BENCHMARKS.md, k=auto): without slack, such frames
+planned to the budget's edge ended up to 21 ms (8%) past a 0.5 s budget.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ MIN_STEP_S = 1e-6
 
 
 class LatencyModel:
-    def __init__(self, alpha: float = 0.2) -> None:
+    def __init__(self, alpha: float = 0.2, slack: float = 0.1) -> None:
         self.alpha = alpha
+        self.slack = slack
         self.step_s: dict[int, float] = {}
         self.call_s: dict[int, float] = {}  # fixed cost of a decode call (dispatch, host copy)
         self.admit_s = 0.0
@@ -45,10 +51,11 @@ class LatencyModel:
         return self.call_s.get(bucket, 0.0) + n_admit * self.admit_s
 
     def choose_k(self, time_left_s: float, bucket: int, n_admit: int, k_max: int) -> int:
-        """Largest k in [0, k_max] with call + n_admit * admit + k * step(bucket) <= time_left_s."""
+        """Largest k in [0, k_max] with
+        (call + n_admit * admit + k * step(bucket)) * (1 + slack) <= time_left_s."""
         if bucket not in self.step_s:
             raise ValueError(f"no decode timing for bucket {bucket}; warm it up first")
-        spare = time_left_s - self.fixed_s(bucket, n_admit)
+        spare = time_left_s / (1 + self.slack) - self.fixed_s(bucket, n_admit)
         if math.isinf(spare):
             return k_max if spare > 0 else 0
         return max(0, min(k_max, math.floor(spare / max(self.step_s[bucket], MIN_STEP_S))))
