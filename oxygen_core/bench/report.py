@@ -29,7 +29,7 @@ def _ms(seconds: float) -> str:
     if math.isnan(seconds):
         return "-"
     ms = seconds * 1e3
-    return f"{ms:.1f}" if ms >= 1 else f"{ms:.3f}"
+    return f"{ms:.1f}" if abs(ms) >= 1 else f"{ms:.3f}"
 
 
 def _vs(seconds: float, floor: float) -> str:
