@@ -146,7 +146,8 @@ class RobotConfig:
     """What a robot feeds the model and takes from it.
 
     `cameras` are the image slots the robot fills, in slot order; the remaining slots
-    are zero images with mask False, as openpi does for a missing camera.
+    are zero images with mask False, as openpi does for a missing camera. The last three
+    fields repeat what the robot's openpi checkpoint was trained with (`robot_io`).
     """
 
     name: str
@@ -155,6 +156,16 @@ class RobotConfig:
     state_dim: int
     action_horizon: int | None = None  # None keeps the model preset's H
     max_token_len: int | None = None  # None keeps the model preset's prompt budget
+    discrete_state: bool = True  # the state goes into the prompt as 256-bin tokens
+    delta_actions: tuple[int, ...] = ()  # action dims predicted relative to the state
+    space: str = "robot"  # "robot": trained in robot units; "aloha": openpi's ALOHA space
+
+    def __post_init__(self) -> None:
+        if self.space not in ("robot", "aloha"):
+            raise ValueError(f"space {self.space!r} is not 'robot' or 'aloha'")
+        dims = min(self.action_dim, self.state_dim)
+        if any(not 0 <= i < dims for i in self.delta_actions):
+            raise ValueError(f"delta_actions {self.delta_actions} outside [0, {dims})")
 
     def apply(self, model: ModelConfig) -> ModelConfig:
         """The model preset with this robot's horizon and prompt budget."""
@@ -162,10 +173,30 @@ class RobotConfig:
         return dataclasses.replace(model, **{k: v for k, v in changes.items() if v is not None})
 
 
+# The openpi checkpoints' training settings (openpi training/config.py): pi05_libero
+# (H=10, no state in the prompt), pi05_droid (H=15), pi05_aloha (H=50, the six joints of
+# each arm as deltas, trained in openpi's ALOHA space).
 ROBOT_PRESETS: dict[str, RobotConfig] = {
-    "libero": RobotConfig("libero", cameras=IMAGE_SLOTS[:2], action_dim=7, state_dim=8),
-    "droid": RobotConfig("droid", cameras=IMAGE_SLOTS[:2], action_dim=8, state_dim=8),
-    "aloha": RobotConfig("aloha", cameras=IMAGE_SLOTS, action_dim=14, state_dim=14),
+    "libero": RobotConfig(
+        "libero",
+        cameras=IMAGE_SLOTS[:2],
+        action_dim=7,
+        state_dim=8,
+        action_horizon=10,
+        discrete_state=False,
+    ),
+    "droid": RobotConfig(
+        "droid", cameras=IMAGE_SLOTS[:2], action_dim=8, state_dim=8, action_horizon=15
+    ),
+    "aloha": RobotConfig(
+        "aloha",
+        cameras=IMAGE_SLOTS,
+        action_dim=14,
+        state_dim=14,
+        action_horizon=50,
+        delta_actions=(0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12),
+        space="aloha",
+    ),
     "humanoid": RobotConfig("humanoid", cameras=IMAGE_SLOTS, action_dim=26, state_dim=26),
     "demo": RobotConfig("demo", cameras=IMAGE_SLOTS, action_dim=7, state_dim=7),
 }

@@ -1,8 +1,9 @@
 """A loaded pi0.5 policy: shapes, weights, tokenizer and normalisation in one value.
 
 `Policy` is the bridge between robot data and the model's pure functions: it validates an
-`Observation`, resizes and scales its images, normalises the state into the prompt
-(pi0.5's discrete state tokens), and unnormalises the model's actions to robot units.
+`Observation`, resizes and scales its images, maps the state into the checkpoint's space
+and normalises it into the prompt (pi0.5's discrete state tokens), and turns the model's
+actions back into robot commands (`oxygen_core.robot_io` holds the per-robot steps).
 Engines take a `Policy` and never look at raw robot data themselves.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
+from oxygen_core import robot_io
 from oxygen_core.config import IMAGE_SLOTS, ModelConfig, RobotConfig, model_preset, robot_preset
 from oxygen_core.image import resize_with_pad
 from oxygen_core.model import params as P
@@ -42,9 +44,10 @@ class Policy:
             if slot in obs.images:
                 images[0, i] = resize_with_pad(obs.images[slot], size) / 127.5 - 1.0
                 mask[0, i] = True
-        state = np.clip(self.norm.state.normalize(np.asarray(obs.state, np.float32)), -1.0, 1.0)
+        # Not clipped: openpi's bins put a state beyond the 1st/99th percentile in bin -1 / 255.
+        state = self.norm.state.normalize(robot_io.state_to_model(self.robot, obs.state))
         tokens, token_mask = self.tokenizer.tokenize_prompt(
-            obs.prompt, state, self.config.max_token_len
+            obs.prompt, state if self.robot.discrete_state else None, self.config.max_token_len
         )
         # Host arrays: the jitted prefill transfers them in one call, with no eager
         # dispatch per field (each one a GIL round trip in a threaded node).
@@ -55,11 +58,16 @@ class Policy:
             token_mask=token_mask[None],
         )
 
-    def robot_actions(self, model_actions: np.ndarray) -> np.ndarray:
-        """Model actions [..., H, 32] -> robot units [..., H, robot.action_dim]."""
-        return self.norm.actions.unnormalize(
+    def robot_actions(self, model_actions: np.ndarray, state: np.ndarray) -> np.ndarray:
+        """Model actions [..., H, 32] -> robot commands [..., H, robot.action_dim].
+
+        state: the frame's robot state (delta actions are relative to it).
+        """
+        unnormalized = self.norm.actions.unnormalize(
             np.asarray(model_actions)[..., : self.robot.action_dim]
         )
+        model_state = robot_io.state_to_model(self.robot, state)
+        return robot_io.actions_to_robot(self.robot, unnormalized, model_state)
 
     def noise(self, seed: int | tuple[int, ...], batch: int = 1) -> np.ndarray:
         """Flow-matching start noise float32 [batch, H, A], a pure function of the seed."""

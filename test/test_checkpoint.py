@@ -125,7 +125,7 @@ def test_value_wrapped_training_checkpoint_loads(tree: P.Tree, tmp_path: Path):
     assert_same_params(policy.params, tree)
     # No assets: identity statistics, so model actions pass through (to float tolerance).
     x = np.linspace(-1.0, 1.0, 14, dtype=np.float32).reshape(2, 7)
-    np.testing.assert_allclose(policy.robot_actions(x), x, atol=2e-6)
+    np.testing.assert_allclose(policy.robot_actions(x, np.zeros(7)), x, atol=2e-6)
 
 
 # Saves the npz tree as openpi does: jax Arrays sharded over a 2-device training mesh.
@@ -239,7 +239,7 @@ def test_actions_come_out_in_robot_units(policy: Policy):
     horizon = CFG.action_horizon
     model = np.zeros((1, horizon, CFG.action_dim), np.float32)
     model[0, 0], model[0, 1] = -1.0, 1.0
-    robot = policy.robot_actions(model)
+    robot = policy.robot_actions(model, np.zeros(policy.robot.state_dim))
     assert robot.shape == (1, horizon, ROBOT_ACTION_DIM)
     q01, q99 = STATS.actions.q01[:ROBOT_ACTION_DIM], STATS.actions.q99[:ROBOT_ACTION_DIM]
     np.testing.assert_allclose(robot[0, 0], q01, atol=1e-6)

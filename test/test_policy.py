@@ -127,7 +127,7 @@ def test_state_is_normalised_and_discretised_into_the_prompt(policy: Policy):
     state_stats = Stats(q01=q01, q99=q99, mean=(q01 + q99) / 2, std=q99 - q01)
     scaled = dataclasses.replace(policy, norm=NormStats(state_stats, policy.norm.actions))
     state = state_stats.unnormalize(mid_bin([0, 37, 128, 200, 255, 0, 0]))
-    state[5], state[6] = -4.0, 9.0  # outside [q01, q99]: clipped to the first / last bin
+    state[5], state[6] = -4.0, 9.0  # outside [q01, q99]: openpi's bins -1 and 255
     obs = good_observation(state=state, prompt="  pick_up the red cup\n")
     inputs = scaled.prefix_inputs(obs)
     tokens, mask = np.asarray(inputs.tokens)[0], np.asarray(inputs.token_mask)[0]
@@ -135,7 +135,7 @@ def test_state_is_normalised_and_discretised_into_the_prompt(policy: Policy):
     assert mask.tolist() == [True] * n + [False] * (len(mask) - n)
     assert tokens[0] == BOS_ID and np.all(tokens[n:] == PAD_ID)
     text = scaled.tokenizer.decode(tokens[:n].tolist())
-    assert text == "Task: pick up the red cup, State: 0 37 128 200 255 0 255;\nAction: "
+    assert text == "Task: pick up the red cup, State: 0 37 128 200 255 -1 255;\nAction: "
 
 
 def test_noise_is_a_pure_function_of_the_seed(policy: Policy):
@@ -161,4 +161,4 @@ def test_robot_overrides_reach_the_model():
     actions = pi05.denoise(arm.params, arm.config, cache, arm.noise(seed=0), 2)
     actions = jax.block_until_ready(actions)
     assert actions.shape == (1, 6, 32)
-    assert arm.robot_actions(np.asarray(actions)).shape == (1, 6, 5)
+    assert arm.robot_actions(np.asarray(actions), obs.state).shape == (1, 6, 5)

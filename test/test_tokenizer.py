@@ -161,7 +161,8 @@ def test_discretize_state_bin_edges():
     step = 1 / 128
     state = [-1, -1 + step - 1e-9, -1 + step, -1e-9, 0, step, 1 - step - 1e-9, 1 - step, 1]
     assert discretize_state(np.array(state)).tolist() == [0, 0, 1, 127, 128, 129, 254, 255, 255]
-    assert discretize_state(np.array([-5.0, 7.0, 0.5, -0.5])).tolist() == [0, 255, 192, 64]
+    # As openpi: below -1 (under the 1st percentile) is bin -1, above 1 stays 255.
+    assert discretize_state(np.array([-5.0, 7.0, 0.5, -0.5])).tolist() == [-1, 255, 192, 64]
     assert discretize_state(np.array([0.5], np.float32)).tolist() == [192]
 
 
@@ -174,7 +175,7 @@ def test_discretize_state_rejects_bad_shapes_and_values(state: np.ndarray):
 def test_pi05_prompt_with_state(tok: Tokenizer):
     state = np.array([-1.0, 0.0, 1.0, -0.5, 2.0, -3.0, 0.25])
     tokens, mask = tok.tokenize_prompt("  pick_up the\nred block ", state, max_len=64)
-    text = "Task: pick up the red block, State: 0 128 255 64 255 0 160;\nAction: "
+    text = "Task: pick up the red block, State: 0 128 255 64 255 -1 160;\nAction: "
     n = len(tok.encode(text)) + 1
     assert tokens[:n].tolist() == [BOS_ID, *tok.encode(text)]
     assert tok.decode(tokens) == text

@@ -112,7 +112,8 @@ class Engine(abc.ABC):
         t2 = time.perf_counter()
         self._cache, self._inputs, self._act_s = cache, inputs, t2 - t0
         self.scheduler.trigger(self.frame, obs.prompt)
-        return ActionResult(self.frame, self.policy.robot_actions(raw[0]), t1 - t0, t2 - t1)
+        actions = self.policy.robot_actions(raw[0], obs.state)
+        return ActionResult(self.frame, actions, t1 - t0, t2 - t1)
 
     def request(self, stream: str, max_tokens: int | None = None) -> None:
         """Start a request of `stream` with the next language phase (on demand)."""

@@ -127,7 +127,7 @@ def time_embedding(params: Params, t: jax.Array, width: int) -> jax.Array:
     """pi0.5 time conditioning: sin-cos of t (periods 4e-3..4.0), two Dense+swish."""
     fraction = jnp.linspace(0.0, 1.0, width // 2)
     period = 4e-3 * (4.0 / 4e-3) ** fraction
-    angle = t[:, None] * (2 * jnp.pi / period)[None, :]
+    angle = t[:, None] * (1.0 / period * 2 * jnp.pi)[None, :]  # openpi's rounding order
     emb = jnp.concatenate([jnp.sin(angle), jnp.cos(angle)], axis=-1)
     emb = emb.astype(params["time_mlp_in"]["kernel"].dtype)
     emb = jax.nn.swish(emb @ params["time_mlp_in"]["kernel"] + params["time_mlp_in"]["bias"])

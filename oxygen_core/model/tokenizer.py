@@ -136,16 +136,16 @@ class Tokenizer:
 
 
 def discretize_state(state: np.ndarray) -> np.ndarray:
-    """Normalised state [D] -> int bins [D] in 0..255 (values outside [-1, 1] are clipped).
-
-    Bin b covers [-1 + b/128, -1 + (b+1)/128), and 1.0 falls in bin 255.
+    """Normalised state [D] -> int bins [D], as openpi: bin b covers
+    [-1 + b/128, -1 + (b+1)/128); 1.0 and above fall in bin 255, below -1 in bin -1 (a
+    state beyond the 1st percentile, which the checkpoints saw in training).
     """
     state = np.asarray(state, dtype=np.float64)
     if state.ndim != 1:
         raise ValueError(f"state must have shape [D], got {state.shape}")
     if not np.all(np.isfinite(state)):
         raise ValueError(f"state must be finite, got {state}")
-    return np.digitize(np.clip(state, -1.0, 1.0), _STATE_BIN_EDGES) - 1
+    return np.digitize(state, _STATE_BIN_EDGES) - 1
 
 
 def load_tokenizer(path: str | os.PathLike | None = None) -> Tokenizer:
