@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from oxygen_core.bench import cli, phases
+from oxygen_core.bench import cli, phases, runner
 from oxygen_core.bench.floors import Floors, Machine, ModelCosts
 from oxygen_core.bench.metrics import Comparison, RowResult
 from oxygen_core.bench.runner import BenchConfig
@@ -74,6 +74,28 @@ def test_decode_floor_counts_the_vlm_weights_lm_head_and_kv_rows():
     assert floors.decode_step_s(4, 100) == pytest.approx(max(nbytes, flops) / 1e9)
 
 
+def test_measured_arrivals_do_not_depend_on_the_warm_up_length():
+    """Runs with different k (so different warm-ups) must measure the same arrivals."""
+    cfg = runner.BenchConfig(modes=("oxygen",), ks=(1,), frames=20)
+    poisson = parse("poisson:1")
+    short, long = runner.arrivals(poisson, cfg, 6), runner.arrivals(poisson, cfg, 30)
+    assert (len(short), len(long)) == (26, 50) and short[6:] == long[30:]
+
+
+def test_a_repeated_k_is_one_row():
+    assert runner.BenchConfig(modes=("oxygen",), ks=(2, 5, 2)).ks == (2, 5)
+
+
+def test_rows_behind_their_arrivals_are_flagged(capsys):
+    """Four requests a frame into a 2-row pool at k=1: OxyGen queues and refuses."""
+    argv = ["--preset", "tiny", "--modes", "isolated,oxygen", "--k", "1", "--N", "4"]
+    argv += ["--S", "1", "--frames", "4", "--workload", "uniform:0.25", "--max-active", "2"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Rows behind their arrivals" in out
+    assert "- uniform:0.25 oxygen k=1: served" in out
+
+
 def test_bad_flags_fail_before_any_work(capsys):
     assert cli.main(["--workload", "zipf:2"]) == 2
     assert cli.main(["--modes", "oxygen-auto"]) == 2  # k=auto needs a frame budget
@@ -93,7 +115,8 @@ def test_smoke_run_writes_json_tables_and_plots(tmp_path, capsys):
 
     doc = json.loads(out.read_text())
     assert set(doc) == {"preset", "config", "machine", "decode_probe", "groups", "rows",
-                        "comparisons"}  # fmt: skip
+                        "comparisons", "peak_memory_bytes"}  # fmt: skip
+    assert doc["peak_memory_bytes"] >= max(r["memory_bytes"] for r in doc["rows"]) > 0
     assert doc["groups"] == {"main": ["uniform:1"]}
     assert set(doc["decode_probe"]) == {"1", "2"}
     for probe in doc["decode_probe"].values():
@@ -107,6 +130,7 @@ def test_smoke_run_writes_json_tables_and_plots(tmp_path, capsys):
         assert set(r) == {f.name for f in dataclasses.fields(RowResult)}
         assert (r["frames"], r["n"], r["steps"], r["workload"]) == (FRAMES, N, 2, "uniform:1")
         assert r["requests_per_frame"] == 1.0 and r["tokens_per_frame"] == N
+        assert (r["arrived_tokens_per_frame"], r["rejected"], r["queued_end"]) == (N, 0, 0)
         assert r["new_compiles"] == 0
         assert r["deadline_misses"] == 0
         assert r["action_hz"] == pytest.approx(horizon * FRAMES / sum(r["frame_s"]))

@@ -110,6 +110,7 @@ class BenchRun:
     capacity: int  # cache slots per language row
     groups: dict[str, list[Workload]]
     results: dict[str, list[RowResult]]  # workload spec -> rows
+    peak_memory_bytes: int  # the process's high-water mark over the whole run
 
     def payload(self) -> dict:
         """The JSON document."""
@@ -127,7 +128,10 @@ class BenchRun:
             },
             "groups": {name: [w.spec for w in ws] for name, ws in self.groups.items()},
             "rows": [r for rs in self.results.values() for r in rs],
-            "comparisons": [c for rs in self.results.values() for c in compare(rs, self.overheads)],
+            "comparisons": [
+                c for rs in self.results.values() for c in compare(rs, self.steps, self.overheads)
+            ],
+            "peak_memory_bytes": self.peak_memory_bytes,
         }
 
 
@@ -166,7 +170,17 @@ def run(args: argparse.Namespace, cfg: runner.BenchConfig, groups) -> BenchRun:
         for spec, frames in recorded.items()
     }
     capacity = rows[0].engine.capacity
-    return BenchRun(args.preset, cfg, floors, steps, probe.overheads(), capacity, groups, results)
+    return BenchRun(
+        args.preset,
+        cfg,
+        floors,
+        steps,
+        probe.overheads(),
+        capacity,
+        groups,
+        results,
+        runner.peak_memory_bytes(),
+    )
 
 
 def emit(bench: BenchRun, args: argparse.Namespace) -> None:
@@ -176,6 +190,11 @@ def emit(bench: BenchRun, args: argparse.Namespace) -> None:
     print(f"\nDecode step of the KV pool alone (capacity {bench.capacity} slots per row):\n")
     print(report.probe_table(bench.steps, bench.overheads, bench.floors, bench.capacity))
     print("\n" + report.results_table(payload["rows"]))
+    behind = report.behind_notes(payload["rows"])
+    if behind:
+        print("\nRows behind their arrivals (a full pool or a queue; ratios compare unequal work):")
+        print("\n".join(behind))
+    print(f"\nProcess peak memory over the run: {bench.peak_memory_bytes / 2**20:.0f} MiB")
     if payload["comparisons"]:
         print("\nOxyGen over isolated, side by side in this run:\n")
         print(report.comparison_table(payload["comparisons"]))

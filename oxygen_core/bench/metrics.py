@@ -13,10 +13,15 @@ issue 6's (2P + D + N d_1) / (P + D + d_B). Both deliver the same tokens per fra
 state, so the bound holds for tok/s as well as for action Hz.
 
 Every term is measured in the same interleaved run: P and D are the medians over all rows,
-d_1 is what the isolated row paid per token beyond its own prefill, d_B the pool's step
-at the OxyGen row's bucket (`DecodeProbe`). What OxyGen spends beyond its k steps (the
-decode call's fixed overhead, admitting the frame's requests) is left out of the bound
-on purpose and reported next to it: it is the gap an engine fix can close.
+d_1 and d_B the pool's step at bucket 1 and at the OxyGen row's bucket (`DecodeProbe`).
+What either side spends beyond prefills and steps (a decode call's fixed overhead,
+admitting a request's prompt) is left out on purpose; OxyGen's is reported next to the
+bound: it is the gap an engine fix can close.
+
+"Same tokens per frame" fails when OxyGen falls behind its arrivals (a full pool, a
+growing queue, refused requests): such a row serves less than isolated, and its ratios
+compare unequal work. `RowResult` carries arrived and served tokens, refusals and the
+final queue, and the report flags those rows.
 """
 
 from __future__ import annotations
@@ -50,7 +55,10 @@ class RowResult:
     avg_k: float
     bucket: int  # most frequent decode bucket (1 for the baselines)
     requests_per_frame: float
-    tokens_per_frame: float
+    tokens_per_frame: float  # produced
+    arrived_tokens_per_frame: float  # asked for by the frame's arrivals
+    rejected: int  # requests refused over the measured frames (pool or queue full)
+    queued_end: int  # requests still waiting for a row after the last measured frame
     prefill_s: float
     prefill_floor_s: float
     denoise_s: float
@@ -59,7 +67,7 @@ class RowResult:
     decode_step_s: float
     decode_floor_s: float
     deadline_misses: int | None
-    peak_memory_bytes: int
+    memory_bytes: int  # largest in-use sample at a frame's end; the run's peak is in the JSON
     new_compiles: int  # executables compiled after warm-up, all frames: must be 0
     frame_s: tuple[float, ...]  # measured frame times, in order (the timeline)
 
@@ -117,6 +125,9 @@ def summarize(
         bucket=bucket,
         requests_per_frame=float(np.mean([r.requests for r in measured])),
         tokens_per_frame=float(np.mean([r.tokens for r in measured])),
+        arrived_tokens_per_frame=float(np.mean([r.arrived_tokens for r in measured])),
+        rejected=sum(r.rejected for r in measured),
+        queued_end=measured[-1].queued,
         prefill_s=float(np.median([r.prefill_s for r in measured])),
         prefill_floor_s=floors.prefill_s(),
         denoise_s=float(np.median([r.denoise_s for r in measured])),
@@ -125,7 +136,7 @@ def summarize(
         decode_step_s=decode_step_s(row, measured, probe),
         decode_floor_s=floors.decode_step_s(bucket, row.engine.capacity),
         deadline_misses=None if budget_s is None else int(np.sum(frame_s > budget_s)),
-        peak_memory_bytes=max(r.memory_bytes for r in measured),
+        memory_bytes=max(r.memory_bytes for r in measured),
         new_compiles=sum(r.new_compiles for r in records),
         frame_s=tuple(float(s) for s in frame_s),
     )
@@ -143,10 +154,13 @@ class Comparison:
     admission_s: float  # OxyGen language time per frame beyond its decode call
 
 
-def compare(results: list[RowResult], overheads: dict[int, float]) -> list[Comparison]:
+def compare(
+    results: list[RowResult], steps: dict[int, float], overheads: dict[int, float]
+) -> list[Comparison]:
     """Bound and measured ratios of every OxyGen row over the isolated row.
 
-    overheads: seconds of a decode call that runs no step, per bucket (`DecodeProbe`).
+    steps, overheads: seconds of a pool decode step, and of a decode call that runs no
+    step, per bucket (`DecodeProbe`).
     """
     isolated = next((r for r in results if r.mode == "isolated"), None)
     if isolated is None:
@@ -158,7 +172,7 @@ def compare(results: list[RowResult], overheads: dict[int, float]) -> list[Compa
         prefill
         + denoise
         + isolated.requests_per_frame * prefill
-        + isolated.tokens_per_frame * isolated.decode_step_s
+        + isolated.tokens_per_frame * steps.get(1, isolated.decode_step_s)
     )
     out = []
     for r in results:

@@ -43,21 +43,33 @@ def _table(head: Sequence[str], lines: list[str]) -> str:
 def results_table(results: Sequence[RowResult]) -> str:
     """One line per row; phase times in ms with their floors in parentheses."""
     head = (
-        "workload", "row", "action Hz", "tok/s", "frame p50/p99/max ms", "batch",
-        "prefill ms (floor)", "denoise ms (floor)", "language ms", "decode step ms (floor)",
-        "misses", "new compiles",
+        "workload", "row", "action Hz", "tok/s", "tokens/frame served / arrived",
+        "frame p50/p99/max ms", "batch", "prefill ms (floor)", "denoise ms (floor)",
+        "language ms", "decode step ms (floor)", "misses", "new compiles",
     )  # fmt: skip
     lines = []
     for r in results:
         misses = "-" if r.deadline_misses is None else f"{r.deadline_misses}/{r.frames}"
         lines.append(
             f"| {r.workload} | {r.label} | {r.action_hz:.2f} | {r.lang_tps:.1f} | "
+            f"{r.tokens_per_frame:.1f} / {r.arrived_tokens_per_frame:.1f} | "
             f"{_ms(r.frame_p50_s)} / {_ms(r.frame_p99_s)} / {_ms(r.frame_max_s)} | "
             f"{r.avg_batch:.1f} | {_vs(r.prefill_s, r.prefill_floor_s)} | "
             f"{_vs(r.denoise_s, r.denoise_floor_s)} | {_ms(r.language_s)} | "
             f"{_vs(r.decode_step_s, r.decode_floor_s)} | {misses} | {r.new_compiles} |"
         )
     return _table(head, lines)
+
+
+def behind_notes(results: Sequence[RowResult]) -> list[str]:
+    """A line per row that fell behind its arrivals: its ratios compare unequal work."""
+    return [
+        f"- {r.workload} {r.label}: served {r.tokens_per_frame:.1f} of "
+        f"{r.arrived_tokens_per_frame:.1f} tokens/frame, {r.rejected} requests refused, "
+        f"{r.queued_end} queued at the end"
+        for r in results
+        if r.rejected or r.queued_end
+    ]
 
 
 def comparison_table(comparisons: Sequence[Comparison]) -> str:

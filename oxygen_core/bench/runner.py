@@ -4,9 +4,11 @@ All rows (isolated, shared, OxyGen at each k, OxyGen with k=auto) live in one pr
 share one policy. They are warmed up (every shape compiled) before anything is timed,
 then stepped in turn within each frame, in a rotating order, so a burst of load from other
 processes falls on all of them alike and the ratios between rows are measured side by
-side. Each row gets its own count of warm-up frames (N/k for OxyGen, as the paper: the
-batch must fill), aligned so that every row's measured frames start at the same time and
-see identical arrivals.
+side. Each row gets its own count of warm-up frames (the longest request over k for
+OxyGen, as the paper: the batch must fill), aligned so that every row's measured frames
+start at the same time and see identical arrivals. The measured frames' arrivals are the
+workload's schedule for `frames` frames, drawn apart from the warm-up's, so they do not
+depend on which rows (and so how many warm-up frames) a run has.
 
 A frame is timed from the first request call to the end of the language phase: the
 engine returns host numpy values, so the clock already includes `block_until_ready`.
@@ -57,6 +59,7 @@ class BenchConfig:
             raise ValueError("mode oxygen-auto needs a frame budget (--budget seconds)")
         if any(k < 1 for k in self.ks):
             raise ValueError(f"every k must be >= 1, got {self.ks}")
+        object.__setattr__(self, "ks", tuple(dict.fromkeys(self.ks)))  # one row per k
 
     def buckets(self) -> tuple[int, ...]:
         """Powers of two up to the pool size: few compiled shapes, at most 2x padding."""
@@ -75,6 +78,9 @@ class FrameRecord:
     language_s: float
     tokens: int
     requests: int
+    arrived_tokens: int  # tokens the frame's arrivals ask for
+    rejected: int  # requests the engine refused this frame (pool full, queue full)
+    queued: int  # requests waiting for a pool row after the frame
     k: int
     batch: int
     bucket: int
@@ -138,16 +144,17 @@ def build_rows(policy: Policy, cfg: BenchConfig, max_tokens: int, obs: Observati
     for mode, k in specs:
         engine = make_engine(policy, _engine_config(cfg, mode, k or 1, max_tokens))
         engine.warmup(obs)
-        rows.append(Row(mode, k, engine, _warmup_frames(cfg, k)))
+        rows.append(Row(mode, k, engine, _warmup_frames(cfg, k, max_tokens)))
     return rows
 
 
-def _warmup_frames(cfg: BenchConfig, k: int | str | None) -> int:
+def _warmup_frames(cfg: BenchConfig, k: int | str | None, max_tokens: int) -> int:
+    """Frames until the batch is full: the longest request must have finished once."""
     if cfg.warmup_frames is not None:
         return cfg.warmup_frames
     if k is None:
         return 1
-    return math.ceil(cfg.n / (1 if k == "auto" else k))
+    return math.ceil(max_tokens / (1 if k == "auto" else k))
 
 
 def memory_bytes() -> int:
@@ -158,6 +165,18 @@ def memory_bytes() -> int:
         return int(stats.get("bytes_in_use", 0))
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_memory_bytes() -> int:
+    """The process's high-water mark so far: device peak_bytes_in_use on an accelerator,
+    VmHWM (peak RSS) on a CPU. One figure per run: every row shares the process."""
+    device = jax.devices()[0]
+    stats = device.memory_stats() if device.platform != "cpu" else None
+    if stats:
+        return int(stats.get("peak_bytes_in_use", stats.get("bytes_in_use", 0)))
+    with open("/proc/self/status") as f:
+        hwm = next(line for line in f if line.startswith("VmHWM:"))
+    return int(hwm.split()[1]) * 1024
 
 
 def run_frame(row: Row, obs: Observation, lengths: tuple[int, ...], measured: bool) -> FrameRecord:
@@ -178,12 +197,22 @@ def run_frame(row: Row, obs: Observation, lengths: tuple[int, ...], measured: bo
         language_s=lang.decode_s,
         tokens=sum(len(e.token_ids) for e in lang.events),
         requests=len(lengths),
+        arrived_tokens=sum(lengths),
+        rejected=lang.rejected,
+        queued=lang.queued,
         k=lang.k,
         batch=lang.batch,
         bucket=lang.bucket,
         new_compiles=engine.compile_count() - compiles,
         memory_bytes=memory_bytes(),
     )
+
+
+def arrivals(workload: Workload, cfg: BenchConfig, warmup: int) -> list[tuple[int, ...]]:
+    """Request lengths per frame: `warmup` frames, then the measured ones, which are the
+    same for any warm-up length (a separate draw: the rows a run has do not shift them)."""
+    before = workload.schedule(warmup, cfg.n, cfg.seed + 1) if warmup else []
+    return before + workload.schedule(cfg.frames, cfg.n, cfg.seed)
 
 
 def run_workload(
@@ -200,7 +229,7 @@ def run_workload(
     tick(label) after each row-frame (progress reporting). Returns frames by row label.
     """
     w_max = max(r.warmup for r in rows)
-    schedule = workload.schedule(w_max + cfg.frames, cfg.n, cfg.seed)
+    schedule = arrivals(workload, cfg, w_max)
     records: dict[str, list[FrameRecord]] = {row.label: [] for row in rows}
     for row in rows:
         row.engine.reset()
