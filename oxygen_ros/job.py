@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from builtin_interfaces.msg import Time
+from rosbags.rosbag2 import ReaderError
 
-from oxygen_ros.bagio import BagMessage, BagWriter, bag_span_ns, from_cdr, read_bag
+from oxygen_ros.bagio import BagMessage, BagWriter, bag_span_ns, bag_topics, from_cdr, read_bag
 from oxygen_ros.configure import TopicNames, load_settings
 from oxygen_ros.params import Settings
 from oxygen_ros.report import Recording, RunInfo, warmup_frames
@@ -43,11 +44,18 @@ class Job:
     def load(
         cls, bag: Path, params: Path, out: Path, overrides: Mapping[str, object] | None = None
     ) -> Job:
-        """Read the parameters (see load_settings); the bag must exist."""
-        if not (Path(bag) / "metadata.yaml").is_file():
+        """Read the parameters (see load_settings) and check the bag and the output
+        folder, so a mistake fails here, before the model loads (ValueError / OSError)."""
+        bag, out = Path(bag), Path(out)
+        if not bag.exists():
+            raise FileNotFoundError(f"{bag} does not exist")
+        if not (bag / "metadata.yaml").is_file():
             raise FileNotFoundError(f"{bag} is not a rosbag2 folder (no metadata.yaml)")
+        if (out / OUTPUT_BAG).exists():
+            raise FileExistsError(f"{out / OUTPUT_BAG} exists: choose a new --out folder")
         settings, names = load_settings(params, overrides)
-        return cls(Path(bag), Path(params), settings, names, Path(out))
+        check_bag(bag, names, settings.node.missing_camera)
+        return cls(bag, Path(params), settings, names, out)
 
     def span_ns(self) -> tuple[int, int]:
         return bag_span_ns(self.bag)
@@ -68,6 +76,25 @@ class Job:
             warmup_frames=warmup_frames(self.settings.engine),
             origin_ns=origin,
             instructions=instructions(self.bag, self.names.instruction, cfg.instruction, origin),
+        )
+
+
+def check_bag(bag: Path, names: TopicNames, missing_camera: str) -> None:
+    """The bag opens and has messages, and every frame could be assembled from its topics:
+    the joint state and the cameras (all of them unless missing_camera is "blank")."""
+    try:
+        topics, (first, last) = bag_topics(bag), bag_span_ns(bag)
+    except (ReaderError, KeyError) as error:
+        raise ValueError(f"{bag} cannot be read: {error}") from None
+    if last < first:
+        raise ValueError(f"{bag} holds no messages")
+    cameras = [t for t in names.cameras if t not in topics]
+    needed = cameras if missing_camera == "skip" or len(cameras) == len(names.cameras) else []
+    missing = needed + ([names.joint_state] if names.joint_state not in topics else [])
+    if missing:
+        raise ValueError(
+            f"{bag} lacks the input topics {missing} named by the params, so every frame "
+            f"would skip; it has {sorted(topics)}"
         )
 
 

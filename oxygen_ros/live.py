@@ -62,15 +62,15 @@ class Pacer:
         self.origin_ns = origin_ns
         self.start_s = time.monotonic()
 
-    def wait(self, time_ns: int) -> bool:
-        """Sleep until `time_ns` is due; False when it was already past due (we are late)."""
+    def wait(self, time_ns: int) -> float | None:
+        """Sleep until `time_ns` is due; its due time on the steady clock (None unpaced)."""
         if self.rate is None:
-            return True
-        delay = self.start_s + (time_ns - self.origin_ns) * 1e-9 / self.rate - time.monotonic()
-        if delay < 0:
-            return False
-        time.sleep(delay)
-        return True
+            return None
+        due_s = self.start_s + (time_ns - self.origin_ns) * 1e-9 / self.rate
+        delay = due_s - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        return due_s
 
 
 def wait_until(ready: Callable[[], bool], timeout_s: float, what: str) -> None:

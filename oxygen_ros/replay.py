@@ -27,12 +27,15 @@ import argparse
 import heapq
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rclpy.exceptions import ParameterException
+from rosbags.rosbag2 import ReaderError, WriterError
 from tqdm import tqdm
 
 from oxygen_ros.bagio import BagMessage, BagWriter, from_cdr, read_bag
@@ -121,7 +124,10 @@ class OfflineReplay:
         self.stats = NodeStats()
         self.log = _FrameLog(_file_logger(job.out / "replay.log"), lambda: self.outputs.now_ns)
         self.reporter = DiagnosticsReporter(job.names.node, cfg.frame_period_s)
-        self.slots = {topic: i for i, topic in enumerate(job.names.cameras)}
+        self.slots: dict[str, list[int]] = {}  # a topic may fill several slots, as in the node
+        for i, topic in enumerate(job.names.cameras):
+            self.slots.setdefault(topic, []).append(i)
+        self._frame_s = (float("-inf"), float("-inf"))  # steady start and end of the last frame
         self.loop = FrameLoop(
             engine=pipeline.engine,
             assembler=pipeline.assembler,
@@ -142,10 +148,9 @@ class OfflineReplay:
                 if kind == _MESSAGE:
                     self._deliver(message)
                 elif kind == _DIAGNOSTICS:
-                    pacer.wait(time_ns)
                     self._diagnostics(time_ns)
                 else:
-                    self._tick(time_ns, on_time=pacer.wait(time_ns))
+                    self._tick(time_ns, on_time=self._free_at(pacer.wait(time_ns)))
                     bar.update()
                     bar.set_postfix_str(self._progress(), refresh=False)
                 self.outputs.flush()
@@ -169,7 +174,8 @@ class OfflineReplay:
         names, assembler = self.job.names, self.pipeline.assembler
         msg = from_cdr(message.data, message.msgtype)
         if message.topic in self.slots:
-            assembler.on_image(self.slots[message.topic], msg)
+            for slot in self.slots[message.topic]:
+                assembler.on_image(slot, msg)
         elif message.topic == names.joint_state:
             assembler.on_joint_state(msg)
         elif message.topic == names.instruction:
@@ -178,6 +184,13 @@ class OfflineReplay:
             self.loop.request(msg.data)
         else:
             self.log.warning(f"{message.topic}: unknown stream {msg.data!r}")
+
+    def _free_at(self, due_s: float | None) -> bool:
+        """Whether the node's worker would take a tick due at `due_s`: not while the last
+        frame ran across that time. (A tick the pacer itself is late for is no overrun:
+        that lateness is the replay's, not the frame's.)"""
+        started, ended = self._frame_s
+        return due_s is None or not started < due_s < ended
 
     def _tick(self, time_ns: int, on_time: bool) -> None:
         if not on_time:  # the previous frame still runs: the node's worker refuses the tick
@@ -195,6 +208,8 @@ class OfflineReplay:
         except Exception as error:  # as the node's worker: count it, keep going
             self.stats.error()
             self.log.error(f"frame failed: {type(error).__name__}: {error}")
+        finally:
+            self._frame_s = (start, time.monotonic())
 
     def _diagnostics(self, time_ns: int) -> None:
         """The node's diagnostics timer: /diagnostics on the same period of the bag clock."""
@@ -295,6 +310,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if not args.live:  # an offline replay talks to no one: keep its DDS participant local
         os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    # `kill` and a CI timeout send SIGTERM: exit through the `with` blocks, so the output
+    # bag gets its index and metadata and stays readable.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     overrides = {"engine_mode": args.mode, "seed": args.seed}
     try:
         job = Job.load(
@@ -311,9 +329,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         else:
             report = replay_offline(job, rate=args.rate, progress=not args.no_progress)
-    except (OSError, ValueError, TimeoutError, RuntimeError) as error:
+    except (OSError, ValueError, TimeoutError, RuntimeError, ParameterException) as error:
         print(f"oxygen-replay: {error}", file=sys.stderr)
         return 1
+    except (ReaderError, WriterError) as error:  # rosbags' own: a damaged bag, a full disk
+        print(f"oxygen-replay: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # the output bag was closed on the way out: it stays readable
+        print(f"oxygen-replay: interrupted; partial output bag in {args.out}", file=sys.stderr)
+        return 130
     print(summary(report, args.out))
     return 0
 
