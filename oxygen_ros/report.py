@@ -81,6 +81,7 @@ class Recording:
         self.tokens: collections.Counter[tuple[int, str]] = collections.Counter()
         self.requests: set[int] = set()
         self.finished: list[tuple[str, str, str]] = []  # (stream, reason, text) in order
+        self.running: dict[int, tuple[str, str]] = {}  # request id -> (stream, text so far)
         self.diagnostics: dict[str, dict[str, str]] = {}  # status -> key -> value, latest
 
     def add(self, msg: Any) -> None:
@@ -95,8 +96,10 @@ class Recording:
             case LanguageTokens():
                 self.tokens[(_stamp_ns(msg.header.stamp), msg.stream)] += len(msg.token_ids)
                 self.requests.add(msg.request_id)
+                self.running[msg.request_id] = (msg.stream, msg.text)
                 if msg.finished:
                     self.finished.append((msg.stream, msg.finish_reason, msg.text))
+                    del self.running[msg.request_id]
             case DiagnosticArray():
                 for status in msg.status:
                     self.diagnostics[status.name] = {kv.key: kv.value for kv in status.values}
@@ -194,6 +197,9 @@ def build_report(rec: Recording, info: RunInfo, counts: Counts) -> dict[str, Any
             {"time_s": _rel_s(t, info.origin_ns), "text": text} for t, text in info.instructions
         ],
         "texts": texts,
+        "unfinished_texts": {
+            s: [text for stream, text in rec.running.values() if stream == s] for s in streams
+        },
         "timeline": _timeline(rec, frames, streams, info.origin_ns),
     }
 
@@ -289,6 +295,11 @@ def markdown(report: Mapping[str, Any], png_name: str) -> str:
         lines.append(f"**{stream}** ({len(texts)}, reasons {r['finish_reasons'][stream]}):")
         lines += [f"- `{t!r}`" for t in texts[:5]]
         lines += [f"- ... {len(texts) - 5} more in report.json"] if len(texts) > 5 else []
+        lines.append("")
+    unfinished = [(s, t) for s, ts in r["unfinished_texts"].items() for t in ts]
+    if unfinished:
+        lines += ["## Texts still decoding when the bag ended", ""]
+        lines += [f"- {stream}: `{text!r}`" for stream, text in unfinished]
         lines.append("")
     lines += ["## Timeline", "", f"![timeline]({png_name})", ""]
     return "\n".join(lines)

@@ -181,6 +181,9 @@ def test_clean_replay_counts_frames_requests_and_texts(baseline):
         == sum(sum(reasons.values()) for reasons in r["finish_reasons"].values())
     )
     assert r["requests_finished"] >= 12  # the request of frame 55 may still be running
+    # Every started request is reported: finished, or with its text so far.
+    unfinished = [t for stream in r["unfinished_texts"].values() for t in stream]
+    assert r["requests_finished"] + len(unfinished) == r["requests_started"]
     assert [i["text"] for i in r["instructions"]] == list(SCENE.instructions)
     assert r["instructions"][1]["time_s"] == pytest.approx(3.025)
     assert len(r["timeline"]["time_s"]) == r["frames"]
