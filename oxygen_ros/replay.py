@@ -345,7 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def summary(report: Mapping[str, Any], out: Path) -> str:
     """Two lines for the terminal: the headline numbers and where the files are."""
     skipped = sum(report["skipped_frames"].values())
-    return (
+    warnings = "".join(f"warning: {w}\n" for w in report["warnings"])
+    return warnings + (
         f"{report['frames']} frames, {skipped} skipped, {report['deadline_misses']} deadline "
         f"misses; actions {report['action_hz']:.1f} Hz, language {report['lang_tps']:.1f} tok/s; "
         f"{report['requests_finished']}/{report['requests_started']} requests finished\n"

@@ -158,6 +158,18 @@ def warmup_frames(engine: EngineConfig) -> int:
 # --------------------------------------------------------------------------- report.json
 
 
+def _warnings(frames: list[_Frame]) -> list[str]:
+    """What makes this report less than it seems (a live node that ran before)."""
+    first = min((f.frame for f in frames), default=0)
+    if first == 0:
+        return []
+    return [
+        f"the node's first frame in this run is #{first}: it ran before, so the counts it "
+        "reports on /diagnostics (skips, misses, overruns) include that earlier run; "
+        "restart the node for a clean report"
+    ]
+
+
 def build_report(rec: Recording, info: RunInfo, counts: Counts) -> dict[str, Any]:
     """The report as plain JSON data (see the module docstring for the metrics)."""
     frames = sorted(rec.frames, key=lambda f: f.stamp_ns)
@@ -171,6 +183,7 @@ def build_report(rec: Recording, info: RunInfo, counts: Counts) -> dict[str, Any
         reasons[stream][reason] += 1
         texts[stream].append(text)
     return {
+        "warnings": _warnings(frames),
         "source": info.source,
         "bag": info.bag,
         "params": info.params,
@@ -271,6 +284,7 @@ def markdown(report: Mapping[str, Any], png_name: str) -> str:
         "",
         f"Parameters `{r['params']}`, engine mode `{r['mode']}`, seed {r['seed']}.",
         "",
+        *[f"**Warning:** {w}.\n" for w in r["warnings"]],
         "| metric | value |",
         "|---|---|",
         f"| frames (chunks published) | {r['frames']} |",

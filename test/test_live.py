@@ -97,6 +97,20 @@ def test_live_play_drives_the_node_and_matches_offline_replay_frame_by_frame(nod
             np.asarray(ours.actions), np.asarray(theirs.actions), err_msg=f"frame {ours.sequence}"
         )
     assert live["texts"] == offline["texts"] and live["requests_started"] >= 2
+    assert live["warnings"] == offline["warnings"] == []
+
+
+@pytest.mark.slow
+def test_a_second_live_run_on_the_same_node_warns_that_its_counts_are_mixed(node, tmp_path):
+    """The node's /diagnostics counters and request ids carry over from the first run."""
+    write_scene(tmp_path / "bag", Scene(seconds=1.0, sensor_hz=10.0), scene_topics(TINY))
+    if node.stats().frames == 0:  # run alone: give the node a first run of its own
+        replay_live(Job.load(tmp_path / "bag", TINY, tmp_path / "first"), rate=RATE, progress=False)
+    job = Job.load(tmp_path / "bag", TINY, tmp_path / "again")
+    report = replay_live(job, rate=RATE, wait_s=30.0, progress=False)
+    assert report["frames"] > 0
+    assert len(report["warnings"]) == 1 and "it ran before" in report["warnings"][0]
+    assert "**Warning:**" in (tmp_path / "again" / "report.md").read_text()
 
 
 def test_console_prints_status_once_a_second_and_every_finished_text():
