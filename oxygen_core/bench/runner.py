@@ -157,10 +157,15 @@ def _warmup_frames(cfg: BenchConfig, k: int | str | None, max_tokens: int) -> in
     return math.ceil(max_tokens / (1 if k == "auto" else k))
 
 
+def _device_stats() -> dict | None:
+    """The accelerator's memory statistics; None on a CPU (the process is measured)."""
+    device = jax.devices()[0]
+    return device.memory_stats() if device.platform != "cpu" else None
+
+
 def memory_bytes() -> int:
     """Bytes in use now: device memory on an accelerator, process RSS on a CPU."""
-    device = jax.devices()[0]
-    stats = device.memory_stats() if device.platform != "cpu" else None
+    stats = _device_stats()
     if stats:
         return int(stats.get("bytes_in_use", 0))
     with open("/proc/self/statm") as f:
@@ -170,8 +175,7 @@ def memory_bytes() -> int:
 def peak_memory_bytes() -> int:
     """The process's high-water mark so far: device peak_bytes_in_use on an accelerator,
     VmHWM (peak RSS) on a CPU. One figure per run: every row shares the process."""
-    device = jax.devices()[0]
-    stats = device.memory_stats() if device.platform != "cpu" else None
+    stats = _device_stats()
     if stats:
         return int(stats.get("peak_bytes_in_use", stats.get("bytes_in_use", 0)))
     with open("/proc/self/status") as f:
