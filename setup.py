@@ -30,8 +30,8 @@ setup(
             "oxygen-verify=oxygen_core.engine.verify:main",
             "oxygen-bench=oxygen_core.bench.cli:main",
             "oxygen-node=oxygen_ros.node:main",
-            "oxygen-replay=oxygen_ros.replay:main",
-            "oxygen-demo=oxygen_ros.demo:main",
+            "oxygen-replay=oxygen_ros.tools.replay:main",
+            "oxygen-demo=oxygen_ros.tools.demo:main",
         ],
     },
 )

@@ -26,15 +26,15 @@ from builtin_interfaces.msg import Time
 from rclpy.executors import SingleThreadedExecutor
 from std_msgs.msg import Header
 
-from oxygen_ros.bagio import from_cdr, read_bag
-from oxygen_ros.configure import TopicNames
-from oxygen_ros.demo import Console
-from oxygen_ros.demo_bag import Scene, scene_topics, write_scene
-from oxygen_ros.job import OUTPUT_BAG, Job
-from oxygen_ros.live import replay_live
+from oxygen_ros.tools.bagio import from_cdr, read_bag
+from oxygen_ros.tools.configure import TopicNames
+from oxygen_ros.tools.demo import Console
+from oxygen_ros.tools.demo_bag import Scene, scene_topics, write_scene
+from oxygen_ros.tools.job import OUTPUT_BAG, Job
+from oxygen_ros.tools.live import replay_live
 from oxygen_ros.msg import EngineStats, LanguageTokens
 from oxygen_ros.node import OxygenNode
-from oxygen_ros.replay import replay_offline
+from oxygen_ros.tools.replay import replay_offline
 
 pytestmark = pytest.mark.ros
 

@@ -1,7 +1,7 @@
 """Offline replay (issue 5): bags in both storage formats, determinism, bad inputs, outputs.
 
 Every replay runs the real tiny model through the node's frame function. The scene is
-oxygen_ros.demo_bag's, 6 s long: sensors at 20 Hz stamped at x.x25 and x.x75 s, frame
+oxygen_ros.tools.demo_bag's, 6 s long: sensors at 20 Hz stamped at x.x25 and x.x75 s, frame
 ticks every 0.1 s from 0.0 (the tiny config's period), so tick t sees the sensors of
 t - 0.025 s and the instruction changes at 3.025 s. The first replay compiles the model
 (tens of seconds); later ones in this process reuse it.
@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 import yaml
 
-from oxygen_ros import replay
-from oxygen_ros.bagio import (
+from oxygen_ros.tools import replay
+from oxygen_ros.tools.bagio import (
     BagMessage,
     BagWriter,
     bag_span_ns,
@@ -34,8 +34,8 @@ from oxygen_ros.bagio import (
     to_cdr,
     typestore,
 )
-from oxygen_ros.configure import TopicNames, load_settings
-from oxygen_ros.demo_bag import (
+from oxygen_ros.tools.configure import TopicNames, load_settings
+from oxygen_ros.tools.demo_bag import (
     OBJECTS,
     Scene,
     SceneTopics,
@@ -43,8 +43,8 @@ from oxygen_ros.demo_bag import (
     scene_topics,
     write_scene,
 )
-from oxygen_ros.job import OUTPUT_BAG
-from oxygen_ros.report import MEASURED_KEYS, MEASURED_SERIES
+from oxygen_ros.tools.job import OUTPUT_BAG
+from oxygen_ros.tools.report import MEASURED_KEYS, MEASURED_SERIES
 
 pytestmark = pytest.mark.ros
 

@@ -6,10 +6,10 @@ The real node (`python -m oxygen_ros.node`, the `oxygen-node` executable) starts
 own process with config/tiny.yaml, `autostart` and `use_sim_time`, exactly as on a robot:
 it configures (loads the model, compiles every shape) and activates itself. Once it has
 subscribed to its inputs, data/demo_bag is played onto those topics with /clock at the
-bag's pace (oxygen_ros.live, in place of `ros2 bag play --clock`), and every output
+bag's pace (oxygen_ros.tools.live, in place of `ros2 bag play --clock`), and every output
 topic is recorded. While it runs this prints, as the messages arrive, the frame rate,
 deadline misses, batch size and the narration and memory texts; it ends with the
-run's report and timeline (oxygen_ros.report) in out/demo/<date-time>/.
+run's report and timeline (oxygen_ros.tools.report) in out/demo/<date-time>/.
 
 The node gets its own process, as on the robot, so its frame loop and the player's
 pacing do not share one interpreter lock. Everything stays on this host (DDS discovery
@@ -31,10 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from oxygen_ros.configure import TopicNames
-from oxygen_ros.job import Job
-from oxygen_ros.live import replay_live
-from oxygen_ros.replay import summary
+from oxygen_ros.tools.configure import TopicNames
+from oxygen_ros.tools.job import Job
+from oxygen_ros.tools.live import replay_live
+from oxygen_ros.tools.replay import summary
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_BAG = ROOT / "data" / "demo_bag"

@@ -11,11 +11,11 @@ remember and the narration something new to see.
 Everything is a pure function of `Scene` (seeded), so the bundled bag can be rebuilt
 bit for bit:
 
-    python -m oxygen_ros.demo_bag data/demo_bag --params config/tiny.yaml
+    python -m oxygen_ros.tools.demo_bag data/demo_bag --params config/tiny.yaml
 
 The recording starts on a whole second and sensors are stamped half a sensor period off
 it, so with a frame period that is a multiple of the sensor period no message lands on a
-frame tick (ticks fall on multiples of the period, see oxygen_ros.job): a live node
+frame tick (ticks fall on multiples of the period, see oxygen_ros.tools.job): a live node
 that keeps up then sees the same inputs per frame as an offline replay.
 """
 
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from oxygen_ros.bagio import STORAGES, BagMessage, BagWriter, Storage, typestore
-from oxygen_ros.configure import load_settings
+from oxygen_ros.tools.bagio import STORAGES, BagMessage, BagWriter, Storage, typestore
+from oxygen_ros.tools.configure import load_settings
 
 # World: the unit square seen from above; y grows towards the robot's base.
 _TABLE = np.array([186, 150, 110], np.float32)  # wood
@@ -259,7 +259,7 @@ def scene_topics(params: Path) -> SceneTopics:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m oxygen_ros.demo_bag OUT`: write the synthetic scene as a new bag."""
+    """`python -m oxygen_ros.tools.demo_bag OUT`: write the synthetic scene as a new bag."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="bag folder to create (must not exist)")
     parser.add_argument("--params", type=Path, default=Path("config/tiny.yaml"))

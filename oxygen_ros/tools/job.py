@@ -21,10 +21,10 @@ from typing import Any
 from builtin_interfaces.msg import Time
 from rosbags.rosbag2 import ReaderError
 
-from oxygen_ros.bagio import BagMessage, BagWriter, bag_span_ns, bag_topics, from_cdr, read_bag
-from oxygen_ros.configure import TopicNames, load_settings
+from oxygen_ros.tools.bagio import BagMessage, BagWriter, bag_span_ns, bag_topics, from_cdr, read_bag
+from oxygen_ros.tools.configure import TopicNames, load_settings
 from oxygen_ros.params import Settings
-from oxygen_ros.report import Recording, RunInfo, warmup_frames
+from oxygen_ros.tools.report import Recording, RunInfo, warmup_frames
 
 OUTPUT_BAG = "output_bag"  # the output bag's folder in a job's output folder
 _NS = 1_000_000_000

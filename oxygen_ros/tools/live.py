@@ -40,9 +40,9 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from tqdm import tqdm
 
-from oxygen_ros.bagio import BagMessage, BagWriter, bag_topics, message_class, read_bag
-from oxygen_ros.job import OUTPUT_BAG, Job, OutputSink, period_ns, stamp
-from oxygen_ros.report import Counts, Recording, build_report, write_report
+from oxygen_ros.tools.bagio import BagMessage, BagWriter, bag_topics, message_class, read_bag
+from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns, stamp
+from oxygen_ros.tools.report import Counts, Recording, build_report, write_report
 
 # Reliable writers match reliable and best-effort readers alike (the node reads sensors
 # best effort, instructions reliably, /clock best effort).

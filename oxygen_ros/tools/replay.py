@@ -3,21 +3,21 @@
     oxygen-replay BAG --params config/tiny.yaml --out DIR [--mode M] [--seed S]
                   [--rate R | --as-fast-as-possible] [--live]
 
-The parameters, engine and frame assembler are the node's own (oxygen_ros.configure),
+The parameters, engine and frame assembler are the node's own (oxygen_ros.tools.configure),
 and every frame is `frame.FrameLoop.run`, the node's frame function, with outputs that
 go into a bag instead of onto topics. Messages are decoded by rclpy from the bag's CDR
 bytes and handed to the assembler as the node's callbacks do, in log-time order, a
 message before a frame tick at the same time; ticks fall where the node's timer fires
-(oxygen_ros.job). Frame time, latency and deadlines are measured on the steady clock, as
+(oxygen_ros.tools.job). Frame time, latency and deadlines are measured on the steady clock, as
 in the node. As fast as possible (the default) every tick runs; `--rate R` paces bag
 time at R x wall time, and a tick that comes while the previous frame still runs is an
 overrun, as the node's worker refuses it.
 
 `--live` instead plays the bag onto ROS 2 topics with /clock for the real node started
-with use_sim_time, records its outputs and reports them the same way (oxygen_ros.live).
+with use_sim_time, records its outputs and reports them the same way (oxygen_ros.tools.live).
 
 DIR gets `output_bag/` (mcap: every output topic of the node, /diagnostics included),
-report.json, report.md, timeline.png (oxygen_ros.report) and replay.log (why frames
+report.json, report.md, timeline.png (oxygen_ros.tools.report) and replay.log (why frames
 were skipped).
 """
 
@@ -38,14 +38,14 @@ from rclpy.exceptions import ParameterException
 from rosbags.rosbag2 import ReaderError, WriterError
 from tqdm import tqdm
 
-from oxygen_ros.bagio import BagMessage, BagWriter, from_cdr, read_bag
-from oxygen_ros.configure import TopicNames
+from oxygen_ros.tools.bagio import BagMessage, BagWriter, from_cdr, read_bag
+from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
 from oxygen_ros.frame import FrameLoop, Tick
-from oxygen_ros.job import OUTPUT_BAG, Job, OutputSink, period_ns, stamp, timer_grid
-from oxygen_ros.live import Pacer, replay_live
+from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns, stamp, timer_grid
+from oxygen_ros.tools.live import Pacer, replay_live
 from oxygen_ros.pipeline import Pipeline, make_pipeline
-from oxygen_ros.report import Counts, build_report, write_report
+from oxygen_ros.tools.report import Counts, build_report, write_report
 
 _NS = 1_000_000_000
 
