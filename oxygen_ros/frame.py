@@ -1,34 +1,26 @@
-"""One frame of the node, and the publishers it writes to.
+"""One frame of the node: inputs -> observation -> chunk out -> language out -> stats out.
 
 A frame runs on the worker thread in two phases, as the OxyGen engine does: the action
 chunk is published the moment `engine.act` returns (hard deadline), and only then does
 the language phase decode, with the time left until the next tick as its budget (soft
-deadline). All conversions are `oxygen_ros.convert`'s; this module only sequences them.
+deadline); see docs/DESIGN.md section 5. All conversions are `oxygen_ros.convert`'s; this
+module only sequences them.
 
-`Outputs` holds every lifecycle publisher behind one gate. Deactivation closes the gate
-under its lock before anything else, so once `close()` returns no frame can publish,
-even one that is still running on the worker.
+The frame publishes by output name through an `OutputPort` (oxygen_ros.topics) and logs
+through a `FrameLogger`: the node hands it its gated lifecycle publishers and rclpy logger,
+replay a bag writer and a file logger, the unit test a recorder. The steady clock is a
+parameter too, so a test can drive latency and deadline misses exactly.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from builtin_interfaces.msg import Time
-from diagnostic_msgs.msg import DiagnosticArray
-from rclpy.duration import Duration
-from rclpy.event_handler import PublisherEventCallbacks
-from rclpy.impl.rcutils_logger import RcutilsLogger
-from rclpy.lifecycle import LifecycleNode, LifecyclePublisher
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
-from trajectory_msgs.msg import JointTrajectory
-from visualization_msgs.msg import MarkerArray
 
 from oxygen_core.engine import Engine
 from oxygen_core.engine.types import ActionResult, LanguageResult
@@ -42,8 +34,8 @@ from oxygen_ros.convert import (
 )
 from oxygen_ros.diagnostics import NodeStats
 from oxygen_ros.inputs import FrameAssembler, Skip
-from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
 from oxygen_ros.params import ChunkLayout, NodeConfig
+from oxygen_ros.topics import FrameLogger, OutputPort
 
 _ORIGINS_KEPT = 4096  # frames whose stamps stay known for LanguageTokens.origin_stamp
 
@@ -58,74 +50,6 @@ class Tick:
     deadline_s: float  # start_s + frame period: the chunk must be out by then
 
 
-class Outputs:
-    """The node's lifecycle publishers, created at configure, gated while inactive."""
-
-    def __init__(
-        self,
-        node: LifecycleNode,
-        cfg: NodeConfig,
-        on_deadline_missed: Callable[[int], None],
-    ) -> None:
-        self._node = node
-        self._lock = threading.Lock()
-        self._open = False
-        self._on_deadline_missed = on_deadline_missed
-        # The robot needs a chunk every frame period: a QoS deadline of that period lets
-        # DDS flag a silent publisher, and subscribers may ask for the same deadline.
-        # Misses are counted once, on the chunk publisher; the trajectory has the same frames.
-        actions_qos = QoSProfile(
-            depth=1,
-            reliability=ReliabilityPolicy.RELIABLE,
-            deadline=Duration(seconds=cfg.frame_period_s),
-        )
-        events = PublisherEventCallbacks(deadline=self._deadline_missed)
-        make = node.create_lifecycle_publisher
-        self.chunk = make(ActionChunk, topics.ACTION_CHUNK, actions_qos, event_callbacks=events)
-        self.trajectory = (
-            make(JointTrajectory, topics.JOINT_TRAJECTORY, actions_qos)
-            if cfg.joint_trajectory
-            else None
-        )
-        self.tokens = {
-            s: make(LanguageTokens, topics.stream_tokens(s), 100) for s in cfg.stream_names
-        }
-        self.texts = {s: make(String, topics.stream_text(s), 10) for s in cfg.stream_names}
-        self.stats = make(EngineStats, topics.STATS, 10)
-        self.markers = make(MarkerArray, topics.MARKERS, 1)
-        self.diagnostics = make(DiagnosticArray, topics.DIAGNOSTICS, 10)
-
-    def open(self) -> None:
-        with self._lock:
-            self._open = True
-
-    def close(self) -> None:
-        """After this returns nothing is published until `open` (waits for one in flight)."""
-        with self._lock:
-            self._open = False
-
-    def publish(self, publisher: LifecyclePublisher, msg: Any) -> bool:
-        """Publish unless closed; False when the message was dropped."""
-        with self._lock:
-            if self._open:
-                publisher.publish(msg)
-            return self._open
-
-    def _deadline_missed(self, info: Any) -> None:
-        """DDS keeps counting missed deadlines while the node is inactive and silent on
-        purpose: only misses while open are the node's."""
-        with self._lock:
-            if self._open:
-                self._on_deadline_missed(info.total_count_change)
-
-    def destroy(self) -> None:
-        publishers = [self.chunk, self.trajectory, self.stats, self.markers, self.diagnostics]
-        publishers += [*self.tokens.values(), *self.texts.values()]
-        for publisher in publishers:
-            if publisher is not None:
-                self._node.destroy_lifecycle_publisher(publisher)
-
-
 class FrameLoop:
     """Inputs -> observation -> action chunk out -> language out -> stats out."""
 
@@ -134,12 +58,14 @@ class FrameLoop:
         *,
         engine: Engine,
         assembler: FrameAssembler,
-        outputs: Outputs,
+        outputs: OutputPort,
         stats: NodeStats,
         cfg: NodeConfig,
         layout: ChunkLayout,
-        logger: RcutilsLogger,
+        logger: FrameLogger,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """clock: the steady clock Tick.start_s and deadline_s are on (seconds)."""
         self._engine = engine
         self._assembler = assembler
         self._out = outputs
@@ -147,6 +73,7 @@ class FrameLoop:
         self._cfg = cfg
         self._layout = layout
         self._log = logger
+        self._clock = clock
         self._requests: collections.deque[str] = collections.deque()
         self._origins: collections.OrderedDict[int, Time] = collections.OrderedDict()
         self._texts: dict[str, str] = {}
@@ -186,7 +113,7 @@ class FrameLoop:
         action = self._engine.act(obs)
         if not self._publish_actions(tick, action):
             return  # deactivated mid-frame: no language work for a closed node
-        time_left_s = max(0.0, tick.deadline_s - time.monotonic())
+        time_left_s = max(0.0, tick.deadline_s - self._clock())
         language = self._engine.language(time_left_s=time_left_s)
         self._publish_language(tick, language)
         self._publish_stats(tick, action, language)
@@ -194,7 +121,7 @@ class FrameLoop:
     def _publish_actions(self, tick: Tick, action: ActionResult) -> bool:
         """Publish the chunk (and trajectory) at once; False when the outputs are closed."""
         chunk = dataclasses.replace(action, actions=action.actions[: self._layout.horizon])
-        now_s = time.monotonic()
+        now_s = self._clock()
         latency_s, met = now_s - tick.start_s, now_s <= tick.deadline_s
         names, period = self._layout.action_names, self._cfg.control_period_s
         msg = action_chunk_msg(
@@ -206,16 +133,14 @@ class FrameLoop:
             latency_s=latency_s,
             deadline_met=met,
         )
-        published = self._out.publish(self._out.chunk, msg)
-        if published and self._out.trajectory is not None:
+        published = self._out.publish(topics.ACTION_CHUNK, msg)
+        if published and self._cfg.joint_trajectory:
             trajectory = joint_trajectory_msg(
                 chunk, stamp=tick.stamp, joint_names=names, control_period_s=period
             )
-            self._out.publish(self._out.trajectory, trajectory)
+            self._out.publish(topics.JOINT_TRAJECTORY, trajectory)
         if published:
-            self._stats.chunk_published(
-                at_s=time.monotonic(), latency_s=latency_s, deadline_met=met
-            )
+            self._stats.chunk_published(at_s=self._clock(), latency_s=latency_s, deadline_met=met)
         self._remember_origin(action.frame, tick.stamp)
         return published
 
@@ -223,18 +148,18 @@ class FrameLoop:
         for event in language.events:
             origin = self._origins.get(event.origin_frame, Time())
             msg = language_tokens_msg(event, stamp=tick.stamp, origin_stamp=origin)
-            self._out.publish(self._out.tokens[event.stream], msg)
+            self._out.publish(topics.TOKENS, msg, event.stream)
             self._texts[event.stream] = event.text
             if event.finished:
-                self._out.publish(self._out.texts[event.stream], String(data=event.text))
+                self._out.publish(topics.TEXT, String(data=event.text), event.stream)
         if language.events:
             markers = narration_markers(
                 self._texts, stamp=tick.stamp, frame_id=self._cfg.marker_frame_id
             )
-            self._out.publish(self._out.markers, markers)
+            self._out.publish(topics.MARKERS, markers)
 
     def _publish_stats(self, tick: Tick, action: ActionResult, language: LanguageResult) -> None:
-        frame_s = time.monotonic() - tick.start_s
+        frame_s = self._clock() - tick.start_s
         self._stats.frame_finished(frame_s, language)
         msg = engine_stats_msg(
             stamp=tick.stamp,
@@ -245,7 +170,7 @@ class FrameLoop:
             deadline_misses=self._stats.snapshot().deadline_misses,
             skipped_frames=sum(self._assembler.skip_counts.values()),
         )
-        self._out.publish(self._out.stats, msg)
+        self._out.publish(topics.STATS, msg)
 
     def _remember_origin(self, frame: int, stamp: Time) -> None:
         self._origins[frame] = stamp

@@ -18,9 +18,8 @@ Topics (~ is /oxygen):
   in:  camera_topics (Image, or CompressedImage for .../compressed), joint_state_topic
        (JointState), instruction_topic (String), ~/request (String: a stream's name, for
        streams with trigger on_demand)
-  out: ~/action_chunk (ActionChunk), ~/joint_trajectory (JointTrajectory), ~/<stream>
-       (LanguageTokens), ~/<stream>/text (String, finished texts), ~/stats (EngineStats),
-       ~/markers (MarkerArray), /diagnostics (DiagnosticArray)
+  out: the table oxygen_ros.topics.OUTPUTS (~/action_chunk, ~/joint_trajectory,
+       ~/<stream>, ~/<stream>/text, ~/stats, ~/markers, /diagnostics)
 """
 
 from __future__ import annotations
@@ -44,10 +43,12 @@ from std_msgs.msg import String
 
 from oxygen_ros import topics
 from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats, StatsSnapshot
-from oxygen_ros.frame import FrameLoop, Outputs, Tick
+from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.inputs import FrameAssembler
 from oxygen_ros.params import NodeConfig, Settings, declare_parameters, read_settings
 from oxygen_ros.pipeline import make_pipeline
+from oxygen_ros.publishers import LifecyclePublishers
+from oxygen_ros.topics import Gate
 from oxygen_ros.worker import FrameWorker
 
 _LOAD_PARAMETERS = ("preset", "robot", "checkpoint_dir", "tokenizer_path")
@@ -60,7 +61,8 @@ class _Configured:
     settings: Settings
     engine: Any
     assembler: FrameAssembler
-    outputs: Outputs
+    gate: Gate  # closed while inactive: nothing is published
+    outputs: LifecyclePublishers
     stats: NodeStats
     loop: FrameLoop
     reporter: DiagnosticsReporter
@@ -134,7 +136,8 @@ class OxygenNode(LifecycleNode):
         pipeline = make_pipeline(settings)
         engine, assembler = pipeline.engine, pipeline.assembler
         stats = NodeStats()
-        outputs = Outputs(self, cfg, stats.qos_deadline_missed)
+        gate = Gate()
+        outputs = LifecyclePublishers(self, cfg, gate, stats.qos_deadline_missed)
         loop = FrameLoop(
             engine=engine,
             assembler=assembler,
@@ -145,7 +148,7 @@ class OxygenNode(LifecycleNode):
             logger=self.get_logger(),
         )
         reporter = DiagnosticsReporter(self.get_fully_qualified_name(), cfg.frame_period_s)
-        return _Configured(settings, engine, assembler, outputs, stats, loop, reporter)
+        return _Configured(settings, engine, assembler, gate, outputs, stats, loop, reporter)
 
     def _check_topic_names(self, cfg: NodeConfig) -> None:
         """Input topics are only subscribed at activate: a bad name must fail configure."""
@@ -189,7 +192,7 @@ class OxygenNode(LifecycleNode):
             super().on_deactivate(state)
             return TransitionCallbackReturn.FAILURE
         c.stats.restart_rate()
-        c.outputs.open()
+        c.gate.open()
         return result
 
     def _start(self, c: _Configured) -> _Active:
@@ -221,7 +224,7 @@ class OxygenNode(LifecycleNode):
         a, c = self._active, self._configured
         if a is None:
             return
-        c.outputs.close()
+        c.gate.close()
         self._stop(a, c)
         self._active = None
 
@@ -318,7 +321,7 @@ class OxygenNode(LifecycleNode):
         now = self.get_clock().now()
         inputs = InputReport.of(c.assembler, now.nanoseconds * 1e-9)
         array = c.reporter.report(now.to_msg(), c.stats.snapshot(), inputs)
-        c.outputs.publish(c.outputs.diagnostics, array)
+        c.outputs.publish(topics.DIAGNOSTICS, array)
 
     def _on_frame_error(self, c: _Configured, error: BaseException) -> None:
         if not self.context.ok():  # publishing after Ctrl-C shut the context down

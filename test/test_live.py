@@ -18,6 +18,7 @@ import dataclasses
 import io
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -26,14 +27,15 @@ from builtin_interfaces.msg import Time
 from rclpy.executors import SingleThreadedExecutor
 from std_msgs.msg import Header
 
+from oxygen_ros import topics
+from oxygen_ros.msg import EngineStats, LanguageTokens
+from oxygen_ros.node import OxygenNode
 from oxygen_ros.tools.bagio import from_cdr, read_bag
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.demo import Console
 from oxygen_ros.tools.demo_bag import Scene, scene_topics, write_scene
 from oxygen_ros.tools.job import OUTPUT_BAG, Job
 from oxygen_ros.tools.live import replay_live
-from oxygen_ros.msg import EngineStats, LanguageTokens
-from oxygen_ros.node import OxygenNode
 from oxygen_ros.tools.replay import replay_offline
 
 pytestmark = pytest.mark.ros
@@ -79,7 +81,7 @@ def test_live_play_drives_the_node_and_matches_offline_replay_frame_by_frame(nod
     job = Job.load(tmp_path / "bag", TINY, tmp_path / "live")
     live = replay_live(job, rate=RATE, wait_s=30.0, progress=False)
 
-    live_chunks = chunks(job.out, job.names.action_chunk)
+    live_chunks = chunks(job.out, job.names.output(topics.ACTION_CHUNK))
     ticks = len(job.ticks())
     assert len(live_chunks) >= ticks // 2, f"{len(live_chunks)} frames of {ticks} ticks"
     assert [c.sequence for c in live_chunks] == list(range(len(live_chunks)))  # none lost
@@ -90,7 +92,7 @@ def test_live_play_drives_the_node_and_matches_offline_replay_frame_by_frame(nod
     offline_job = dataclasses.replace(job, out=tmp_path / "offline")
     offline = replay_offline(offline_job, ticks=stamps, progress=False)
     assert offline["frames"] == len(live_chunks)
-    offline_chunks = chunks(offline_job.out, job.names.action_chunk)
+    offline_chunks = chunks(offline_job.out, job.names.output(topics.ACTION_CHUNK))
     for ours, theirs in zip(live_chunks, offline_chunks, strict=True):
         assert stamp_ns(ours.header.stamp) == stamp_ns(theirs.header.stamp)
         np.testing.assert_array_equal(
@@ -114,11 +116,15 @@ def test_a_second_live_run_on_the_same_node_warns_that_its_counts_are_mixed(node
 
 
 def test_console_prints_status_once_a_second_and_every_finished_text():
+    published = tuple(
+        dataclasses.replace(t, topic=t.topic.replace("~", "/oxygen"))
+        for t in topics.output_topics(
+            SimpleNamespace(stream_names=("narration",), joint_trajectory=False)
+        )
+    )
     names = TopicNames(
-        node="/oxygen", cameras=(), joint_state="", instruction="", request="",
-        action_chunk="", joint_trajectory=None, tokens={"narration": "/oxygen/narration"},
-        texts={}, stats="/oxygen/stats", markers="", diagnostics="",
-    )  # fmt: skip
+        node="/oxygen", cameras=(), joint_state="", instruction="", request="", published=published
+    )
     out = io.StringIO()
     console = Console(names, origin_ns=10_000_000_000, out=out)
     header = Header(stamp=Time(sec=12, nanosec=500_000_000))

@@ -45,6 +45,15 @@ from oxygen_ros.tools.demo_bag import (
 )
 from oxygen_ros.tools.job import OUTPUT_BAG
 from oxygen_ros.tools.report import MEASURED_KEYS, MEASURED_SERIES
+from oxygen_ros.topics import (
+    ACTION_CHUNK,
+    DIAGNOSTICS,
+    JOINT_TRAJECTORY,
+    MARKERS,
+    STATS,
+    TEXT,
+    TOKENS,
+)
 
 pytestmark = pytest.mark.ros
 
@@ -86,7 +95,7 @@ def outputs(out: Path, topic: str) -> list:
 
 
 def chunk_actions(out: Path, names) -> dict[int, np.ndarray]:
-    return {c.sequence: np.asarray(c.actions) for c in outputs(out, names.action_chunk)}
+    return {c.sequence: np.asarray(c.actions) for c in outputs(out, names.output(ACTION_CHUNK))}
 
 
 @pytest.fixture(scope="module")
@@ -202,21 +211,21 @@ def test_output_bag_holds_every_output_topic_and_decodes(baseline, names):
     assert bag_topics(bag) == names.outputs()
     for message in read_bag(bag):  # rosbags accepts every message's CDR as it stands
         typestore().deserialize_cdr(message.data, message.msgtype)
-    chunks = outputs(baseline, names.action_chunk)
+    chunks = outputs(baseline, names.output(ACTION_CHUNK))
     assert [c.sequence for c in chunks] == list(range(TICKS - 1))
     assert {(c.horizon, c.action_dim, len(c.actions)) for c in chunks} == {(4, 7, 28)}
     assert chunks[0].joint_names == [f"joint_{i}" for i in range(1, 8)]
     stamps = [c.header.stamp.sec * 10**9 + c.header.stamp.nanosec for c in chunks]
     assert stamps == [T0 + i * 100_000_000 for i in range(1, TICKS)]
-    trajectory = outputs(baseline, names.joint_trajectory)
+    trajectory = outputs(baseline, names.output(JOINT_TRAJECTORY))
     assert np.allclose(trajectory[5].points[2].positions, np.reshape(chunks[5].actions, (4, 7))[2])
-    assert len(outputs(baseline, names.stats)) == TICKS - 1
+    assert len(outputs(baseline, names.output(STATS))) == TICKS - 1
     for stream in ("narration", "memory"):
-        finished = [m.text for m in outputs(baseline, names.tokens[stream]) if m.finished]
-        assert [m.data for m in outputs(baseline, names.texts[stream])] == finished
-    markers = outputs(baseline, names.markers)
+        finished = [m.text for m in outputs(baseline, names.output(TOKENS, stream)) if m.finished]
+        assert [m.data for m in outputs(baseline, names.output(TEXT, stream))] == finished
+    markers = outputs(baseline, names.output(MARKERS))
     assert markers and markers[-1].markers[0].text.startswith("memory: ")
-    diagnostics = outputs(baseline, names.diagnostics)
+    diagnostics = outputs(baseline, names.output(DIAGNOSTICS))
     assert len(diagnostics) == 6  # every 1.0 s of bag time, 0.0 .. 5.0
     assert {s.name for s in diagnostics[-1].status} == {
         "/oxygen: actions", "/oxygen: language", "/oxygen: inputs",
@@ -289,9 +298,9 @@ def test_a_bad_bag_replays_to_the_end_with_each_bad_frame_skipped_and_counted(
     assert {k: v for k, v in r["skipped_frames"].items() if v} == expected
     assert r["ticks"] == TICKS and r["frame_errors"] == 0 and r["overruns"] == 0
     assert r["frames"] == TICKS - sum(expected.values())  # nothing lost
-    chunks = outputs(out, names.action_chunk)
+    chunks = outputs(out, names.output(ACTION_CHUNK))
     assert [c.sequence for c in chunks] == list(range(r["frames"]))
-    assert len(outputs(out, names.stats)) == r["frames"]
+    assert len(outputs(out, names.output(STATS))) == r["frames"]
     assert "'yuv422'" in (out / "replay.log").read_text()
     # Joint names in shuffled order are matched by name: frames 0-9 (ticks 0.1-1.0, before
     # any other fault shows) act exactly as on the clean bag.
@@ -302,7 +311,7 @@ def test_a_bad_bag_replays_to_the_end_with_each_bad_frame_skipped_and_counted(
 def test_rate_paces_frames_in_wall_time_and_every_tick_is_accounted_for(tmp_path, clean_bag, names):
     out = tmp_path / "paced"
     r = run(clean_bag, out, "--rate", "2")
-    (*_, last) = outputs(out, names.diagnostics)
+    (*_, last) = outputs(out, names.output(DIAGNOSTICS))
     values = {kv.key: kv.value for status in last.status for kv in status.values}
     # 10 frames per bag second at 2x is 20 per wall second; unpaced it is hundreds
     assert 10 <= float(values["frame rate (Hz)"]) <= 25
@@ -394,7 +403,7 @@ def test_sigterm_leaves_a_readable_output_bag(tmp_path, clean_bag, names):
     finally:
         if process.poll() is None:
             process.kill()
-    assert outputs(out, names.action_chunk)  # metadata and index written: it reads back
+    assert outputs(out, names.output(ACTION_CHUNK))  # metadata and index written: it reads back
 
 
 def _log_text(out: Path) -> str:

@@ -28,20 +28,18 @@ NODE_NAME = "oxygen"  # the node's name: its `~/` topics resolve under it
 
 @dataclasses.dataclass(frozen=True)
 class TopicNames:
-    """Fully qualified topics of the node with these parameters (frame.Outputs' names)."""
+    """Fully qualified topics of the node with these parameters.
+
+    Its outputs are the rows of oxygen_ros.topics.OUTPUTS that these parameters switch on,
+    resolved as the node resolves them.
+    """
 
     node: str  # the node's fully qualified name, which its /diagnostics statuses start with
     cameras: tuple[str, ...]
     joint_state: str
     instruction: str
     request: str
-    action_chunk: str
-    joint_trajectory: str | None  # None when the node does not publish trajectories
-    tokens: Mapping[str, str]  # stream -> LanguageTokens topic
-    texts: Mapping[str, str]  # stream -> finished-text topic
-    stats: str
-    markers: str
-    diagnostics: str
+    published: tuple[topics.Topic, ...]  # topic: the fully qualified name
 
     def inputs(self) -> tuple[str, ...]:
         """Every topic the node subscribes to."""
@@ -49,17 +47,15 @@ class TopicNames:
 
     def outputs(self) -> dict[str, str]:
         """topic -> message type of everything the node publishes."""
-        types = {
-            self.action_chunk: "oxygen_ros/msg/ActionChunk",
-            self.stats: "oxygen_ros/msg/EngineStats",
-            self.markers: "visualization_msgs/msg/MarkerArray",
-            self.diagnostics: "diagnostic_msgs/msg/DiagnosticArray",
-        }
-        if self.joint_trajectory:
-            types[self.joint_trajectory] = "trajectory_msgs/msg/JointTrajectory"
-        types.update({topic: "oxygen_ros/msg/LanguageTokens" for topic in self.tokens.values()})
-        types.update({topic: "std_msgs/msg/String" for topic in self.texts.values()})
-        return types
+        return {t.topic: t.output.msgtype for t in self.published}
+
+    def output(self, name: str, stream: str | None = None) -> str | None:
+        """The topic of output `name` (of `stream`); None when the node does not publish it."""
+        return next((t.topic for t in self.published if t.key == (name, stream)), None)
+
+    def per_stream(self, name: str) -> dict[str, str]:
+        """stream -> topic of a per-stream output."""
+        return {t.stream: t.topic for t in self.published if t.output.name == name}
 
 
 def load_settings(
@@ -103,11 +99,7 @@ def _topic_names(node: Node, settings: Settings) -> TopicNames:
         joint_state=resolve(cfg.joint_state_topic),
         instruction=resolve(cfg.instruction_topic),
         request=resolve(topics.REQUEST),
-        action_chunk=resolve(topics.ACTION_CHUNK),
-        joint_trajectory=resolve(topics.JOINT_TRAJECTORY) if cfg.joint_trajectory else None,
-        tokens={s: resolve(topics.stream_tokens(s)) for s in cfg.stream_names},
-        texts={s: resolve(topics.stream_text(s)) for s in cfg.stream_names},
-        stats=resolve(topics.STATS),
-        markers=resolve(topics.MARKERS),
-        diagnostics=topics.DIAGNOSTICS,
+        published=tuple(
+            dataclasses.replace(t, topic=resolve(t.topic)) for t in topics.output_topics(cfg)
+        ),
     )

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from oxygen_ros import topics
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.job import Job
 from oxygen_ros.tools.live import replay_live
@@ -63,9 +64,9 @@ class Console:
 
     def on_output(self, topic: str, msg: Any) -> None:
         with self._lock:
-            if topic == self._names.stats:
+            if topic == self._names.output(topics.STATS):
                 self._on_stats(msg)
-            elif topic in self._names.tokens.values():
+            elif topic in self._names.per_stream(topics.TOKENS).values():
                 self._on_tokens(msg)
 
     def _on_stats(self, msg: Any) -> None:

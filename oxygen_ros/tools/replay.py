@@ -38,13 +38,14 @@ from rclpy.exceptions import ParameterException
 from rosbags.rosbag2 import ReaderError, WriterError
 from tqdm import tqdm
 
-from oxygen_ros.tools.bagio import BagMessage, BagWriter, from_cdr, read_bag
-from oxygen_ros.tools.configure import TopicNames
+from oxygen_ros import topics
 from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
 from oxygen_ros.frame import FrameLoop, Tick
+from oxygen_ros.pipeline import Pipeline, make_pipeline
+from oxygen_ros.tools.bagio import BagMessage, BagWriter, from_cdr, read_bag
+from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns, stamp, timer_grid
 from oxygen_ros.tools.live import Pacer, replay_live
-from oxygen_ros.pipeline import Pipeline, make_pipeline
 from oxygen_ros.tools.report import Counts, build_report, write_report
 
 _NS = 1_000_000_000
@@ -54,24 +55,19 @@ _NS = 1_000_000_000
 
 
 class BagOutputs:
-    """frame.Outputs for a replay: the same attributes, naming topics instead of holding
-    publishers. publish() only queues the message with the tick's bag time; `flush` writes
-    the queue once the frame is over, so serialising into the bag is not frame time."""
+    """The `OutputPort` of a replay: the node's table of outputs, into the output bag.
+
+    publish() only queues the message with the tick's bag time; `flush` writes the queue
+    once the frame is over, so serialising into the bag is not frame time."""
 
     def __init__(self, names: TopicNames, sink: OutputSink) -> None:
-        self.chunk = names.action_chunk
-        self.trajectory = names.joint_trajectory
-        self.tokens = dict(names.tokens)
-        self.texts = dict(names.texts)
-        self.stats = names.stats
-        self.markers = names.markers
-        self.diagnostics = names.diagnostics
+        self._topics = {t.key: t.topic for t in names.published}
         self.now_ns = 0  # bag time of the event being run
         self._sink = sink
         self._queue: list[tuple[str, int, Any]] = []
 
-    def publish(self, topic: str, msg: Any) -> bool:
-        self._queue.append((topic, self.now_ns, msg))
+    def publish(self, name: str, msg: Any, stream: str | None = None) -> bool:
+        self._queue.append((self._topics[(name, stream)], self.now_ns, msg))
         return True
 
     def flush(self) -> None:
@@ -215,7 +211,7 @@ class OfflineReplay:
         """The node's diagnostics timer: /diagnostics on the same period of the bag clock."""
         inputs = InputReport.of(self.pipeline.assembler, time_ns * 1e-9)
         array = self.reporter.report(stamp(time_ns), self.stats.snapshot(), inputs)
-        self.outputs.publish(self.outputs.diagnostics, array)
+        self.outputs.publish(topics.DIAGNOSTICS, array)
 
     def _progress(self) -> str:
         s = self.stats.snapshot()
