@@ -84,7 +84,8 @@ class FrameLoop:
         Requests wait here until a frame runs. While frames skip (no inputs), more than the
         engine could hold (pool rows plus queue) are refused with a warning, not hoarded.
         """
-        limit = self._cfg.max_active_requests + self._cfg.max_queued_requests
+        engine_cfg = self._engine.cfg
+        limit = engine_cfg.max_active_requests + engine_cfg.max_queued_requests
         if len(self._requests) >= limit:
             self._log.warning(
                 f"~/request {stream!r} refused: {limit} requests already wait for a frame "

@@ -1,10 +1,11 @@
-"""ROS parameters of the oxygen node: declared from one dataclass, read in one place.
+"""ROS parameters of the oxygen node: declared from two dataclasses, read in one place.
 
-Every field of `NodeConfig` is one ROS parameter of the same name. Its metadata holds the
-description, range and choices that go into the ParameterDescriptor, and the same
-metadata is checked when a NodeConfig is built, so `ros2 param describe oxygen ...` shows
-exactly what the code enforces. Fields that feed the engine take their defaults from
-`EngineConfig()`, so the node and the engine cannot disagree on a default.
+Every parameter field of `NodeConfig` (the node's own settings) and of the engine's
+`EngineConfig` is one ROS parameter of the same name: one vocabulary from the params YAML
+down to the engine, one default per field. A field's metadata (oxygen_core's `parameter`)
+holds the description, range and choices that go into the ParameterDescriptor, and the
+same metadata is checked when the parameters are read, so `ros2 param describe oxygen ...`
+shows exactly what the code enforces.
 
 Language streams are parameters `streams.<name>.<field>` (prompt, max_tokens,
 temperature, stop_at_eos, trigger, every_frames) for every name in `stream_names`; they
@@ -19,7 +20,7 @@ from __future__ import annotations
 import array
 import dataclasses
 import typing
-from typing import Any, Literal
+from typing import Any
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.exceptions import ParameterUninitializedException
@@ -30,148 +31,91 @@ from oxygen_core.config import ModelConfig, RobotConfig
 from oxygen_core.engine.types import (
     DEFAULT_STREAMS,
     EngineConfig,
-    Mode,
-    PoolFullPolicy,
     StreamConfig,
     Trigger,
+    is_parameter,
+    parameter,
 )
 from oxygen_ros.inputs import MISSING_CAMERA_POLICIES
 
 _ENGINE = EngineConfig()
-StepsPerFrame = int | Literal["auto"]  # EngineConfig.k
 
 
 class ConfigError(ValueError):
     """A parameter value the node cannot run with; the message names the parameter."""
 
 
-def _param(
-    default: Any,
-    doc: str,
-    span: tuple[float, float] | None = None,
-    choices: tuple[str, ...] = (),
-    **flags: bool,
-) -> Any:
-    """A dataclass field that is also a ROS parameter (flags: dynamic, read_only)."""
-    meta = {"doc": doc, "span": span, "choices": choices, **flags}
-    return dataclasses.field(default=default, metadata=meta)
-
-
 @dataclasses.dataclass(frozen=True)
 class NodeConfig:
     """Everything the node reads from ROS parameters (one field per parameter)."""
 
-    preset: str = _param("tiny", "Model preset (tiny, small, pi05): the model's shapes.")
-    robot: str = _param("demo", "Robot preset: cameras, action and state dimensions.")
-    checkpoint_dir: str = _param(
+    preset: str = parameter("tiny", "Model preset (tiny, small, pi05): the model's shapes.")
+    robot: str = parameter("demo", "Robot preset: cameras, action and state dimensions.")
+    checkpoint_dir: str = parameter(
         "", "openpi pi0.5 checkpoint folder (Orbax params + assets); empty: random weights."
     )
-    tokenizer_path: str = _param(
+    tokenizer_path: str = parameter(
         "", "SentencePiece model file; empty: the tokenizer the project ships."
     )
-    seed: int = _param(0, "Seed of random weights and of language sampling.", (0, 2**31 - 1))
-    dtype: str = _param(
+    dtype: str = parameter(
         "float32",
         "Compute and KV-cache dtype: float32 on CPU, bfloat16 on a GPU or Jetson.",
         choices=("float32", "bfloat16"),
     )
-    engine_mode: Mode = _param(
-        _ENGINE.mode,
-        "oxygen: shared KV + cross-frame batching; shared / isolated: the paper's baselines.",
-        choices=typing.get_args(Mode),
-    )
-    camera_topics: tuple[str, ...] = _param(
+    camera_topics: tuple[str, ...] = parameter(
         ("/camera/base/image_raw",),
         "Camera topics, mapped to the model's image slots in order (base, left wrist, "
         "right wrist); a topic ending in /compressed is a CompressedImage, others Image.",
     )
-    joint_state_topic: str = _param("/joint_states", "sensor_msgs/JointState topic.")
-    joint_names: tuple[str, ...] = _param(
+    joint_state_topic: str = parameter("/joint_states", "sensor_msgs/JointState topic.")
+    joint_names: tuple[str, ...] = parameter(
         (), "Joint names in the order the model expects its state (matched in JointState)."
     )
-    action_names: tuple[str, ...] = _param(
+    action_names: tuple[str, ...] = parameter(
         (),
         "Names of the action columns; empty: joint_names when there are action_dim of them.",
     )
-    joint_trajectory: bool = _param(
+    joint_trajectory: bool = parameter(
         True, "Also publish ~/joint_trajectory (only when actions are joint positions)."
     )
-    instruction: str = _param("", "Task instruction until one arrives on instruction_topic.")
-    instruction_topic: str = _param("~/instruction", "std_msgs/String topic of instructions.")
-    control_rate_hz: float = _param(
+    instruction: str = parameter("", "Task instruction until one arrives on instruction_topic.")
+    instruction_topic: str = parameter("~/instruction", "std_msgs/String topic of instructions.")
+    control_rate_hz: float = parameter(
         50.0, "Rate at which the robot executes actions.", (0.1, 1000.0)
     )
-    action_horizon: int = _param(
+    action_horizon: int = parameter(
         0, "Action rows published per chunk; 0: the model's whole horizon.", (0, 1024)
     )
-    execute_horizon: int = _param(
+    execute_horizon: int = parameter(
         5, "Rows executed before the next chunk; frame period = this / control rate.", (1, 1024)
     )
-    steps_per_frame: StepsPerFrame = _param(
-        _ENGINE.k,
-        "Language tokens decoded per frame for every request (k), or 'auto' to fit the budget.",
-        dynamic=True,
-    )
-    max_decode_tokens: int = _param(_ENGINE.k_max, "Largest k that 'auto' may choose.", (1, 1024))
-    min_decode_tokens: int = _param(
-        _ENGINE.k_min,
-        "k that 'auto' keeps while the pool keeps up, even with no time left.",
-        (1, 1024),
-    )
-    denoise_steps: int = _param(_ENGINE.denoise_steps, "Flow-matching Euler steps (S).", (1, 100))
-    max_active_requests: int = _param(
-        _ENGINE.max_active, "Rows of the preallocated KV pool (active requests).", (1, 1024)
-    )
-    batch_buckets: tuple[int, ...] = _param(
-        _ENGINE.batch_buckets, "Decode batch sizes compiled at configure time."
-    )
-    pool_full_policy: PoolFullPolicy = _param(
-        _ENGINE.pool_full,
-        "What a new request does when the KV pool is full.",
-        choices=typing.get_args(PoolFullPolicy),
-    )
-    max_queued_requests: int = _param(
-        _ENGINE.max_queue, "Requests waiting for a pool row (pool_full_policy queue).", (0, 4096)
-    )
-    # Not the engine's 0: on the robot the frame also publishes after decoding, and a frame
-    # still running at the next tick turns that tick into an overrun (no chunk).
-    budget_margin_s: float = _param(
-        0.01,
-        "Time 'auto' k leaves free before the next tick (publishing, jitter).",
-        (0.0, 10.0),
-    )
-    stale_timeout_s: float = _param(
+    stale_timeout_s: float = parameter(
         0.5, "Inputs older than this (node clock) skip the frame.", (0.001, 60.0)
     )
-    sync_slop_s: float = _param(
+    sync_slop_s: float = parameter(
         0.05, "Largest spread of camera stamps accepted as one frame.", (0.0, 10.0)
     )
-    missing_camera: str = _param(
+    missing_camera: str = parameter(
         "skip",
         "A camera without a fresh image: skip the frame, or leave it blank (zero image).",
         choices=MISSING_CAMERA_POLICIES,
     )
-    stream_names: tuple[str, ...] = _param(
+    stream_names: tuple[str, ...] = parameter(
         tuple(s.name for s in _ENGINE.streams),
         "Language streams; each has parameters streams.<name>.* (declared at start-up).",
         read_only=True,
     )
-    marker_frame_id: str = _param("base_link", "TF frame of the narration text markers.")
-    autostart: bool = _param(False, "Configure and activate at start-up.")
-    diagnostics_period_s: float = _param(
+    marker_frame_id: str = parameter("base_link", "TF frame of the narration text markers.")
+    autostart: bool = parameter(False, "Configure and activate at start-up.")
+    diagnostics_period_s: float = parameter(
         1.0, "Period of /diagnostics messages while active.", (0.05, 60.0)
     )
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             _check_field(field, getattr(self, field.name))
-        k = self.steps_per_frame
-        if k != "auto" and not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
-            raise ConfigError(f"steps_per_frame must be an integer >= 1 or 'auto', got {k!r}")
         if not self.camera_topics:
             raise ConfigError("camera_topics is empty: the model needs at least one camera")
-        if not self.batch_buckets or min(self.batch_buckets) < 1:
-            raise ConfigError(f"batch_buckets must be positive sizes, got {self.batch_buckets}")
         for name in ("joint_names", "action_names", "stream_names"):
             values = getattr(self, name)
             repeated = sorted({v for v in values if values.count(v) > 1})
@@ -217,11 +161,18 @@ class Settings:
     engine: EngineConfig
 
 
+def _fields(config: type) -> list[tuple[dataclasses.Field, Any]]:
+    """The parameter fields of a config dataclass, with their type hints."""
+    hints = typing.get_type_hints(config)
+    return [(f, hints[f.name]) for f in dataclasses.fields(config) if is_parameter(f)]
+
+
 def declare_parameters(node: Node) -> None:
-    """Declare every NodeConfig field and every stream's fields, with descriptors."""
-    hints = typing.get_type_hints(NodeConfig)
-    for field in dataclasses.fields(NodeConfig):
-        _declare(node, field.name, field.default, hints[field.name], field.metadata)
+    """Declare every NodeConfig and EngineConfig parameter field and every stream's fields,
+    with descriptors."""
+    for config in (NodeConfig, EngineConfig):
+        for field, hint in _fields(config):
+            _declare(node, field.name, field.default, hint, field.metadata)
     names = node.get_parameter("stream_names").value or ()
     for name in dict.fromkeys(names):  # a repeated name fails at configure, with its name
         default = _default_stream(name)
@@ -233,27 +184,23 @@ def declare_parameters(node: Node) -> None:
 
 def read_settings(node: Node) -> Settings:
     """Read all parameters into configs; raise ConfigError naming a bad parameter."""
-    hints = typing.get_type_hints(NodeConfig)
-    values = {
-        f.name: _read(node, f.name, f.default, hints[f.name])
-        for f in dataclasses.fields(NodeConfig)
+    node_values = {f.name: _read(node, f.name, f.default, hint) for f, hint in _fields(NodeConfig)}
+    cfg = NodeConfig(**node_values)
+    engine_values = {
+        f.name: _read(node, f.name, f.default, hint) for f, hint in _fields(EngineConfig)
     }
-    cfg = NodeConfig(**values)
-    streams = tuple(_read_stream(node, name) for name in cfg.stream_names)
+    for field, _ in _fields(EngineConfig):
+        _check_field(field, engine_values[field.name])
+    k = engine_values["steps_per_frame"]
+    if k != "auto" and not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
+        raise ConfigError(f"steps_per_frame must be an integer >= 1 or 'auto', got {k!r}")
+    buckets = engine_values["batch_buckets"]
+    if not buckets or min(buckets) < 1:
+        raise ConfigError(f"batch_buckets must be positive sizes, got {buckets}")
     engine = EngineConfig(
-        mode=cfg.engine_mode,
-        k=cfg.steps_per_frame,
-        k_max=cfg.max_decode_tokens,
-        k_min=cfg.min_decode_tokens,
-        denoise_steps=cfg.denoise_steps,
-        max_active=cfg.max_active_requests,
-        batch_buckets=tuple(sorted(set(cfg.batch_buckets))),
+        **{**engine_values, "batch_buckets": tuple(sorted(set(buckets)))},
         frame_budget_s=cfg.frame_period_s,
-        budget_margin_s=cfg.budget_margin_s,
-        pool_full=cfg.pool_full_policy,
-        max_queue=cfg.max_queued_requests,
-        streams=streams,
-        seed=cfg.seed,
+        streams=tuple(_read_stream(node, name) for name in cfg.stream_names),
     )
     return Settings(node=cfg, engine=engine)
 
@@ -348,7 +295,7 @@ def _read(node: Node, name: str, default: Any, hint: Any) -> Any:
     return value
 
 
-def _parse_k(value: Any) -> StepsPerFrame:
+def _parse_k(value: Any) -> int | str:
     """steps_per_frame comes as an int, 'auto', or a string of digits from the command line."""
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)

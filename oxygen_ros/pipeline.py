@@ -34,7 +34,7 @@ def make_pipeline(settings: Settings) -> Pipeline:
         robot=cfg.robot,
         checkpoint_dir=cfg.checkpoint_dir or None,
         tokenizer_path=cfg.tokenizer_path or None,
-        seed=cfg.seed,
+        seed=settings.engine.seed,
         dtype=cfg.dtype,
     )
     layout = fit_to_model(cfg, policy.config, policy.robot)

@@ -109,5 +109,12 @@ def streams(
 
 def engine_config(**changes) -> EngineConfig:
     """A 4-row oxygen config with one decode bucket; `changes` override any field."""
-    base = EngineConfig(max_active=ROWS, batch_buckets=(ROWS,), streams=streams(), k_max=3)
+    # No budget margin: the auto-k tests choose time_left_s for exact arithmetic.
+    base = EngineConfig(
+        max_active_requests=ROWS,
+        batch_buckets=(ROWS,),
+        streams=streams(),
+        max_decode_tokens=3,
+        budget_margin_s=0.0,
+    )
     return dataclasses.replace(base, **changes)

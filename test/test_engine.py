@@ -40,7 +40,7 @@ def observations(policy):
 
 
 def run(policy, observations, mode, **changes) -> Trace:
-    return run_engine(make_engine(policy, engine_config(mode=mode, **changes)), observations)
+    return run_engine(make_engine(policy, engine_config(engine_mode=mode, **changes)), observations)
 
 
 def run_all(policy, observations, **changes) -> dict[str, Trace]:
@@ -87,7 +87,9 @@ def lifetime(n_tokens: int, k: int) -> int:
     ],
 )
 def test_oxygen_shared_and_isolated_agree(policy, observations, k, n, steps):
-    traces = run_all(policy, observations, k=k, denoise_steps=steps, streams=streams(n))
+    traces = run_all(
+        policy, observations, steps_per_frame=k, denoise_steps=steps, streams=streams(n)
+    )
     assert_same(traces["oxygen"], traces["isolated"])
     assert_same(traces["shared"], traces["isolated"])
     requests = traces["oxygen"].requests
@@ -105,10 +107,10 @@ def test_oxygen_shared_and_isolated_agree(policy, observations, k, n, steps):
 
 def test_sampling_draws_the_same_tokens_in_every_mode(policy, observations):
     sampled = streams(7, temperature=0.8)
-    traces = run_all(policy, observations, k=3, streams=sampled)
+    traces = run_all(policy, observations, steps_per_frame=3, streams=sampled)
     assert_same(traces["oxygen"], traces["isolated"])
     assert_same(traces["shared"], traces["isolated"])
-    greedy = run(policy, observations, "shared", k=3, streams=streams(7)).requests
+    greedy = run(policy, observations, "shared", steps_per_frame=3, streams=streams(7)).requests
     differs = [
         rid
         for rid, req in traces["isolated"].requests.items()
@@ -127,7 +129,7 @@ def test_eos_mid_batch(policy, observations):
 
     plain = [r.token_ids for r in shared(policy.params)]
     eos_policy = dataclasses.replace(policy, params=spread_eos(policy.params, plain, eos_lengths))
-    traces = run_all(eos_policy, observations, k=3, streams=streams(10))
+    traces = run_all(eos_policy, observations, steps_per_frame=3, streams=streams(10))
     assert_same(traces["oxygen"], traces["isolated"])
     assert_same(traces["shared"], traces["isolated"])
     requests = traces["oxygen"].requests.values()
@@ -157,7 +159,7 @@ def drive(engine, observations, demands) -> Trace:
 
 def test_no_compilation_after_warmup_while_the_batch_grows_and_shrinks(policy, observations):
     on_demand = streams(4, narration="on_demand", memory="on_demand")
-    cfg = engine_config(k=2, batch_buckets=(1, 2, 4), streams=on_demand)
+    cfg = engine_config(steps_per_frame=2, batch_buckets=(1, 2, 4), streams=on_demand)
     engine = make_engine(policy, cfg)
     engine.warmup(observations[0])
     compiled = engine.compile_count()
@@ -168,12 +170,12 @@ def test_no_compilation_after_warmup_while_the_batch_grows_and_shrinks(policy, o
     assert set(buckets) == {0, 1, 2, 4}
     assert any(a > b > 0 for a, b in zip(buckets, buckets[1:], strict=False))  # shrinks too
     # Rows keep their tokens whichever bucket they decode in.
-    shared = make_engine(policy, dataclasses.replace(cfg, mode="shared"))
+    shared = make_engine(policy, dataclasses.replace(cfg, engine_mode="shared"))
     assert_same(trace, drive(shared, observations, demands))
 
 
 def test_memory_stays_flat_over_hundreds_of_frames(policy, observations):
-    engine = make_engine(policy, engine_config(k=2, streams=streams(5)))
+    engine = make_engine(policy, engine_config(steps_per_frame=2, streams=streams(5)))
     process = psutil.Process()
 
     def frames(count: int) -> None:
@@ -197,7 +199,10 @@ def test_memory_stays_flat_over_hundreds_of_frames(policy, observations):
 def auto_engine(policy, observations, **changes):
     """A warmed-up k='auto' engine with on-demand streams and k_max=3."""
     on_demand = streams(MAX_NEW, narration="on_demand", memory="on_demand")
-    engine = make_engine(policy, engine_config(k="auto", k_max=3, streams=on_demand, **changes))
+    engine = make_engine(
+        policy,
+        engine_config(steps_per_frame="auto", max_decode_tokens=3, streams=on_demand, **changes),
+    )
     engine.warmup(observations[0])
     assert set(engine.latency.step_s) == {ROWS} and engine.latency.admit_s > 0
     return engine
@@ -241,7 +246,7 @@ def test_auto_k_uses_the_frame_budget_minus_phase_one(policy, observations):
 
 def test_k_never_exceeds_the_tokens_any_live_row_still_needs(policy, observations):
     on_demand = streams(2, narration="on_demand", memory="on_demand")
-    engine = make_engine(policy, engine_config(k=3, streams=on_demand))
+    engine = make_engine(policy, engine_config(steps_per_frame=3, streams=on_demand))
     engine.warmup(observations[0])
     engine.act(observations[1])
     engine.request("narration")
@@ -262,7 +267,9 @@ def burst(engine, observations, frame, count, max_tokens):
 
 def pool_full_engine(policy, pool_full):
     on_demand = streams(MAX_NEW, narration="on_demand", memory="on_demand")
-    cfg = engine_config(k=1, pool_full=pool_full, max_queue=1, streams=on_demand)
+    cfg = engine_config(
+        steps_per_frame=1, pool_full_policy=pool_full, max_queued_requests=1, streams=on_demand
+    )
     return make_engine(policy, cfg)
 
 
@@ -309,7 +316,7 @@ def test_pool_full_evict_oldest(policy, observations):
 
 
 def test_reset_drops_every_request_and_the_next_frame_starts_clean(policy, observations):
-    engine = make_engine(policy, engine_config(k=1, streams=streams(MAX_NEW)))
+    engine = make_engine(policy, engine_config(steps_per_frame=1, streams=streams(MAX_NEW)))
     engine.act(observations[0])
     engine.language()
     engine.request("narration")
@@ -320,7 +327,7 @@ def test_reset_drops_every_request_and_the_next_frame_starts_clean(policy, obser
         engine.language()
     engine.act(observations[1])
     after = engine.language()
-    fresh = make_engine(policy, engine_config(k=1, streams=streams(MAX_NEW)))
+    fresh = make_engine(policy, engine_config(steps_per_frame=1, streams=streams(MAX_NEW)))
     fresh.act(observations[1])
     clean = fresh.language()
     # Narration and memory (the forgotten instruction counts as new) start over.
@@ -330,7 +337,9 @@ def test_reset_drops_every_request_and_the_next_frame_starts_clean(policy, obser
 
 def test_buckets_larger_than_the_pool_are_clipped_to_it(policy, observations):
     """A robot config may keep power-of-two buckets over a pool of any size."""
-    engine = make_engine(policy, engine_config(k=1, max_active=3, batch_buckets=(1, 2, 4)))
+    engine = make_engine(
+        policy, engine_config(steps_per_frame=1, max_active_requests=3, batch_buckets=(1, 2, 4))
+    )
     assert engine.scheduler.buckets == (1, 2, 3)
     engine.warmup(observations[0])
     engine.act(observations[1])
@@ -352,7 +361,7 @@ def test_auto_k_without_any_deadline_decodes_and_loses_no_request(policy, observ
 
 
 def test_bad_observation_raises_and_the_engine_carries_on(policy, observations):
-    engine = make_engine(policy, engine_config(k=1, streams=streams(MAX_NEW)))
+    engine = make_engine(policy, engine_config(steps_per_frame=1, streams=streams(MAX_NEW)))
     engine.act(observations[0])
     engine.language()
     good = observations[1]
@@ -371,7 +380,7 @@ def test_bad_observation_raises_and_the_engine_carries_on(policy, observations):
 
 
 def test_language_before_any_frame_raises_and_admits_nothing(policy):
-    engine = make_engine(policy, engine_config(k=1))
+    engine = make_engine(policy, engine_config(steps_per_frame=1))
     engine.request("narration")
     with pytest.raises(RuntimeError, match="act"):
         engine.language()
@@ -379,7 +388,7 @@ def test_language_before_any_frame_raises_and_admits_nothing(policy):
 
 
 def test_auto_k_without_warmup_raises_and_admits_nothing(policy, observations):
-    engine = make_engine(policy, engine_config(k="auto", streams=streams(5)))
+    engine = make_engine(policy, engine_config(steps_per_frame="auto", streams=streams(5)))
     engine.act(observations[0])
     with pytest.raises(ValueError, match="warm it up first"):
         engine.language(time_left_s=0.1)

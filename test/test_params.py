@@ -69,7 +69,7 @@ def test_robot_yaml_reads_into_configs_that_fit_its_model(path):
     assert cfg.joint_names == tuple(raw["joint_names"])
     assert cfg.frame_period_s == pytest.approx(raw["execute_horizon"] / raw["control_rate_hz"])
     assert engine.frame_budget_s == pytest.approx(cfg.frame_period_s)
-    assert engine.k == raw["steps_per_frame"]
+    assert engine.steps_per_frame == raw["steps_per_frame"]
     assert [s.name for s in engine.streams] == raw["stream_names"]
     for stream in engine.streams:
         for key, value in raw["streams"][stream.name].items():
@@ -84,7 +84,11 @@ def test_robot_yaml_reads_into_configs_that_fit_its_model(path):
 
 def test_tiny_yaml_maps_onto_the_engine_config():
     engine = read_settings(_node(CONFIG / "tiny.yaml")).engine
-    assert (engine.k, engine.max_active, engine.batch_buckets) == (2, 8, (1, 2, 4, 8))
+    assert (engine.steps_per_frame, engine.max_active_requests, engine.batch_buckets) == (
+        2,
+        8,
+        (1, 2, 4, 8),
+    )
     assert engine.frame_budget_s == pytest.approx(0.1)
     assert [(s.name, s.prompt, s.max_tokens, s.trigger) for s in engine.streams] == [
         ("narration", "Narrate:", 12, "every"),
@@ -127,7 +131,7 @@ def test_out_of_range_values_are_refused_by_ros():
 
 @pytest.mark.parametrize(("value", "expected"), [("auto", "auto"), (3, 3), ("4", 4)])
 def test_steps_per_frame_takes_an_int_or_auto(value, expected):
-    assert read_settings(_node(steps_per_frame=value)).engine.k == expected
+    assert read_settings(_node(steps_per_frame=value)).engine.steps_per_frame == expected
 
 
 @pytest.mark.parametrize(

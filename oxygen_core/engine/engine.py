@@ -81,9 +81,13 @@ class Engine(abc.ABC):
         self.model = policy.config
         self.frame = -1
         # A bucket larger than the pool cannot be sliced from it: clip it to the pool.
-        buckets = tuple(sorted({min(b, cfg.max_active) for b in cfg.batch_buckets}))
+        buckets = tuple(sorted({min(b, cfg.max_active_requests) for b in cfg.batch_buckets}))
         self.scheduler = Scheduler(
-            cfg.streams, cfg.max_active, buckets, cfg.pool_full, cfg.max_queue
+            cfg.streams,
+            cfg.max_active_requests,
+            buckets,
+            cfg.pool_full_policy,
+            cfg.max_queued_requests,
         )
         self.text = TextStreams(policy)
         self.prompts = {s.name: policy.tokenizer.encode(s.prompt) for s in cfg.streams}
@@ -207,16 +211,18 @@ class OxygenEngine(Engine):
 
     def __init__(self, policy: Policy, cfg: EngineConfig) -> None:
         super().__init__(policy, cfg)
-        self.k_max = cfg.k_max if cfg.k == "auto" else cfg.k
-        if not 1 <= cfg.k_min <= self.k_max:
-            raise ValueError(f"need 1 <= k_min ({cfg.k_min}) <= k_max ({self.k_max})")
+        self.k_max = cfg.max_decode_tokens if cfg.steps_per_frame == "auto" else cfg.steps_per_frame
+        if not 1 <= cfg.min_decode_tokens <= self.k_max:
+            raise ValueError(
+                f"need 1 <= min_decode_tokens ({cfg.min_decode_tokens}) <= k_max ({self.k_max})"
+            )
         self.latency = LatencyModel()
         dtype = pi05.param_dtype(policy.params)
-        self.pool = kv_pool.init_pool(self.model, cfg.max_active, self.capacity, dtype)
+        self.pool = kv_pool.init_pool(self.model, cfg.max_active_requests, self.capacity, dtype)
 
     def language(self, time_left_s: float | None = None) -> LanguageResult:
         self._require_frame()
-        if self.cfg.k == "auto" and not self.latency.step_s:
+        if self.cfg.steps_per_frame == "auto" and not self.latency.step_s:
             raise ValueError("k='auto' has no decode timings yet: warm it up first")
         t0 = time.perf_counter()
         plan = self.scheduler.plan(self.frame, lambda *a: self._choose_k(*a, time_left_s))
@@ -245,7 +251,7 @@ class OxygenEngine(Engine):
     def reset(self) -> None:
         super().reset()
         self.pool = kv_pool.release(
-            self.model, self.pool, np.arange(self.cfg.max_active, dtype=np.int32)
+            self.model, self.pool, np.arange(self.cfg.max_active_requests, dtype=np.int32)
         )
 
     def _choose_k(self, bucket: int, n_admit: int, backlog: int, time_left_s: float | None) -> int:
@@ -261,14 +267,14 @@ class OxygenEngine(Engine):
         if bucket == 0:
             return 0
         k_cap = min(self.k_max, self._tokens_needed())
-        if self.cfg.k != "auto":
-            return min(self.cfg.k, k_cap)
+        if self.cfg.steps_per_frame != "auto":
+            return min(self.cfg.steps_per_frame, k_cap)
         if time_left_s is None:
             budget = self.cfg.frame_budget_s
             time_left_s = float("inf") if budget is None else budget - self._act_s
         time_left_s -= self.cfg.budget_margin_s
         fits = self.latency.choose_k(time_left_s, bucket, n_admit, k_cap)
-        floor = min(self.cfg.k_min, k_cap)
+        floor = min(self.cfg.min_decode_tokens, k_cap)
         return max(floor, min(fits, k_cap if backlog else floor))
 
     def _tokens_needed(self) -> int:
@@ -372,9 +378,9 @@ class SequentialEngine(Engine):
 
 
 def make_engine(policy: Policy, cfg: EngineConfig) -> Engine:
-    """The engine for cfg.mode ("oxygen", "shared" or "isolated")."""
-    if cfg.mode == "oxygen":
+    """The engine for cfg.engine_mode ("oxygen", "shared" or "isolated")."""
+    if cfg.engine_mode == "oxygen":
         return OxygenEngine(policy, cfg)
-    if cfg.mode in ("shared", "isolated"):
-        return SequentialEngine(policy, cfg, own_prefill=cfg.mode == "isolated")
-    raise ValueError(f"unknown engine mode {cfg.mode!r}; choose oxygen, shared or isolated")
+    if cfg.engine_mode in ("shared", "isolated"):
+        return SequentialEngine(policy, cfg, own_prefill=cfg.engine_mode == "isolated")
+    raise ValueError(f"unknown engine mode {cfg.engine_mode!r}; choose oxygen, shared or isolated")

@@ -8,7 +8,8 @@ Results hold numpy arrays and Python scalars only: one device-to-host copy per p
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+import typing
+from typing import Any, Literal
 
 import numpy as np
 
@@ -37,32 +38,83 @@ DEFAULT_STREAMS = (
 )
 
 
+def parameter(
+    default: Any,
+    doc: str,
+    span: tuple[float, float] | None = None,
+    choices: tuple[str, ...] = (),
+    **flags: bool,
+) -> Any:
+    """A dataclass field that is also a node parameter of the same name.
+
+    The metadata (description, numeric range, choices; flags dynamic, read_only) is plain
+    data: oxygen_ros.params turns it into ROS parameter descriptors and checks values
+    against it, so this package stays free of ROS.
+    """
+    meta = {"doc": doc, "span": span, "choices": choices, **flags}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def is_parameter(field: dataclasses.Field) -> bool:
+    """Whether a config field is a node parameter (declared with `parameter`)."""
+    return "doc" in field.metadata
+
+
 @dataclasses.dataclass(frozen=True)
 class EngineConfig:
-    """How the engine schedules work; every field maps onto one ROS parameter.
+    """How the engine schedules work. Fields declared with `parameter` are the node's ROS
+    parameters of the same name (one vocabulary from the params YAML down to the engine);
+    frame_budget_s and streams are filled from other parameters (docs/DESIGN.md section 5).
 
-    k: language tokens decoded per frame for every active request, or "auto": k_min
-        while the pool keeps up, and while requests wait for a row the largest k in
-        [k_min, k_max] whose predicted language time fits the frame's time left
-        (time_left_s, else frame_budget_s minus phase 1).
-    max_active: rows of the preallocated KV pool (active language requests).
+    steps_per_frame (k): language tokens decoded per frame for every active request, or
+        "auto": min_decode_tokens while the pool keeps up, and while requests wait for a
+        row the largest k in [min_decode_tokens, max_decode_tokens] whose predicted
+        language time fits the frame's time left (time_left_s, else frame_budget_s minus
+        phase 1), less budget_margin_s (docs/DESIGN.md section 7).
+    max_active_requests: rows of the preallocated KV pool (active language requests).
     batch_buckets: decode batch sizes compiled at warm-up; a batch runs in the
         smallest bucket that holds every occupied row.
+    budget_margin_s: 0.01 by default because on the robot the frame still publishes
+        after decoding, and a frame still running at the next tick turns that tick into an
+        overrun (no chunk); 10 ms covers publishing and scheduling jitter on the CPUs
+        measured. Offline measurements of the engine alone (bench, verify) pass 0.
     """
 
-    mode: Mode = "oxygen"
-    k: int | Literal["auto"] = 1
-    k_max: int = 16
-    k_min: int = 1  # auto's floor: tokens per row even when the frame has no time left
-    denoise_steps: int = 10
-    max_active: int = 32
-    batch_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
-    frame_budget_s: float | None = None
-    budget_margin_s: float = 0.0
-    pool_full: PoolFullPolicy = "queue"
-    max_queue: int = 64
-    streams: tuple[StreamConfig, ...] = DEFAULT_STREAMS
-    seed: int = 0
+    engine_mode: Mode = parameter(
+        "oxygen",
+        "oxygen: shared KV + cross-frame batching; shared / isolated: the paper's baselines.",
+        choices=typing.get_args(Mode),
+    )
+    steps_per_frame: int | Literal["auto"] = parameter(
+        1,
+        "Language tokens decoded per frame for every request (k), or 'auto' to fit the budget.",
+        dynamic=True,
+    )
+    max_decode_tokens: int = parameter(16, "Largest k that 'auto' may choose.", (1, 1024))
+    min_decode_tokens: int = parameter(
+        1, "k that 'auto' keeps while the pool keeps up, even with no time left.", (1, 1024)
+    )
+    denoise_steps: int = parameter(10, "Flow-matching Euler steps (S).", (1, 100))
+    max_active_requests: int = parameter(
+        32, "Rows of the preallocated KV pool (active requests).", (1, 1024)
+    )
+    batch_buckets: tuple[int, ...] = parameter(
+        (1, 2, 4, 8, 16, 32), "Decode batch sizes compiled at configure time."
+    )
+    budget_margin_s: float = parameter(
+        0.01, "Time 'auto' k leaves free before the next tick (publishing, jitter).", (0.0, 10.0)
+    )
+    pool_full_policy: PoolFullPolicy = parameter(
+        "queue",
+        "What a new request does when the KV pool is full.",
+        choices=typing.get_args(PoolFullPolicy),
+    )
+    max_queued_requests: int = parameter(
+        64, "Requests waiting for a pool row (pool_full_policy queue).", (0, 4096)
+    )
+    seed: int = parameter(0, "Seed of random weights and of language sampling.", (0, 2**31 - 1))
+    frame_budget_s: float | None = None  # the node's frame period
+    streams: tuple[StreamConfig, ...] = DEFAULT_STREAMS  # parameters streams.<name>.*
 
 
 @dataclasses.dataclass(frozen=True)

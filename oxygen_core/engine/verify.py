@@ -156,10 +156,10 @@ def verify_config(k: int, n: int, steps: int, seed: int) -> EngineConfig:
     rows = pool_rows(k, n)
     buckets = tuple(2**i for i in range(rows.bit_length()) if 2**i < rows) + (rows,)
     return EngineConfig(
-        mode="oxygen",
-        k=k,
+        engine_mode="oxygen",
+        steps_per_frame=k,
         denoise_steps=steps,
-        max_active=rows,
+        max_active_requests=rows,
         batch_buckets=buckets,
         streams=tuple(dataclasses.replace(s, max_tokens=n) for s in DEFAULT_STREAMS),
         seed=seed,
@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = verify_config(args.k, args.N, args.S, args.seed)
     traces = {}
     for mode in ("oxygen", "isolated"):
-        engine = make_engine(policy, dataclasses.replace(cfg, mode=mode))
+        engine = make_engine(policy, dataclasses.replace(cfg, engine_mode=mode))
         traces[mode] = run_engine(engine, observations)
         log(
             f"{mode}: {args.frames} frames, {len(traces[mode].requests)} requests in "

@@ -21,9 +21,16 @@ from typing import Any
 from builtin_interfaces.msg import Time
 from rosbags.rosbag2 import ReaderError
 
-from oxygen_ros.tools.bagio import BagMessage, BagWriter, bag_span_ns, bag_topics, from_cdr, read_bag
-from oxygen_ros.tools.configure import TopicNames, load_settings
 from oxygen_ros.params import Settings
+from oxygen_ros.tools.bagio import (
+    BagMessage,
+    BagWriter,
+    bag_span_ns,
+    bag_topics,
+    from_cdr,
+    read_bag,
+)
+from oxygen_ros.tools.configure import TopicNames, load_settings
 from oxygen_ros.tools.report import Recording, RunInfo, warmup_frames
 
 OUTPUT_BAG = "output_bag"  # the output bag's folder in a job's output folder
@@ -70,8 +77,8 @@ class Job:
             source=source,
             bag=str(self.bag),
             params=str(self.params),
-            mode=self.settings.engine.mode,
-            seed=cfg.seed,
+            mode=self.settings.engine.engine_mode,
+            seed=self.settings.engine.seed,
             frame_period_s=cfg.frame_period_s,
             warmup_frames=warmup_frames(self.settings.engine),
             origin_ns=origin,

@@ -149,9 +149,9 @@ class Counts:
 
 def warmup_frames(engine: EngineConfig) -> int:
     """Frames while the OxyGen batch fills: ceil(N / k); the baselines have none."""
-    if engine.mode != "oxygen" or not engine.streams:
+    if engine.engine_mode != "oxygen" or not engine.streams:
         return 0
-    k = engine.k_max if engine.k == "auto" else engine.k
+    k = engine.max_decode_tokens if engine.steps_per_frame == "auto" else engine.steps_per_frame
     return math.ceil(max(s.max_tokens for s in engine.streams) / k)
 
 
