@@ -18,7 +18,7 @@ import numpy as np
 from oxygen_core import robot_io
 from oxygen_core.config import IMAGE_SLOTS, ModelConfig, RobotConfig, model_preset, robot_preset
 from oxygen_core.image import resize_with_pad
-from oxygen_core.model import params as P
+from oxygen_core.model import weights as P
 from oxygen_core.model.checkpoint import find_norm_stats, load_params
 from oxygen_core.model.normalize import NormStats, identity_stats
 from oxygen_core.model.pi05 import PrefixInputs

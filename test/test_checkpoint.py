@@ -22,8 +22,8 @@ import orbax.checkpoint as ocp
 import pytest
 
 from oxygen_core.config import model_preset
-from oxygen_core.model import params as P
 from oxygen_core.model import pi05
+from oxygen_core.model import weights as P
 from oxygen_core.model.checkpoint import find_norm_stats, save_checkpoint
 from oxygen_core.model.normalize import NormStats, Stats, identity_stats, read_norm_stats
 from oxygen_core.observation import Observation
@@ -134,7 +134,7 @@ import os, sys
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 import jax, numpy as np, orbax.checkpoint as ocp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from oxygen_core.model import params as P
+from oxygen_core.model import weights as P
 mesh = Mesh(np.array(jax.devices()), ("fsdp",))
 def put(a):
     spec = PartitionSpec("fsdp") if a.ndim and a.shape[0] % 2 == 0 else PartitionSpec()

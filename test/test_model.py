@@ -18,7 +18,7 @@ import pytest
 
 from oxygen_core.config import model_preset
 from oxygen_core.model import gemma, pi05
-from oxygen_core.model import params as P
+from oxygen_core.model import weights as P
 
 CFG = model_preset("tiny")
 TOKEN_LENS = (30, 17)  # valid prompt tokens per row; the rest of the 48 is padding

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from oxygen_core.config import ModelConfig
-from oxygen_core.model import params as P
+from oxygen_core.model import weights as P
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from oxygen_core.config import ModelConfig
-from oxygen_core.model import params as P
+from oxygen_core.model import weights as P
 from oxygen_core.model.normalize import NormStats, read_norm_stats, write_norm_stats
 
 

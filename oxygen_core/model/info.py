@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 
 from oxygen_core.config import MODEL_PRESETS, ModelConfig, model_preset
-from oxygen_core.model.params import component_of, param_shapes
+from oxygen_core.model.weights import component_of, param_shapes
 
 # Display order of `params.component_of`'s answers.
 COMPONENTS = ("vision", "vlm", "action_expert", "projections")
