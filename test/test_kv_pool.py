@@ -67,7 +67,7 @@ class Bench:
     def decode(self, pool, k, params=None):
         params = self.params if params is None else params
         pool, packed = kv_pool.decode(params, self.cfg, pool, np.int32(k), ROWS, K_MAX)
-        return pool, np.asarray(packed)
+        return pool, kv_pool.DecodeOutput.unpack(packed)
 
     def prefill(self, frame, params):
         return pi05.prefill(params, self.cfg, self.inputs[frame])
@@ -101,14 +101,9 @@ def host(pool: kv_pool.PoolState) -> tuple[dict[str, np.ndarray], list[np.ndarra
     return fields, [np.array(a) for kv in pool.kv for a in kv]
 
 
-def emitted(packed: np.ndarray) -> dict[int, list[int]]:
-    """Tokens per row from one packed result: the admission token, then the k steps."""
-    first, steps = packed[K_MAX], packed[:K_MAX]
-    return {
-        row: ([int(first[row])] if first[row] >= 0 else [])
-        + [int(t) for t in steps[:, row] if t >= 0]
-        for row in range(packed.shape[1])
-    }
+def emitted(out: kv_pool.DecodeOutput) -> dict[int, list[int]]:
+    """Tokens per row from one decode output: the admission token, then the k steps."""
+    return {row: out.emitted(row) for row in range(len(out.first))}
 
 
 def layer0_keys(bench: Bench, frame: int, tokens: list[int]) -> np.ndarray:
@@ -193,23 +188,25 @@ def test_rows_of_different_ages_decode_as_if_each_were_alone(bench):
     assert len({tuple(t) for t in got.values() if t}) == 3
     # Positions advanced only while live: prompt (2) + fed tokens (all but the last).
     assert np.asarray(pool.ext_len).tolist()[:3] == [2 + 5, 2 + 5, 2 + 3]
-    assert packed[K_MAX + 1].tolist() == [1, 1, 1, 1]  # every row done or free
-    assert packed[K_MAX + 2].tolist()[:3] == [6, 6, 4]
+    assert packed.done.tolist() == [True] * 4  # every row done or free
+    assert np.asarray(pool.n_gen).tolist()[:3] == [6, 6, 4]
 
 
-def test_packed_layout_of_one_decode(bench):
+def test_decode_output_of_one_decode(bench):
     pool = bench.admit(bench.pool(), 0, frame=0)
     oracle = bench.oracle(0)
-    pool, packed = bench.decode(pool, 1)  # k < K_MAX: the second step row stays empty
-    expected = np.full((K_MAX + 3, ROWS), -1)
-    expected[0, 0] = oracle[1]
-    expected[K_MAX, 0] = oracle[0]  # the admission token, reported once
-    expected[K_MAX + 1] = [0, 1, 1, 1]  # done: free rows count as done
-    expected[K_MAX + 2] = [2, 0, 0, 0]  # tokens generated
-    np.testing.assert_array_equal(packed, expected)
-    pool, packed = bench.decode(pool, 2)
-    expected[:2, 0], expected[K_MAX, 0], expected[K_MAX + 2, 0] = oracle[2:4], -1, 4
-    np.testing.assert_array_equal(packed, expected)
+    pool, out = bench.decode(pool, 1)  # k < K_MAX: the second step row stays empty
+    tokens = np.full((K_MAX, ROWS), -1)
+    tokens[0, 0] = oracle[1]
+    np.testing.assert_array_equal(out.tokens, tokens)
+    assert out.first.tolist() == [oracle[0], -1, -1, -1]  # the admission token, reported once
+    assert out.done.tolist() == [False, True, True, True]  # free rows count as done
+    assert np.asarray(pool.n_gen).tolist() == [2, 0, 0, 0]  # tokens generated
+    pool, out = bench.decode(pool, 2)
+    tokens[:2, 0] = oracle[2:4]
+    np.testing.assert_array_equal(out.tokens, tokens)
+    assert out.first.tolist() == [-1] * ROWS
+    assert np.asarray(pool.n_gen).tolist() == [4, 0, 0, 0]
 
 
 def test_released_rows_emit_nothing_and_the_rest_continue(bench):
@@ -219,7 +216,7 @@ def test_released_rows_emit_nothing_and_the_rest_continue(bench):
     pool = kv_pool.release(bench.cfg, pool, np.array([0, 9], np.int32))  # 9: dropped
     pool, second = bench.decode(pool, 2)
     assert emitted(second)[0] == []
-    assert (second[K_MAX + 1, 0], second[K_MAX + 2, 0]) == (1, 3)  # done, count frozen
+    assert second.done[0] and np.asarray(pool.n_gen)[0] == 3  # done, count frozen
     assert emitted(first)[1] + emitted(second)[1] == bench.oracle(1)[:5]
 
 
@@ -228,7 +225,7 @@ def test_decode_stops_once_every_row_is_done(bench):
     write the unfed last token's K/V and cost a full batch step)."""
     pool = bench.admit(bench.pool(), 0, frame=0, max_tokens=3)  # done at the call's last step
     pool, packed = bench.decode(pool, 2)
-    assert emitted(packed)[0] == bench.oracle(0)[:3] and packed[K_MAX + 1].tolist() == [1] * ROWS
+    assert emitted(packed)[0] == bench.oracle(0)[:3] and packed.done.tolist() == [True] * ROWS
     before = host(pool)
     pool, packed = bench.decode(pool, 2)
     after = host(pool)
@@ -240,7 +237,7 @@ def test_decode_stops_once_every_row_is_done(bench):
 
 def test_a_busy_pool_decodes_every_row_for_timing(bench):
     pool, packed = bench.decode(kv_pool.busy(bench.pool()), 2)
-    assert packed[:2].min() >= 0 and packed[K_MAX + 1].tolist() == [0] * ROWS  # all live
+    assert packed.tokens[:2].min() >= 0 and not packed.done.any()  # all live
 
 
 def test_eos_ends_each_row_at_its_own_step(bench):
@@ -273,7 +270,7 @@ def test_eos_ends_each_row_at_its_own_step(bench):
             got[row] += tokens
     want = [expected[r] for r in rows] + [run_on]
     assert got == dict(enumerate(want))
-    assert packed[K_MAX + 2].tolist() == [len(seq) for seq in want]
+    assert np.asarray(pool.n_gen).tolist() == [len(seq) for seq in want]
 
 
 # --------------------------------------------------------------------------- misuse

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oxygen_core.engine.latency import MIN_STEP_S, LatencyModel
-from oxygen_core.engine.scheduler import Scheduler
+from oxygen_core.engine.latency import MIN_STEP_S, LatencyModel, StepBudget
+from oxygen_core.engine.scheduler import Plan, Scheduler
 from oxygen_core.engine.types import StreamConfig
 
 NARRATION = StreamConfig("narration", "Narrate:", max_tokens=5, trigger="every")
@@ -28,12 +28,8 @@ def scheduler(capacity=8, pool_full="queue", max_queue=64, streams=(NARRATION, M
     return Scheduler(streams, capacity, BUCKETS, pool_full, max_queue)
 
 
-def fixed_k(k):
-    return lambda bucket, n_admitted, backlog: k
-
-
-def plan(sched, frame=0, k=1):
-    return sched.plan(frame, fixed_k(k))
+def plan(sched, frame=0):
+    return sched.plan(frame)
 
 
 # --------------------------------------------------------------------------- CRUD
@@ -109,18 +105,40 @@ def test_bucket_is_the_smallest_holding_the_highest_occupied_slot():
     assert plan(sched).bucket == 1
 
 
-def test_choose_k_sees_the_bucket_and_the_admissions():
-    sched = scheduler()
+def test_plan_reports_bucket_admissions_and_backlog():
+    sched = scheduler(capacity=2, max_queue=1)
     for _ in range(3):
         sched.demand("ask")
-    seen = []
+    first = sched.plan(0)
+    assert (first.bucket, len(first.admitted), first.backlog) == (2, 2, 1)  # one waits
+    sched.demand("ask")
+    second = sched.plan(1)  # pool still full: one waits, one is rejected
+    assert (second.bucket, len(second.admitted), second.rejected, second.backlog) == (2, 0, 1, 2)
 
-    def choose_k(bucket, n_admitted, backlog):
-        seen.append((bucket, n_admitted, backlog))
-        return 7
 
-    assert sched.plan(0, choose_k).k == 7
-    assert seen == [(4, 3, 0)]
+def _plan(bucket: int, admitted: int, backlog: int) -> Plan:
+    return Plan(0, (None,) * admitted, (), 0, bucket, backlog)
+
+
+def test_step_budget_fixed_k_is_capped_by_the_tokens_still_needed():
+    budget = StepBudget(steps_per_frame=4, min_decode_tokens=1, budget_margin_s=0.5)
+    assert budget.choose(_plan(2, 0, 5), LatencyModel(), k_cap=16, time_left_s=0.0) == 4
+    assert budget.choose(_plan(2, 0, 0), LatencyModel(), k_cap=3, time_left_s=0.0) == 3
+
+
+def test_step_budget_auto_keeps_k_min_unless_requests_wait():
+    model = LatencyModel(slack=0.0)
+    model.calibrate(4, step_s=0.25, call_s=0.0)
+    model.admit_s = 0.5
+    budget = StepBudget(steps_per_frame="auto", min_decode_tokens=2, budget_margin_s=0.25)
+    # Pool keeps up: k_min, whatever the time left.
+    assert budget.choose(_plan(4, 1, 0), model, k_cap=16, time_left_s=10.0) == 2
+    # Requests wait: the largest k that fits (3.25 - 0.25 margin - 0.5 admit) / 0.25 = 10.
+    assert budget.choose(_plan(4, 1, 1), model, k_cap=16, time_left_s=3.25) == 10
+    assert budget.choose(_plan(4, 1, 1), model, k_cap=6, time_left_s=3.25) == 6  # capped
+    # No time left: k_min still holds (language never starves), capped by tokens needed.
+    assert budget.choose(_plan(4, 1, 1), model, k_cap=16, time_left_s=0.0) == 2
+    assert budget.choose(_plan(4, 1, 1), model, k_cap=1, time_left_s=0.0) == 1
 
 
 # --------------------------------------------------------------------------- triggers
@@ -279,7 +297,7 @@ class Simulation:
             self.sched.demand("ask", max_tokens=n)
         self.demanded += len(arrivals)
         before = sorted(self.sched.active)
-        result = self.sched.plan(frame, fixed_k(k))
+        result = self.sched.plan(frame)
         self.check(result)
         evicted = [r.id for r in result.evicted]
         assert evicted == before[: len(evicted)]  # the oldest go first

@@ -28,7 +28,7 @@ import numpy as np
 from oxygen_core.config import EOS_ID
 from oxygen_core.engine import kv_pool
 from oxygen_core.engine.generate import generate
-from oxygen_core.engine.latency import LatencyModel
+from oxygen_core.engine.latency import LatencyModel, StepBudget
 from oxygen_core.engine.scheduler import Plan, Request, Scheduler
 from oxygen_core.engine.types import ActionResult, EngineConfig, LanguageResult, TokenEvent
 from oxygen_core.model import pi05
@@ -187,13 +187,13 @@ class Engine(abc.ABC):
         )
 
     def _result(
-        self, plan: Plan, events: list[TokenEvent], seconds: float, batch: int
+        self, plan: Plan, k: int, events: list[TokenEvent], seconds: float, batch: int
     ) -> LanguageResult:
         return LanguageResult(
             frame=self.frame,
             events=tuple(events),
             decode_s=seconds,
-            k=plan.k,
+            k=k,
             batch=batch,
             bucket=plan.bucket,
             admitted=len(plan.admitted),
@@ -217,6 +217,9 @@ class OxygenEngine(Engine):
                 f"need 1 <= min_decode_tokens ({cfg.min_decode_tokens}) <= k_max ({self.k_max})"
             )
         self.latency = LatencyModel()
+        self.step_budget = StepBudget(
+            cfg.steps_per_frame, cfg.min_decode_tokens, cfg.budget_margin_s
+        )
         dtype = pi05.param_dtype(policy.params)
         self.pool = kv_pool.init_pool(self.model, cfg.max_active_requests, self.capacity, dtype)
 
@@ -225,7 +228,8 @@ class OxygenEngine(Engine):
         if self.cfg.steps_per_frame == "auto" and not self.latency.step_s:
             raise ValueError("k='auto' has no decode timings yet: warm it up first")
         t0 = time.perf_counter()
-        plan = self.scheduler.plan(self.frame, lambda *a: self._choose_k(*a, time_left_s))
+        plan = self.scheduler.plan(self.frame)
+        k = self._choose_k(plan, time_left_s)
         events = [self.text.event(r, [], True, "evicted") for r in plan.evicted]
         for req in plan.admitted:
             self.pool = kv_pool.admit(
@@ -239,14 +243,14 @@ class OxygenEngine(Engine):
         batch = len(self.scheduler.active)
         if plan.bucket:
             self.pool, packed = kv_pool.decode(
-                self.policy.params, self.model, self.pool, np.int32(plan.k), plan.bucket, self.k_max
+                self.policy.params, self.model, self.pool, np.int32(k), plan.bucket, self.k_max
             )
-            events += self._events(np.asarray(packed))
+            events += self._events(kv_pool.DecodeOutput.unpack(packed))
         seconds = time.perf_counter() - t0
-        if plan.bucket and plan.k:
+        if plan.bucket and k:
             fixed_s = self.latency.fixed_s(plan.bucket, len(plan.admitted))
-            self.latency.observe_step(plan.bucket, (seconds - fixed_s) / plan.k)
-        return self._result(plan, events, seconds, batch)
+            self.latency.observe_step(plan.bucket, (seconds - fixed_s) / k)
+        return self._result(plan, k, events, seconds, batch)
 
     def reset(self) -> None:
         super().reset()
@@ -254,28 +258,15 @@ class OxygenEngine(Engine):
             self.model, self.pool, np.arange(self.cfg.max_active_requests, dtype=np.int32)
         )
 
-    def _choose_k(self, bucket: int, n_admit: int, backlog: int, time_left_s: float | None) -> int:
-        """Tokens per live row this frame; never more than any live row still needs.
-
-        k="auto" is throughput-first within the deadline. With arrivals fixed, every k
-        produces the same tokens in the long run, and a smaller k keeps the batch larger:
-        one step at bucket 32 cost 18 ms against 77 ms for 16 steps at bucket 2 on this
-        CPU (BENCHMARKS.md). So auto decodes k_min tokens while the pool keeps up, and the
-        largest k that fits the time left while requests wait for a row (backlog), to
-        drain them. k_min holds even when no time is left, so language never starves.
-        """
-        if bucket == 0:
+    def _choose_k(self, plan: Plan, time_left_s: float | None) -> int:
+        """Tokens per live row this frame (StepBudget); never more than a row still needs."""
+        if plan.bucket == 0:
             return 0
-        k_cap = min(self.k_max, self._tokens_needed())
-        if self.cfg.steps_per_frame != "auto":
-            return min(self.cfg.steps_per_frame, k_cap)
         if time_left_s is None:
             budget = self.cfg.frame_budget_s
             time_left_s = float("inf") if budget is None else budget - self._act_s
-        time_left_s -= self.cfg.budget_margin_s
-        fits = self.latency.choose_k(time_left_s, bucket, n_admit, k_cap)
-        floor = min(self.cfg.min_decode_tokens, k_cap)
-        return max(floor, min(fits, k_cap if backlog else floor))
+        k_cap = min(self.k_max, self._tokens_needed())
+        return self.step_budget.choose(plan, self.latency, k_cap, time_left_s)
 
     def _tokens_needed(self) -> int:
         """The most tokens any live row can still produce (no decode step past that)."""
@@ -286,16 +277,12 @@ class OxygenEngine(Engine):
             for r in self.scheduler.active.values()
         )
 
-    def _events(self, packed: np.ndarray) -> list[TokenEvent]:
-        """Token events from the frame's one packed host copy; frees finished rows."""
-        k_max = self.k_max
-        steps, first, done = packed[:k_max], packed[k_max], packed[k_max + 1]
+    def _events(self, out: kv_pool.DecodeOutput) -> list[TokenEvent]:
+        """Token events from the frame's one decode output; frees finished rows."""
         events = []
         for slot, req in sorted(self.scheduler.slots.items()):
-            new = ([int(first[slot])] if first[slot] >= 0 else []) + [
-                int(t) for t in steps[:, slot] if t >= 0
-            ]
-            finished = bool(done[slot])
+            new = out.emitted(slot)
+            finished = bool(out.done[slot])
             reason = None
             if finished:
                 self.scheduler.finish(req.id)
@@ -349,7 +336,7 @@ class SequentialEngine(Engine):
         del time_left_s  # the baselines have no step budget: they finish every request
         self._require_frame()
         t0 = time.perf_counter()
-        plan = self.scheduler.plan(self.frame, lambda *_: 0)
+        plan = self.scheduler.plan(self.frame)
         events = []
         for req in plan.admitted:
             tokens = [int(t) for t in np.asarray(self._generate(req)) if t >= 0]
@@ -357,7 +344,7 @@ class SequentialEngine(Engine):
             events.append(
                 self.text.event(req, tokens, True, finish_reason(tokens, self._stops(req)))
             )
-        return self._result(plan, events, time.perf_counter() - t0, min(1, len(events)))
+        return self._result(plan, 0, events, time.perf_counter() - t0, min(1, len(events)))
 
     def _generate(self, req: Request) -> jax.Array:
         cache = self._cache

@@ -9,8 +9,9 @@ ages, decode together: positions and masks are per row.
 All updates are in place: `admit` and `decode` are jitted with the pool donated, write
 with scatter / dynamic_update_slice, and never concatenate or split the pool. A decode
 runs over the first `bucket` rows (a static size compiled at warm-up); rows that are
-free or finished are masked, not removed. One packed int32 array per call goes to the
-host: tokens, emission flags, done flags and counts together.
+free or finished are masked, not removed. A decode packs what the host needs into one
+int32 array on the device, so one device-to-host copy per call carries it;
+`DecodeOutput.unpack` is the one place that turns it into named fields on the host.
 """
 
 from __future__ import annotations
@@ -212,6 +213,27 @@ def release(cfg: ModelConfig, pool: PoolState, slots: jax.Array) -> PoolState:
     return dataclasses.replace(pool, done=pool.done.at[slots].set(True, mode="drop"))
 
 
+@dataclasses.dataclass(frozen=True)
+class DecodeOutput:
+    """One decode call's report to the host, for the first `bucket` (B) rows."""
+
+    tokens: np.ndarray  # int32 [k_max, B]: the token each step emitted per row, -1 for none
+    first: np.ndarray  # int32 [B]: first token of a row admitted this frame, -1 otherwise
+    done: np.ndarray  # bool [B]: finished or free (a finished row's slot can be freed)
+
+    @classmethod
+    def unpack(cls, packed: jax.Array) -> DecodeOutput:
+        """`decode`'s packed [k_max + 2, B] array -> named fields: one host copy."""
+        host = np.asarray(packed)
+        k_max = host.shape[0] - 2
+        return cls(tokens=host[:k_max], first=host[k_max], done=host[k_max + 1].astype(bool))
+
+    def emitted(self, row: int) -> list[int]:
+        """Row's new tokens in order: its admission token (if any), then the steps'."""
+        head = [int(self.first[row])] if self.first[row] >= 0 else []
+        return head + [int(t) for t in self.tokens[:, row] if t >= 0]
+
+
 @functools.partial(jax.jit, static_argnames=("cfg", "bucket", "k_max"), donate_argnames=("pool",))
 def decode(
     params: dict, cfg: ModelConfig, pool: PoolState, k: jax.Array, bucket: int, k_max: int
@@ -220,9 +242,10 @@ def decode(
 
     The loop stops early once every row is done (all hit EOS, say): a step over finished
     rows would cost a full batch step and emit nothing.
-    Returns the pool and one packed int32 array [k_max + 3, bucket]: rows 0..k_max-1 hold
-    the tokens emitted at each step (-1 where a row emitted nothing), row k_max the first
-    token of rows admitted this frame (-1 otherwise), then the done flags and n_gen.
+    Returns the pool and one packed int32 array [k_max + 2, bucket] for
+    `DecodeOutput.unpack`: rows 0..k_max-1 the tokens emitted at each step (-1 where a row
+    emitted nothing), row k_max the first token of rows admitted this frame (-1
+    otherwise), row k_max + 1 the done flags.
     """
     b = bucket
     first = jnp.where(pool.fresh[:b], pool.last_token[:b], -1)
@@ -264,7 +287,5 @@ def decode(
     out = jnp.full((k_max, b), -1, jnp.int32)
     _, pool, out = jax.lax.while_loop(more, step, (jnp.int32(0), pool, out))
     pool = dataclasses.replace(pool, fresh=pool.fresh.at[:b].set(False))
-    packed = jnp.concatenate(
-        [out, first[None], pool.done[:b, None].T.astype(jnp.int32), pool.n_gen[:b][None]]
-    )
+    packed = jnp.concatenate([out, first[None], pool.done[:b][None].astype(jnp.int32)])
     return pool, packed

@@ -21,7 +21,11 @@ planned to the budget's edge ended up to 21 ms (8%) past a 0.5 s budget.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Literal
+
+from oxygen_core.engine.scheduler import Plan
 
 MIN_STEP_S = 1e-6
 
@@ -59,3 +63,31 @@ class LatencyModel:
         if math.isinf(spare):
             return k_max if spare > 0 else 0
         return max(0, min(k_max, math.floor(spare / max(self.step_s[bucket], MIN_STEP_S))))
+
+
+@dataclasses.dataclass(frozen=True)
+class StepBudget:
+    """The k decision, in one place: tokens per live row this frame, from the plan.
+
+    steps_per_frame="auto" is throughput-first within the deadline. With arrivals fixed,
+    every k produces the same tokens in the long run, and a smaller k keeps the batch
+    larger: one step at bucket 32 cost 18 ms against 77 ms for 16 steps at bucket 2 on
+    this CPU (BENCHMARKS.md). So auto decodes min_decode_tokens while the pool keeps up,
+    and the largest k that fits the time left while requests wait for a row (the plan's
+    backlog), to drain them. min_decode_tokens holds even when no time is left, so
+    language never starves. A fixed k and auto are both capped at k_cap, the tokens any
+    live row still needs (docs/DESIGN.md section 7).
+    """
+
+    steps_per_frame: int | Literal["auto"]
+    min_decode_tokens: int
+    budget_margin_s: float
+
+    def choose(self, plan: Plan, latency: LatencyModel, k_cap: int, time_left_s: float) -> int:
+        """k for a plan with live rows (bucket > 0); time_left_s before the margin."""
+        if self.steps_per_frame != "auto":
+            return min(self.steps_per_frame, k_cap)
+        time_left_s -= self.budget_margin_s
+        fits = latency.choose_k(time_left_s, plan.bucket, len(plan.admitted), k_cap)
+        floor = min(self.min_decode_tokens, k_cap)
+        return max(floor, min(fits, k_cap if plan.backlog else floor))

@@ -4,8 +4,10 @@ The scheduler is the host-side half of the KV cache manager. It turns stream tri
 into pending requests, admits them into free pool slots (lowest first, so the occupied
 rows stay packed and the decode bucket small), applies the pool-full policy, and picks
 the decode bucket. It emits a plain `Plan` and takes back plain facts (which requests
-finished), so its tests need no model. Running out of slots is an outcome in the plan
-(`rejected`, `evicted`), never an exception.
+finished), so its tests need no model. How many tokens the plan's rows decode (k) is not
+its call: `latency.StepBudget` decides that from the plan (docs/DESIGN.md section 7).
+Running out of slots is an outcome in the plan (`rejected`, `evicted`), never an
+exception.
 
 A request queued while the pool is full starts from the frame that admits it: its
 origin frame's prefix cache is not kept, and the newest observation is the better one
@@ -17,7 +19,6 @@ from __future__ import annotations
 import bisect
 import collections
 import dataclasses
-from collections.abc import Callable
 
 from oxygen_core.engine.types import PoolFullPolicy, StreamConfig
 
@@ -44,7 +45,9 @@ class Plan:
     evicted: tuple[Request, ...]
     rejected: int
     bucket: int  # 0 when no row is live
-    k: int
+    # Requests that wanted a pool row this frame and did not get one (still queued,
+    # rejected or evicted): the pool is not keeping up.
+    backlog: int
 
 
 class Scheduler:
@@ -89,13 +92,8 @@ class Scheduler:
         self.queue.append(Pending(stream, max_tokens or self.streams[stream].max_tokens))
 
     # ------------------------------------------------------------------ planning
-    def plan(self, frame: int, choose_k: Callable[[int, int, int], int]) -> Plan:
-        """Admit, evict or reject queued requests, then pick the bucket and k.
-
-        choose_k(bucket, n_admitted, backlog) -> tokens per row this frame (the step
-        budget); backlog counts requests that wanted a pool row this frame and did not
-        get one (still queued, rejected or evicted): the pool is not keeping up.
-        """
+    def plan(self, frame: int) -> Plan:
+        """Admit, evict or reject queued requests, then pick the bucket."""
         admitted: list[Request] = []
         evicted: list[Request] = []
         while self.queue:
@@ -106,14 +104,13 @@ class Scheduler:
                 break
             admitted.append(self._start(self.queue.popleft(), frame, slot))
         rejected = self._trim_queue()
-        bucket = self._bucket()
         return Plan(
             frame,
             tuple(admitted),
             tuple(evicted),
             rejected,
-            bucket,
-            choose_k(bucket, len(admitted), len(self.queue) + rejected + len(evicted)),
+            self._bucket(),
+            backlog=len(self.queue) + rejected + len(evicted),
         )
 
     def finish(self, request_id: int) -> Request:
