@@ -37,7 +37,9 @@ class DecodeProbe:
         if self.engine is not None:
             cfg = self.engine.cfg
             dtype = pi05.param_dtype(policy.params)  # as the engines' pools: same executable
-            pool = kv_pool.init_pool(policy.config, cfg.max_active, self.engine.capacity, dtype)
+            pool = kv_pool.init_pool(
+                policy.config, cfg.max_active_requests, self.engine.capacity, dtype
+            )
             self.pool = kv_pool.busy(pool)
 
     def sample(self) -> None:

@@ -1,0 +1,265 @@
+"""FrameLoop alone: a fake engine, a recording output port, an injected clock.
+
+The real engine needs a model and real time; here `FakeEngine` (named as the fake it is)
+returns actions and token events computed by plain arithmetic from the frame number, and
+advances a `FakeClock` by fixed phase times, so every latency, deadline and count below is
+exact and nothing depends on how busy the machine is. The assembler, stats, gate,
+converters and messages are the real ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Header
+
+from oxygen_core.engine.types import ActionResult, EngineConfig, LanguageResult, TokenEvent
+from oxygen_core.observation import Observation
+from oxygen_ros import topics
+from oxygen_ros.convert import seconds_to_stamp
+from oxygen_ros.diagnostics import NodeStats
+from oxygen_ros.frame import FrameLoop, Tick
+from oxygen_ros.inputs import FrameAssembler
+from oxygen_ros.params import ChunkLayout, NodeConfig
+from oxygen_ros.topics import Gate
+
+JOINTS = ("a", "b")
+PERIOD_S = 0.1  # execute_horizon 5 at 50 Hz
+MODEL_HORIZON, HORIZON = 6, 4
+CFG = NodeConfig(
+    camera_topics=("/cam",),
+    joint_names=JOINTS,
+    stream_names=("narration", "memory"),
+    execute_horizon=5,
+    control_rate_hz=50.0,
+    instruction="stack",
+)
+
+
+class FakeClock:
+    """The steady clock, moved only by the fake engine."""
+
+    def __init__(self) -> None:
+        self.now_s = 100.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+class FakeEngine:
+    """A fake of oxygen_core.engine.Engine: arithmetic results, fixed phase times.
+
+    act: chunk [MODEL_HORIZON, 2] with value 10 * frame + row. language: on frame 0 one
+    narration event "n0" (running), on frame 1 that request finishes ("n0 n1", eos) and a
+    memory request starts and finishes at once ("m1", max_tokens); nothing after.
+    """
+
+    def __init__(self, clock: FakeClock, act_s: list[float], language_s: float = 0.02) -> None:
+        self.cfg = EngineConfig(max_active_requests=1, max_queued_requests=1)
+        self.clock, self.act_s, self.language_s = clock, list(act_s), language_s
+        self.frame = -1
+        self.requested: list[str] = []
+        self.time_left: list[float] = []
+        self.on_act = lambda: None  # a test's hook: what happens while phase 1 runs
+
+    def act(self, obs: Observation) -> ActionResult:
+        assert obs.prompt == "stack" and obs.state.tolist() == [0.5, -0.5]
+        self.frame += 1
+        self.clock.now_s += self.act_s[self.frame]
+        self.on_act()
+        rows = np.arange(MODEL_HORIZON, dtype=np.float32)[:, None]
+        actions = np.hstack([rows, -rows]) + 10 * self.frame
+        return ActionResult(self.frame, actions, prefill_s=0.001, denoise_s=0.002)
+
+    def request(self, stream: str) -> None:
+        self.requested.append(stream)
+
+    def language(self, time_left_s: float | None = None) -> LanguageResult:
+        self.time_left.append(time_left_s)
+        self.clock.now_s += self.language_s
+        events = {
+            0: (_event(0, "narration", 0, "n0", "n0", None),),
+            1: (
+                _event(0, "narration", 0, " n1", "n0 n1", "eos"),
+                _event(1, "memory", 1, "m1", "m1", "max_tokens"),
+            ),
+        }.get(self.frame, ())
+        return LanguageResult(self.frame, events, self.language_s, 2, 1, 1, 0, 0, 0, len(events), 1)
+
+    def reset(self) -> None:
+        self.requested.clear()
+
+
+def _event(rid: int, stream: str, origin: int, delta: str, text: str, reason) -> TokenEvent:
+    return TokenEvent(rid, stream, origin, (7,), delta, text, reason is not None, reason)
+
+
+class RecordingPort:
+    """An OutputPort behind the node's real Gate, recording (name, stream, msg)."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+        self.sent: list[tuple[str, str | None, object]] = []
+
+    def publish(self, name: str, msg: object, stream: str | None = None) -> bool:
+        return self.gate.run(lambda: self.sent.append((name, stream, msg)))
+
+
+class RecordingLogger:
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def warning(self, message: str, **kwargs: object) -> None:
+        self.warnings.append(message)
+
+
+@dataclasses.dataclass
+class Rig:
+    loop: FrameLoop
+    engine: FakeEngine
+    port: RecordingPort
+    stats: NodeStats
+    assembler: FrameAssembler
+    clock: FakeClock
+    log: RecordingLogger
+
+    def tick(self, now_s: float = 10.0) -> None:
+        start = self.clock()
+        stamp = seconds_to_stamp(now_s)
+        self.loop.run(Tick(stamp=stamp, now_s=now_s, start_s=start, deadline_s=start + PERIOD_S))
+
+    def feed(self, stamp_s: float = 10.0) -> None:
+        header = Header(stamp=seconds_to_stamp(stamp_s))
+        self.assembler.on_joint_state(
+            JointState(header=header, name=["b", "a"], position=[-0.5, 0.5])
+        )
+        image = Image(header=header, height=2, width=2, encoding="mono8", step=2, data=b"\x80" * 4)
+        self.assembler.on_image(0, image)
+
+
+def rig(act_s: list[float], *, open_gate: bool = True) -> Rig:
+    clock = FakeClock()
+    engine = FakeEngine(clock, act_s)
+    gate = Gate()
+    if open_gate:
+        gate.open()
+    port, stats, log = RecordingPort(gate), NodeStats(), RecordingLogger()
+    assembler = FrameAssembler(
+        camera_topics=CFG.camera_topics,
+        joint_names=JOINTS,
+        state_dim=2,
+        image_size=8,
+        stale_timeout_s=0.5,
+        sync_slop_s=0.05,
+    )
+    loop = FrameLoop(
+        engine=engine,
+        assembler=assembler,
+        outputs=port,
+        stats=stats,
+        cfg=CFG,
+        layout=ChunkLayout(horizon=HORIZON, action_names=JOINTS),
+        logger=log,
+        clock=clock,
+    )
+    return Rig(loop, engine, port, stats, assembler, clock, log)
+
+
+def test_each_frame_publishes_the_chunk_first_then_language_then_stats():
+    r = rig(act_s=[0.03, 0.04, 0.05])
+    r.assembler.on_instruction("stack")
+    r.feed()
+    for _ in range(3):
+        r.tick()
+    names = [(name, stream) for name, stream, _ in r.port.sent]
+    chunk, trajectory = (topics.ACTION_CHUNK, None), (topics.JOINT_TRAJECTORY, None)
+    stats, markers = (topics.STATS, None), (topics.MARKERS, None)
+    assert names == [
+        chunk, trajectory, (topics.TOKENS, "narration"), markers, stats,
+        chunk, trajectory, (topics.TOKENS, "narration"), (topics.TEXT, "narration"),
+        (topics.TOKENS, "memory"), (topics.TEXT, "memory"), markers, stats,
+        chunk, trajectory, stats,
+    ]  # fmt: skip
+    chunks = [m for name, _, m in r.port.sent if name == topics.ACTION_CHUNK]
+    assert [c.sequence for c in chunks] == [0, 1, 2]
+    assert (chunks[1].horizon, chunks[1].action_dim) == (HORIZON, 2)
+    assert list(chunks[1].actions) == [10, 10, 11, 9, 12, 8, 13, 7]  # first HORIZON rows
+    texts = [(s, m.data) for name, s, m in r.port.sent if name == topics.TEXT]
+    assert texts == [("narration", "n0 n1"), ("memory", "m1")]
+    tokens = [m for name, _, m in r.port.sent if name == topics.TOKENS]
+    assert [(m.stream, m.text, m.finished, m.finish_reason) for m in tokens] == [
+        ("narration", "n0", False, ""),
+        ("narration", "n0 n1", True, "eos"),
+        ("memory", "m1", True, "max_tokens"),
+    ]
+    # Language gets what is left of the period after phase 1 (and the chunk's publish).
+    assert r.engine.time_left == pytest.approx([0.07, 0.06, 0.05])
+
+
+def test_deadline_misses_are_counted_exactly_from_the_injected_clock():
+    r = rig(act_s=[0.05, 0.15, 0.1, 0.2, 0.01])  # period 0.1: frames 1 and 3 are late
+    r.assembler.on_instruction("stack")
+    r.feed()
+    for _ in range(5):
+        r.tick()
+    s = r.stats.snapshot()
+    assert (s.frames, s.late_frames, s.deadline_misses, s.overruns) == (5, 2, 2, 0)
+    chunks = [m for name, _, m in r.port.sent if name == topics.ACTION_CHUNK]
+    assert [c.deadline_met for c in chunks] == [True, False, True, False, True]
+    latency = [c.latency.sec + c.latency.nanosec * 1e-9 for c in chunks]
+    assert latency == pytest.approx([0.05, 0.15, 0.1, 0.2, 0.01], abs=1e-8)
+    assert r.engine.time_left == pytest.approx([0.05, 0.0, 0.0, 0.0, 0.09])
+    last_stats = [m for name, _, m in r.port.sent if name == topics.STATS][-1]
+    assert last_stats.deadline_misses == 2
+    assert last_stats.frame_s == pytest.approx(0.01 + 0.02)
+
+
+def test_skips_are_counted_by_reason_and_publish_nothing():
+    r = rig(act_s=[0.01])
+    r.tick()  # no instruction yet
+    r.tick()
+    r.assembler.on_instruction("stack")
+    r.tick()  # no joint state
+    r.feed(stamp_s=10.0)
+    r.tick(now_s=11.0)  # 1 s old with a 0.5 s timeout: stale joint state
+    counts = {k: v for k, v in r.assembler.skip_counts.items() if v}
+    assert counts == {"no_instruction": 2, "missing_joint_state": 1, "stale_joint_state": 1}
+    assert r.port.sent == [] and r.engine.frame == -1
+    assert r.stats.snapshot().frames == 0
+    assert len(r.log.warnings) == 4 and r.log.warnings[0].startswith("frame skipped: no instr")
+    r.tick(now_s=10.2)  # fresh again: one frame, and the stats count the four skips
+    stats = [m for name, _, m in r.port.sent if name == topics.STATS]
+    assert len(stats) == 1 and stats[0].skipped_frames == 4
+
+
+def test_nothing_is_published_while_the_gate_is_closed():
+    r = rig(act_s=[0.01, 0.01, 0.01], open_gate=False)
+    r.assembler.on_instruction("stack")
+    r.feed()
+    r.tick()
+    assert r.port.sent == [] and r.engine.time_left == []  # no language work when closed
+    assert r.stats.snapshot().frames == 0
+    r.port.gate.open()
+    r.engine.on_act = r.port.gate.close  # deactivated while phase 1 runs
+    r.tick()
+    assert r.port.sent == [] and r.engine.time_left == []
+    r.port.gate.open()
+    r.engine.on_act = lambda: None
+    r.tick()
+    assert [name for name, _, _ in r.port.sent][0] == topics.ACTION_CHUNK
+    assert r.stats.snapshot().frames == 1
+
+
+def test_requests_pass_to_the_engine_at_the_next_frame_up_to_pool_plus_queue():
+    r = rig(act_s=[0.01])
+    for _ in range(3):  # max_active_requests 1 + max_queued_requests 1: the third is refused
+        r.loop.request("memory")
+    assert len(r.log.warnings) == 1 and "refused" in r.log.warnings[0]
+    assert r.engine.requested == []
+    r.assembler.on_instruction("stack")
+    r.feed()
+    r.tick()
+    assert r.engine.requested == ["memory", "memory"]

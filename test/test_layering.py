@@ -1,0 +1,85 @@
+"""Guards on the layering: oxygen_core never imports ROS or the tools; every module says
+what it is for.
+
+oxygen_core is the engine and the model: it must run (and be tested and benchmarked)
+without ROS, so a ROS import slipping into it would break `oxygen-bench` and `oxygen-verify`
+on a machine without rclpy. Imports are read with `ast` from every file, so an import
+inside a function counts too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Top-level packages oxygen_core must not import: ROS client libraries, ROS message
+# packages, bag I/O and the ROS side of this project.
+FORBIDDEN = {
+    "rclpy",
+    "rosbags",
+    "oxygen_ros",
+    "rcl_interfaces",
+    "sensor_msgs",
+    "std_msgs",
+    "builtin_interfaces",
+    "diagnostic_msgs",
+    "geometry_msgs",
+    "trajectory_msgs",
+    "visualization_msgs",
+    "rosgraph_msgs",
+    "lifecycle_msgs",
+    "launch",
+    "launch_ros",
+    "cv_bridge",
+}
+
+
+def modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def imported_roots(path: Path) -> set[str]:
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_the_guards_see_every_module():
+    assert len(modules("oxygen_core")) >= 30 and len(modules("oxygen_ros")) >= 20
+    # The parser sees a forbidden import where there is one.
+    assert "rclpy" in imported_roots(ROOT / "oxygen_ros" / "node.py")
+    assert "rosbags" in imported_roots(ROOT / "oxygen_ros" / "tools" / "bagio.py")
+
+
+@pytest.mark.parametrize("path", modules("oxygen_core"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_oxygen_core_imports_no_ros(path):
+    assert not imported_roots(path) & FORBIDDEN
+
+
+def test_the_runtime_node_imports_no_tool():
+    """The robot's process loads the node's modules only: tools import the node, never back."""
+    runtime = [p for p in modules("oxygen_ros") if "tools" not in p.relative_to(ROOT).parts]
+    for path in runtime:
+        tree = ast.parse(path.read_text())
+        names = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+        assert not [n for n in names if n.startswith("oxygen_ros.tools")], path
+
+
+PACKAGES = ("oxygen_core", "oxygen_ros", "test", "launch")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for package in PACKAGES for p in modules(package)] + [ROOT / "setup.py"],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_every_module_has_a_docstring(path):
+    docstring = ast.get_docstring(ast.parse(path.read_text()))
+    assert docstring and docstring.strip(), f"{path.relative_to(ROOT)} has no module docstring"
