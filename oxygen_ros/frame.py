@@ -3,7 +3,7 @@
 A frame runs on the worker thread in two phases, as the OxyGen engine does: the action
 chunk is published the moment `engine.act` returns (hard deadline), and only then does
 the language phase decode, with the time left until the next tick as its budget (soft
-deadline); see docs/DESIGN.md section 5. All conversions are `oxygen_ros.convert`'s; this
+deadline); see docs/DESIGN.md section 6. All conversions are `oxygen_ros.convert`'s; this
 module only sequences them.
 
 The frame publishes by output name through an `OutputPort` (oxygen_ros.topics) and logs

@@ -1,4 +1,4 @@
-"""`--live` (issue 5): the bag played onto ROS 2 topics drives the real node.
+"""`--live`: the bag played onto ROS 2 topics drives the real node (docs/DESIGN.md section 6).
 
 The oxygen lifecycle node (config/tiny.yaml, use_sim_time) runs in this process and is
 activated before playback, so its clock reads 0 until the player's /clock arrives. The

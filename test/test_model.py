@@ -3,7 +3,7 @@
 The engine never runs `sample_actions` or `full_logits`; it runs `prefill` once and then
 `denoise` and `extend` on the cache. These tests prove, on batches with a padded prompt
 and a missing camera, that the cached paths equal the recomputing references, and that
-the masks do what DESIGN.md section 3 says: padding and missing cameras are invisible,
+the masks do what docs/DESIGN.md section 3 says: padding and missing cameras are invisible,
 the prefix never sees the actions, rows of different ages batch together.
 """
 

@@ -1,4 +1,5 @@
-"""The `oxygen` lifecycle node over real ROS 2 topics and services (issue 4).
+"""The `oxygen` lifecycle node over real ROS 2 topics and services (docs/DESIGN.md
+section 6).
 
 One node (config/tiny.yaml, the tiny model) and one probe node run in this process, each
 on its own executor thread; everything between them goes through DDS: lifecycle transitions over

@@ -2,7 +2,7 @@
 
 The pi05 figures are checked against numbers derived independently of `param_shapes`:
 Gemma 2B is published at 2,506,172,416 parameters with its 256,000-token vocabulary
-(PaliGemma's is 257,152), and DESIGN.md section 3 gives the KV bytes per token.
+(PaliGemma's is 257,152), and docs/DESIGN.md section 3 gives the KV bytes per token.
 """
 
 from __future__ import annotations

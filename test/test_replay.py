@@ -1,4 +1,6 @@
-"""Offline replay (issue 5): bags in both storage formats, determinism, bad inputs, outputs.
+"""Offline replay: bags in both storage formats, determinism, bad inputs, outputs.
+
+The tools drive the node's frame loop from a bag (docs/DESIGN.md section 6).
 
 Every replay runs the real tiny model through the node's frame function. The scene is
 oxygen_ros.tools.demo_bag's, 6 s long: sensors at 20 Hz stamped at x.x25 and x.x75 s, frame

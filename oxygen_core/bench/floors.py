@@ -1,7 +1,7 @@
 """Physical floors of each phase: what this machine could do at best, measured with JAX.
 
 A ratio between engines means little when one of them is far from its floor (a slow
-decode step inflates OxyGen's gain over isolated execution, DESIGN.md section 5), so the
+decode step inflates OxyGen's gain over isolated execution, docs/DESIGN.md section 5), so the
 benchmark prints every phase time next to its floor:
 
 - the machine's matmul throughput (GFLOP/s, in the run's dtype) and matrix-vector weight

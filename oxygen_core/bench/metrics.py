@@ -1,4 +1,4 @@
-"""Row metrics with the paper's definitions (DESIGN.md section 2), and the bound.
+"""Row metrics with the paper's definitions (docs/DESIGN.md section 2), and the bound.
 
 - action_hz = H * frames / sum(frame seconds): chunk throughput, not a per-action rate.
 - lang_tps = mean over frames of (tokens produced in the frame / frame seconds).
@@ -9,8 +9,8 @@ times, so a measured ratio can be judged against it rather than against the pape
 numbers. Per frame, isolated execution pays P + D + r * (P + n * d_1) (its own prefill and
 n batch-1 decode steps per request, r requests per frame) and OxyGen pays P + D + k * d_B
 (one shared prefill, k steps at the batch's bucket). With r = 1, n = N and k = 1 this is
-issue 6's (2P + D + N d_1) / (P + D + d_B). Both deliver the same tokens per frame in steady
-state, so the bound holds for tok/s as well as for action Hz.
+the headline bound (2P + D + N d_1) / (P + D + d_B). Both deliver the same tokens per
+frame in steady state, so the bound holds for tok/s as well as for action Hz.
 
 Every term is measured in the same interleaved run: P and D are the medians over all rows,
 d_1 and d_B the pool's step at bucket 1 and at the OxyGen row's bucket (`DecodeProbe`).

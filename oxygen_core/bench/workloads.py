@@ -1,4 +1,4 @@
-"""Request arrival workloads of the paper (DESIGN.md section 2), as seeded schedules.
+"""Request arrival workloads of the paper (docs/DESIGN.md section 2), as seeded schedules.
 
 A workload says, for every frame, how many language requests arrive and how many tokens
 each asks for. It is turned into one fixed schedule up front, so every benchmarked row

@@ -1,13 +1,14 @@
 """Per-frame step budget: how many language tokens fit in the time a frame has left.
 
-The paper fixes k offline. Here `k="auto"` asks this model, every frame, for the largest
-k whose predicted language time fits the time left: the decode call's fixed cost at the
+The paper fixes k offline. Here `steps_per_frame="auto"` asks this model, every frame,
+for the largest k whose predicted language time fits the time left: the decode call's
+fixed cost at the
 frame's bucket, one stream-prompt extension per new request, and k decode steps at that
 bucket. All three are measured at warm-up; step times, which dominate, are refined
 online from each frame's language time with an exponential moving average, so the budget
 follows load changes (more rows, a slower GPU clock) without recalibration. Admission
 and call costs stay at their warm-up values: separating them online would need a host
-sync mid-phase. Which k to ask for within that limit is the engine's choice.
+sync mid-phase. Which k to ask for within that limit is `StepBudget`'s choice, below.
 
 A step estimate never drops below MIN_STEP_S: a difference of two noisy timings can come
 out at zero or below on a tiny model, and a free step would make every k look affordable

@@ -64,7 +64,7 @@ def is_parameter(field: dataclasses.Field) -> bool:
 class EngineConfig:
     """How the engine schedules work. Fields declared with `parameter` are the node's ROS
     parameters of the same name (one vocabulary from the params YAML down to the engine);
-    frame_budget_s and streams are filled from other parameters (docs/DESIGN.md section 5).
+    frame_budget_s and streams are filled from other parameters (docs/DESIGN.md section 6).
 
     steps_per_frame (k): language tokens decoded per frame for every active request, or
         "auto": min_decode_tokens while the pool keeps up, and while requests wait for a

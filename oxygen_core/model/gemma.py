@@ -14,7 +14,7 @@ Weights come in the runtime layout of `params.to_runtime`: per layer, a list wit
 dict per expert (`attn_norm`, `q`, `kv`, `out`, `ffw_norm`, `gating`, `linear`), every
 matrix with its contracted axis first and its outputs in natural order. One array per
 layer, and no einsum that must transpose its output, are the fast layouts for XLA on CPU
-(DESIGN.md section 5; a stacked-gate einsum was 18x slower than this at decode shapes).
+(docs/DESIGN.md section 5; a stacked-gate einsum was 18x slower than this at decode shapes).
 
 Axis legend (einsum letters):
   B batch   T query tokens   S key tokens   D width   F mlp hidden

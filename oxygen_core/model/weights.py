@@ -3,7 +3,7 @@
 The checkpoint layout is openpi's: nested dicts named `PaliGemma/llm/layers/attn/q_einsum/w`
 and so on, with the layers of each transformer stacked on a leading depth axis. The
 runtime layout is the same tree with those stacked subtrees split into a list of per-layer
-trees (faster on CPU, see DESIGN.md section 5). `param_shapes` is the single source of
+trees (faster on CPU, see docs/DESIGN.md section 5). `param_shapes` is the single source of
 truth for both `oxygen-info` (no allocation) and `init_params`.
 """
 

@@ -5,7 +5,7 @@ LanguageTokens, /diagnostics), collected by `Recording`, so an offline replay an
 run of the real node are summarised by the same code. Frames are joined by header stamp:
 every message of one frame carries its tick's stamp.
 
-Metrics follow DESIGN.md section 2, so numbers compare with the paper's:
+Metrics follow docs/DESIGN.md section 2, so numbers compare with the paper's:
 `action_hz = H * frames / sum(frame_s)` and `lang_tps = mean(tokens_in_frame / frame_s)`
 over the frames after the warm-up (the first ceil(N/k) frames, while the batch fills; the
 first compile happens before any frame). Values measured on the wall clock are listed in
