@@ -123,8 +123,10 @@ class Expert:
     def _advance(self, speed: float, dt: float) -> None:
         offset = self._goal - self._point
         distance = float(np.linalg.norm(offset))
-        self._point = self._goal.copy() if distance <= speed * dt else (
-            self._point + offset * (speed * dt / distance)
+        self._point = (
+            self._goal.copy()
+            if distance <= speed * dt
+            else (self._point + offset * (speed * dt / distance))
         )
         turn = _wrap_half_turn(self._goal_yaw - self._yaw)
         self._yaw += float(np.clip(turn, -YAW_SPEED * dt, YAW_SPEED * dt))
@@ -252,8 +254,9 @@ def _push_script(task: Task) -> list[Move | Grip]:
             0.0,
             speed=SLOW,
             memory=f"pushed the {name} to the {task.direction}",
-            achieved=lambda w: float((w.objects[i].position[:2] - start.position[:2]) @ direction)
-            >= PUSH_DISTANCE,
+            achieved=lambda w: (
+                float((w.objects[i].position[:2] - start.position[:2]) @ direction) >= PUSH_DISTANCE
+            ),
         ),
         Move(f"moving away from the {name}", up, 0.0),
     ]

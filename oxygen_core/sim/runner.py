@@ -50,7 +50,13 @@ def run_expert_episode(
             memory.append(out.memory)
         if task.succeeded(world):
             return EpisodeResult(
-                family, seed, task.instruction, True, world.time, step, tuple(narration),
+                family,
+                seed,
+                task.instruction,
+                True,
+                world.time,
+                step,
+                tuple(narration),
                 tuple(memory),
             )
         if step < max_steps:

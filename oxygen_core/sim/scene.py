@@ -80,9 +80,7 @@ def sample_position(
     """A bottom-centre position on the table clear of every placed object, or None."""
     for _ in range(tries):
         xy = np.array([rng.uniform(*x_range), rng.uniform(*y_range)])
-        if all(
-            np.hypot(*(xy - o.position[:2])) >= radius + o.radius + CLEARANCE for o in placed
-        ):
+        if all(np.hypot(*(xy - o.position[:2])) >= radius + o.radius + CLEARANCE for o in placed):
             return np.array([xy[0], xy[1], 0.0])
     return None
 

@@ -105,9 +105,13 @@ def _draw(family: str, seed: int, rng: np.random.Generator) -> Task | None:
         if k == 0 and direction is not None:
             travel = PUSH_DISTANCE + _PUSH_MARGIN
             low, high = WORKSPACE_Y
-            y_range = (low + _PUSH_MARGIN, high - travel) if direction == "left" else (
-                low + travel,
-                high - _PUSH_MARGIN,
+            y_range = (
+                (low + _PUSH_MARGIN, high - travel)
+                if direction == "left"
+                else (
+                    low + travel,
+                    high - _PUSH_MARGIN,
+                )
             )
         position = sample_position(rng, obj.radius, keep_out, WORKSPACE_X, y_range)
         if position is None:
