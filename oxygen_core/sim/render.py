@@ -9,8 +9,9 @@ shows) tell apart. Output is uint8 RGB, H x W x 3, a pure function of the world 
 
 The base camera stands across the table facing the robot, a little to its left, so the whole
 workspace is in view and the arm rarely hides it; the robot's left (+y, "push to the left")
-is therefore the image's right. The wrist camera sits on the palm behind the fingers, looking along the
-tool; it draws the fingers and the objects (the arm behind it is out of view).
+is therefore the image's right. The wrist camera sits on the palm behind the fingers,
+looking past the fingertips; it draws the fingers and the objects (the arm behind it is out
+of view).
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ class World:
 
     def _try_grasp(self, gripper_before: float) -> None:
         gap_before = gripper_before * arm.MAX_GAP
-        for i, (obj, state) in enumerate(zip(self.objects, self.states, strict=True)):
+        for obj, state in zip(self.objects, self.states, strict=True):
             if obj.shape == "bowl" or not self._between_fingers(obj):
                 continue
             if gap_before >= obj.width > self.pose.gap:
