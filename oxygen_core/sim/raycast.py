@@ -60,14 +60,17 @@ def box(o: np.ndarray, d: np.ndarray, centre: np.ndarray, rotation: np.ndarray, 
     o, centre, rotation, half = _like(d, o, centre, rotation, half)
     local_o = rotation.T @ (o - centre)
     local_d = d @ rotation
-    safe = np.where(np.abs(local_d) < 1e-12, 1e-12, local_d)
+    safe = np.where(np.abs(local_d) < 1e-12, np.float32(1e-12), local_d)
     t1 = (-half - local_o) / safe
     t2 = (half - local_o) / safe
     t_in = np.minimum(t1, t2)
-    enter = t_in.max(axis=-1)
-    leave = np.maximum(t1, t2).min(axis=-1)
+    t_out = np.maximum(t1, t2)
+    # Per-axis reductions written out: numpy's reductions over a last axis of 3 are slow.
+    tx, ty, tz = t_in[..., 0], t_in[..., 1], t_in[..., 2]
+    enter = np.maximum(np.maximum(tx, ty), tz)
+    leave = np.minimum(np.minimum(t_out[..., 0], t_out[..., 1]), t_out[..., 2])
     t = np.where((leave >= enter) & (enter > 0), enter, INF)
-    axis = t_in.argmax(axis=-1)
+    axis = np.where(enter == tx, 0, np.where(enter == ty, 1, 2))
     sign = -np.sign(np.take_along_axis(local_d, axis[..., None], axis=-1))
     normal = rotation.T[axis] * sign
     return t, normal

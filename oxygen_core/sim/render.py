@@ -115,6 +115,16 @@ class Renderer:
             self._draw_links(view, image, depth, world.pose)
         return np.clip(image, 0, 255).astype(np.uint8)
 
+    def pixel(self, world: World, camera: str, point: np.ndarray) -> tuple[int, int] | None:
+        """(row, column) where a world point appears in the camera's image; None if unseen."""
+        view = self._base if camera == "base" else self._wrist_view(world)
+        cam = (np.asarray(point) - view.eye) @ view.rotation
+        if cam[2] <= NEAR:
+            return None
+        col = int(view.focal * cam[0] / cam[2] + self.width / 2)
+        row = int(view.focal * cam[1] / cam[2] + self.height / 2)
+        return (row, col) if 0 <= row < self.height and 0 <= col < self.width else None
+
     def _wrist_view(self, world: World) -> _View:
         pose = world.pose
         rot = pose.tool_rotation
@@ -155,7 +165,8 @@ class Renderer:
             if box is None:
                 continue
             y0, y1, x0, x1 = box
-            dist = np.linalg.norm(table_xy[y0:y1, x0:x1] - xy, axis=-1) / (radius * 1.3)
+            patch = table_xy[y0:y1, x0:x1]
+            dist = np.hypot(patch[..., 0] - xy[0], patch[..., 1] - xy[1]) / (radius * 1.3)
             # Darker and sharper the nearer the caster is to the table.
             strength = 0.45 / (1.0 + 6.0 * max(height, 0.0))
             dark = np.where(dist < 1.0, strength * (1.0 - dist**2), 0.0)
