@@ -93,8 +93,10 @@ def test_joint_order_of_the_message_is_mapped_to_the_robots():
         (_traj(0.0, [0.0], [1.0], names=("a", "a")), "do not match"),
         (Trajectory(NAMES, 0.0, [], []), "0 points with 0 times"),
         (Trajectory(NAMES, 0.0, [0.0], [[1.0]]), "point 0 has 1 positions, expected 2"),
-        (Trajectory(NAMES, 0.0, [0.0, 0.1], [[1.0, 1.0], [np.nan, 1.0]]),
-         "point 1 has a non-finite position"),
+        (
+            Trajectory(NAMES, 0.0, [0.0, 0.1], [[1.0, 1.0], [np.nan, 1.0]]),
+            "point 1 has a non-finite position",
+        ),
         (_traj(0.0, [0.0, np.inf], [1.0, 2.0]), "not finite"),
         (_traj(np.nan, [0.0], [1.0]), "not finite"),
         (_traj(0.0, [0.2, 0.2], [1.0, 2.0]), "strictly increase"),
@@ -102,9 +104,7 @@ def test_joint_order_of_the_message_is_mapped_to_the_robots():
         (_traj(0.0, [0.1, 0.3], [1.0, 2.0]), "all points are in the past"),
     ],
 )
-def test_malformed_trajectories_are_rejected_with_a_reason_and_change_nothing(
-    trajectory, reason
-):
+def test_malformed_trajectories_are_rejected_with_a_reason_and_change_nothing(trajectory, reason):
     ex = TrajectoryExecutor(np.zeros(2), NAMES)
     ex.replace(_traj(0.0, [0.0, 1.0], [0.0, 1.0]), now=0.0)
     result = ex.replace(trajectory, now=1.0)

@@ -162,16 +162,18 @@ def test_put_success_needs_the_object_resting_in_that_bowl():
     ],
 )
 def test_push_success_is_displacement_in_the_instructed_direction(direction, shift, expected):
-    task = _task("push", [SceneObject("green", "ball", np.array([0.4, 0.0, 0.0]))],
-                 direction=direction)
+    task = _task(
+        "push", [SceneObject("green", "ball", np.array([0.4, 0.0, 0.0]))], direction=direction
+    )
     world = task.new_world()
     world.objects[0].position[1] += shift
     assert task.succeeded(world) is expected
 
 
 def test_push_success_excludes_carrying():
-    task = _task("push", [SceneObject("green", "ball", np.array([0.4, 0.0, 0.0]))],
-                 direction="left")
+    task = _task(
+        "push", [SceneObject("green", "ball", np.array([0.4, 0.0, 0.0]))], direction="left"
+    )
     world = task.new_world()
     world.objects[0].position[1] += 0.1
     world.states[0].was_grasped = True
@@ -198,8 +200,9 @@ def test_scenes_are_seeded_solvable_and_non_overlapping(family):
             assert bowl.shape == "bowl" and bowl.colour != target.colour
             assert task.instruction == f"put the {target.name} in the {bowl.name}"
     assert make_task(family, 0).instruction != make_task(family, 1).instruction or (
-        not np.array_equal(make_task(family, 0).objects[0].position,
-                           make_task(family, 1).objects[0].position)
+        not np.array_equal(
+            make_task(family, 0).objects[0].position, make_task(family, 1).objects[0].position
+        )
     )
 
 
