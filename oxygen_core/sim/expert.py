@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from oxygen_core.sim import arm
-from oxygen_core.sim.scene import BOWL_HEIGHT
+from oxygen_core.sim.scene import BOWL_HEIGHT, SceneObject
 from oxygen_core.sim.tasks import LIFT_HEIGHT, PUSH_DIRECTIONS, PUSH_DISTANCE, Task
 from oxygen_core.sim.world import PUSHER_RADIUS, World
 
@@ -167,7 +167,7 @@ def _wrap_half_turn(angle: float) -> float:
     return (angle + np.pi / 2) % np.pi - np.pi / 2
 
 
-def _grasp_yaw(obj, current: float) -> float:
+def _grasp_yaw(obj: SceneObject, current: float) -> float:
     """Close along a block's face normal (the one nearest the current yaw); a ball: any."""
     if obj.shape != "block":
         return current

@@ -5,12 +5,13 @@
     push  "push the <colour> <shape> to the left|right"  resting on the table, never grasped,
                                                           moved >= PUSH_DISTANCE along +-y
 
-Left and right are the robot's (world +y is left), which is also left and right in the base
-camera's image. Every object in a scene is a distinct (colour, shape) pair, so an
-instruction always names exactly one object. `make_task(family, seed)` always returns a
-solvable scene: the target and the bowl are placed first inside the reachable workspace, a
-push target gets a clear corridor (no other footprint within reach of its path, with room
-behind it for the fingers), and only then are the distractors scattered around them.
+Left and right are the robot's (world +y is left); the base camera faces the robot, so the
+robot's left is the image's right. The target is always a block or a ball (bowls receive
+objects). Every object in a scene is a distinct (colour, shape) pair, so an instruction
+always names exactly one object. `make_task(family, seed)` always returns a solvable scene:
+the target and the bowl are placed first inside the reachable workspace, a push target
+gets a clear corridor (no other footprint within reach of its path, with room behind it
+for the fingers), and only then are the distractors scattered around them.
 """
 
 from __future__ import annotations
