@@ -29,6 +29,7 @@ setup(
             "oxygen-info=oxygen_core.model.info:main",
             "oxygen-verify=oxygen_core.engine.verify:main",
             "oxygen-bench=oxygen_core.bench.cli:main",
+            "oxygen-sim-bench=oxygen_core.sim.bench:main",
             "oxygen-node=oxygen_ros.node:main",
             "oxygen-replay=oxygen_ros.tools.replay:main",
             "oxygen-demo=oxygen_ros.tools.demo:main",
