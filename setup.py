@@ -30,6 +30,8 @@ setup(
             "oxygen-verify=oxygen_core.engine.verify:main",
             "oxygen-bench=oxygen_core.bench.cli:main",
             "oxygen-sim-bench=oxygen_core.sim.bench:main",
+            "oxygen-train=oxygen_core.train.cli:train_main",
+            "oxygen-train-eval=oxygen_core.train.cli:eval_main",
             "oxygen-node=oxygen_ros.node:main",
             "oxygen-replay=oxygen_ros.tools.replay:main",
             "oxygen-demo=oxygen_ros.tools.demo:main",

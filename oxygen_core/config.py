@@ -111,6 +111,24 @@ MODEL_PRESETS: dict[str, ModelConfig] = {
         action_horizon=10,
         max_token_len=100,
     ),
+    # The trained sim policy (data/policy): two 64 px cameras (base, wrist) in 8 px patches,
+    # 128 image tokens; sized so that training it fits a 2-core CPU in minutes and one
+    # frame (prefill + 10 denoise steps) takes milliseconds there.
+    "demo": ModelConfig(
+        name="demo",
+        vision=SiglipConfig(
+            width=48, depth=2, mlp_dim=96, num_heads=2, patch_size=8, image_size=64
+        ),
+        vlm=GemmaConfig(width=64, depth=3, mlp_dim=128, num_heads=2, num_kv_heads=1, head_dim=32),
+        expert=GemmaConfig(
+            width=64, depth=3, mlp_dim=128, num_heads=2, num_kv_heads=1, head_dim=32
+        ),
+        vocab_size=512,
+        action_dim=32,
+        action_horizon=10,
+        max_token_len=36,
+        num_images=2,
+    ),
     # The real pi0.5 (openpi `pi05` with Gemma 2B + Gemma 300M, SigLIP So400m/14).
     "pi05": ModelConfig(
         name="pi05",
@@ -199,6 +217,9 @@ ROBOT_PRESETS: dict[str, RobotConfig] = {
     ),
     "humanoid": RobotConfig("humanoid", cameras=IMAGE_SLOTS, action_dim=26, state_dim=26),
     "demo": RobotConfig("demo", cameras=IMAGE_SLOTS, action_dim=7, state_dim=7),
+    # The simulated tabletop arm (oxygen_core.sim): base and wrist cameras, six joints and
+    # the gripper as absolute joint positions.
+    "sim": RobotConfig("sim", cameras=IMAGE_SLOTS[:2], action_dim=7, state_dim=7),
 }
 
 

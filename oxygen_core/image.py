@@ -66,3 +66,8 @@ def resize_with_pad(image: np.ndarray, size: int) -> np.ndarray:
     out = np.zeros((size, size, 3), dtype=np.uint8)
     out[top : top + new_height, left : left + new_width] = np.asarray(resized)
     return out
+
+
+def scale_images(images: np.ndarray) -> np.ndarray:
+    """uint8 model-size images [..., S, S, 3] -> float32 in [-1, 1], as pi0.5 takes them."""
+    return (images / 127.5 - 1.0).astype(np.float32)

@@ -17,7 +17,7 @@ import numpy as np
 
 from oxygen_core import robot_io
 from oxygen_core.config import IMAGE_SLOTS, ModelConfig, RobotConfig, model_preset, robot_preset
-from oxygen_core.image import resize_with_pad
+from oxygen_core.image import resize_with_pad, scale_images
 from oxygen_core.model import weights as P
 from oxygen_core.model.checkpoint import find_norm_stats, load_params
 from oxygen_core.model.normalize import NormStats, identity_stats
@@ -37,26 +37,27 @@ class Policy:
     def prefix_inputs(self, obs: Observation) -> PrefixInputs:
         """Validated batch-1 model inputs for one observation (raises ObservationError)."""
         validate(obs, self.robot.cameras, self.robot.state_dim)
-        size = self.config.vision.image_size
-        images = np.zeros((1, self.config.num_images, size, size, 3), np.float32)
-        mask = np.zeros((1, self.config.num_images), bool)
-        for i, slot in enumerate(IMAGE_SLOTS[: self.config.num_images]):
-            if slot in obs.images:
-                images[0, i] = resize_with_pad(obs.images[slot], size) / 127.5 - 1.0
-                mask[0, i] = True
-        # Not clipped: openpi's bins put a state beyond the 1st/99th percentile in bin -1 / 255.
-        state = self.norm.state.normalize(robot_io.state_to_model(self.robot, obs.state))
-        tokens, token_mask = self.tokenizer.tokenize_prompt(
-            obs.prompt, state if self.robot.discrete_state else None, self.config.max_token_len
-        )
+        images, mask = self.model_images(obs.images)
+        tokens, token_mask = self.prompt_tokens(obs.prompt, obs.state)
         # Host arrays: the jitted prefill transfers them in one call, with no eager
         # dispatch per field (each one a GIL round trip in a threaded node).
         return PrefixInputs(
-            images=images,
-            image_mask=mask,
-            tokens=tokens[None].astype(np.int32),
+            images=scale_images(images)[None],
+            image_mask=mask[None],
+            tokens=tokens[None],
             token_mask=token_mask[None],
         )
+
+    def model_images(self, images: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """`model_images` for this policy's model."""
+        return model_images(self.config, images)
+
+    def prompt_tokens(self, prompt: str, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """pi0.5 prompt ids int32 [L] and mask bool [L] with the normalised state in them."""
+        tokens, mask = self.tokenizer.tokenize_prompt(
+            prompt, prompt_state(self.robot, self.norm, state), self.config.max_token_len
+        )
+        return tokens.astype(np.int32), mask
 
     def robot_actions(self, model_actions: np.ndarray, state: np.ndarray) -> np.ndarray:
         """Model actions [..., H, 32] -> robot commands [..., H, robot.action_dim].
@@ -74,6 +75,33 @@ class Policy:
         rng = np.random.default_rng(seed)
         shape = (batch, self.config.action_horizon, self.config.action_dim)
         return rng.standard_normal(shape, np.float32)
+
+
+def prompt_state(robot: RobotConfig, norm: NormStats, state: np.ndarray) -> np.ndarray | None:
+    """The normalised state that goes into the prompt; None for a robot trained without it."""
+    if not robot.discrete_state:
+        return None
+    # Not clipped: openpi's bins put a state beyond the 1st/99th percentile in bin -1 / 255.
+    return norm.state.normalize(robot_io.state_to_model(robot, state))
+
+
+def model_images(
+    config: ModelConfig, images: dict[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Camera images by slot -> uint8 [I, S, S, 3] at the model's size and mask bool [I].
+
+    A slot without a camera is a zero image with mask False, as openpi does. Training
+    stores this uint8 form and scales it with `scale_images` per batch, so it sees exactly
+    what inference sees.
+    """
+    size = config.vision.image_size
+    out = np.zeros((config.num_images, size, size, 3), np.uint8)
+    mask = np.zeros(config.num_images, bool)
+    for i, slot in enumerate(IMAGE_SLOTS[: config.num_images]):
+        if slot in images:
+            out[i] = resize_with_pad(images[slot], size)
+            mask[i] = True
+    return out, mask
 
 
 def load_policy(

@@ -25,7 +25,7 @@ def test_put_narration_and_memory_lines():
         "grasping the red block",
         "lifting the red block",
         "carrying the red block to the yellow bowl",
-        "placing it in the yellow bowl",
+        "placing the red block in the yellow bowl",
     )
     assert result.memory == ("picked up the red block", "put the red block in the yellow bowl")
 

@@ -203,6 +203,9 @@ def extend(
 ) -> tuple[LayerKV, jax.Array]:
     """Append tokens causally to language cache rows and return next-token logits.
 
+    `extend_hidden` does the work; this keeps each row's last valid token (decoding needs
+    only that one) and applies the LM head to it.
+
     rows: per layer (K, V) [R, C, K, H] with R >= B (a preallocated pool: only its first
     B rows are read and written, in place when the caller donates it); prefix_mask:
     [B, P]; ext_len: [B] extension slots already written; tokens: [B, T]; n_valid: [B]
@@ -211,6 +214,21 @@ def extend(
     n_valid is written but stays masked and is overwritten later). Returns the updated
     rows and float32 logits [B, V] at each row's last valid new token.
     """
+    new_rows, x = extend_hidden(params, cfg, rows, prefix_mask, ext_len, tokens)
+    last = jnp.take_along_axis(x, (n_valid - 1)[:, None, None], axis=1)[:, 0]
+    return new_rows, gemma.lm_logits(params["PaliGemma"]["llm"], last)
+
+
+def extend_hidden(
+    params: Params,
+    cfg: ModelConfig,
+    rows: LayerKV,
+    prefix_mask: jax.Array,
+    ext_len: jax.Array,
+    tokens: jax.Array,
+) -> tuple[LayerKV, jax.Array]:
+    """`extend` before the LM head: updated rows and the hidden states [B, T, D] of every
+    new token (training reads all T of them for teacher-forced next-token targets)."""
     b, t = tokens.shape
     p_len, cap = prefix_mask.shape[1], rows[0][0].shape[1]
     base = jnp.sum(prefix_mask, axis=-1).astype(jnp.int32) + ext_len
@@ -239,8 +257,7 @@ def extend(
         x = x + jnp.einsum("BTNH,NHD->BTD", o, e["out"])
         y, _ = gemma.rms_norm(x, e["ffw_norm"], None)
         x = x + gemma.feed_forward(y, e)
-    last = jnp.take_along_axis(x, (n_valid - 1)[:, None, None], axis=1)[:, 0]
-    return new_rows, gemma.lm_logits(llm, last)
+    return new_rows, x
 
 
 def cache_rows(cache: PrefixCache, capacity: int) -> LayerKV:

@@ -127,12 +127,20 @@ class Tokenizer:
         return tokens, np.arange(max_len) < len(ids)
 
     def _prompt_ids(self, prompt: str, state: np.ndarray | None) -> list[int]:
-        cleaned = prompt.strip().replace("_", " ").replace("\n", " ")
         if state is None:
             # "\n" encoded on its own marks the start of the answer, as in PaliGemma.
-            return self.encode(cleaned, bos=True) + self.encode("\n")
-        bins = " ".join(map(str, discretize_state(state)))
-        return self.encode(f"Task: {cleaned}, State: {bins};\nAction: ", bos=True)
+            return self.encode(prompt_text(prompt, None), bos=True) + self.encode("\n")
+        return self.encode(prompt_text(prompt, state), bos=True)
+
+
+def prompt_text(prompt: str, state: np.ndarray | None) -> str:
+    """The text of a pi0.5 prompt (before the "\n" that ends a stateless one): the cleaned
+    instruction, with the normalised state's bins when there is a state."""
+    cleaned = prompt.strip().replace("_", " ").replace("\n", " ")
+    if state is None:
+        return cleaned
+    bins = " ".join(map(str, discretize_state(state)))
+    return f"Task: {cleaned}, State: {bins};\nAction: "
 
 
 def discretize_state(state: np.ndarray) -> np.ndarray:
@@ -179,10 +187,23 @@ def _load_bundled() -> Tokenizer:
 
 
 def _train(corpus: str) -> bytes:
-    lines = [line for line in corpus.splitlines() if line.strip()]
+    return train_model(corpus.splitlines(), BUNDLED_VOCAB_SIZE)
+
+
+def train_model(lines: Sequence[str], vocab_size: int, exact_size: bool = True) -> bytes:
+    """A serialized SentencePiece model trained on `lines` with the bundled model's text
+    handling and ids; the same lines in the same order always give the same bytes.
+
+    Blank lines are skipped. exact_size=False lets a small corpus (a sim's few dozen words)
+    that supports fewer than `vocab_size` pieces get as many as it has, instead of failing.
+    """
+    lines = [line for line in lines if line.strip()]
     out = io.BytesIO()
+    settings = {**_TRAINER_SETTINGS, "vocab_size": vocab_size}
+    if not exact_size:
+        settings["hard_vocab_limit"] = False
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_writer=out, minloglevel=2, **_TRAINER_SETTINGS
+        sentence_iterator=iter(lines), model_writer=out, minloglevel=2, **settings
     )
     return out.getvalue()
 

@@ -215,6 +215,45 @@ def _expert(layer: Tree, i: int) -> Tree:
     }
 
 
+def to_checkpoint(runtime: Tree) -> Tree:
+    """Runtime layout -> checkpoint layout as host numpy arrays: `to_runtime` inverted.
+
+    Training updates the runtime layout (the fast one) and writes checkpoints through this,
+    so what it saves is what openpi's loader and `to_runtime` expect.
+    """
+    host = jax.tree.map(np.asarray, runtime)
+    pg = host["PaliGemma"]
+    blocks = pg["img"]["Transformer"]["encoderblock"]
+    img = {**pg["img"], "Transformer": {**pg["img"]["Transformer"], "encoderblock": _stack(blocks)}}
+    llm = pg["llm"]
+    per_layer = [_openpi_layer(experts) for experts in llm["layers"]]
+    ckpt_llm = {"embedder": llm["embedder"], "layers": _stack(per_layer)}
+    for i, norm in enumerate(llm["final_norm"]):
+        ckpt_llm[_sfx("final_norm", i)] = norm
+    rest = {k: v for k, v in host.items() if k != "PaliGemma"}
+    return {**rest, "PaliGemma": {"img": img, "llm": ckpt_llm}}
+
+
+def _stack(layers: list[Tree]) -> Tree:
+    return jax.tree.map(lambda *a: np.stack(a), *layers)
+
+
+def _openpi_layer(experts: list[Tree]) -> Tree:
+    """One layer's runtime experts -> openpi's names and axis orders (`_expert` inverted)."""
+    layer: Tree = {"attn": {}}
+    for i, e in enumerate(experts):
+        layer["attn"][_sfx("q_einsum", i)] = {"w": np.transpose(e["q"], (1, 0, 2))}
+        layer["attn"][_sfx("kv_einsum", i)] = {"w": np.transpose(e["kv"], (1, 2, 0, 3))}
+        layer["attn"][_sfx("attn_vec_einsum", i)] = {"w": e["out"]}
+        layer[_sfx("pre_attention_norm", i)] = e["attn_norm"]
+        layer[_sfx("pre_ffw_norm", i)] = e["ffw_norm"]
+        layer[_sfx("mlp", i)] = {
+            "gating_einsum": np.transpose(e["gating"], (1, 0, 2)),
+            "linear": e["linear"],
+        }
+    return layer
+
+
 def check_shapes(tree: Tree, config: ModelConfig) -> None:
     """Raise ValueError naming every missing, extra or mis-shaped parameter."""
     expected = param_shapes(config)

@@ -223,9 +223,9 @@ def _script(task: Task) -> list[Move | Grip]:
 
     return pick + [
         Move(f"carrying the {name} to the {bowl}", above_bowl, 0.0),
-        Move(f"placing it in the {bowl}", release_point, 0.0, speed=SLOW),
+        Move(f"placing the {name} in the {bowl}", release_point, 0.0, speed=SLOW),
         Grip(
-            f"placing it in the {bowl}",
+            f"placing the {name} in the {bowl}",
             1.0,
             done=in_bowl,
             failed=lambda w: w.resting(i) and not in_bowl(w),

@@ -1,0 +1,9 @@
+"""Training pi0.5 on expert demonstrations (`oxygen-train`), with no ROS imports.
+
+records   the per-step training record and the expert-episode source in the sim
+dataset   records -> arrays: norm stats, the trained tokenizer, prompts, text targets
+losses    flow matching on action chunks and next-token cross-entropy on stream texts
+trainer   the optax loop: batches, validation, resumable state, checkpoints, curves
+rollout   the trained policy in closed loop in the sim, in process (success, narration)
+cli       `oxygen-train`
+"""

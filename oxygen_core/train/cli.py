@@ -1,0 +1,209 @@
+"""`oxygen-train` and `oxygen-train-eval`: a pi0.5 policy from expert data, and its check.
+
+    oxygen-train --out data/policy/sim_demo            # sim episodes -> checkpoint
+    oxygen-train --out DIR --episodes FILE.npz         # episodes collected elsewhere (bags)
+    oxygen-train-eval --checkpoint data/policy/sim_demo --episodes 50
+
+`oxygen-train` writes, under --out, an openpi-layout checkpoint (`params/`, Orbax, and
+`assets/<robot>/norm_stats.json`), the trained SentencePiece model `tokenizer.model`,
+`train_config.json` (preset, robot, data and training settings, final losses) and
+`loss.png`. Its resumable state and the collected episodes stay under --work, so a rerun
+with the same arguments resumes where it stopped and does not regenerate data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from oxygen_core.config import model_preset, robot_preset
+from oxygen_core.engine.engine import make_engine
+from oxygen_core.engine.types import DEFAULT_STREAMS, EngineConfig, StreamConfig
+from oxygen_core.model import weights as P
+from oxygen_core.model.checkpoint import save_checkpoint
+from oxygen_core.model.tokenizer import Tokenizer
+from oxygen_core.policy import Policy, load_policy
+from oxygen_core.sim.tasks import FAMILIES
+from oxygen_core.train import dataset as D
+from oxygen_core.train import rollout
+from oxygen_core.train.curves import plot_history
+from oxygen_core.train.records import Dart
+from oxygen_core.train.trainer import TrainConfig, train
+
+TOKENIZER_FILE = "tokenizer.model"
+CONFIG_FILE = "train_config.json"
+EVAL_FIRST_SEED = 100_000  # training seeds are far below this
+
+
+def _episodes(args: argparse.Namespace, cfg) -> D.Episodes:
+    if args.episodes:
+        return D.Episodes.load(Path(args.episodes))
+    cache = Path(args.work) / f"episodes-{args.seeds}-{args.camera_size}-{int(args.dart)}.npz"
+    if cache.exists():
+        return D.Episodes.load(cache)
+    bar = tqdm(total=len(args.families) * args.seeds, desc="expert episodes", unit="ep")
+    data = D.generate_sim(
+        args.families,
+        range(args.seeds),
+        cfg,
+        args.camera_size,
+        Dart() if args.dart else None,
+        workers=args.workers,
+        progress=lambda done, total: bar.update(done - bar.n),
+    )
+    bar.close()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    data.save(cache)
+    return data
+
+
+def split(data: D.Episodes, every: int) -> tuple[D.Episodes, D.Episodes]:
+    """Whole episodes held out for validation: every `every`-th episode in order."""
+    names = list(dict.fromkeys(data.episode))
+    held = {n for i, n in enumerate(names) if i % every == every - 1}
+    val = np.asarray([e in held for e in data.episode])
+    return data.select(~val), data.select(val)
+
+
+def train_main(argv: list[str] | None = None) -> None:
+    args = _train_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    started = time.perf_counter()
+    out, work = Path(args.out), Path(args.work)
+    robot = robot_preset(args.robot)
+    cfg = robot.apply(model_preset(args.preset))
+    data = _episodes(args, cfg)
+    train_eps, val_eps = split(data, args.val_every_episode)
+    norm = D.norm_stats(train_eps)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer_bytes = D.train_tokenizer(D.corpus(train_eps, robot, norm, DEFAULT_STREAMS))
+    (out / TOKENIZER_FILE).write_bytes(tokenizer_bytes)
+    preprocess = Policy(cfg, robot, {}, Tokenizer(tokenizer_bytes, TOKENIZER_FILE), norm)
+    text_len = D.text_length(preprocess.tokenizer, data, DEFAULT_STREAMS)
+    train_set = D.tokenize(train_eps, preprocess, text_len=text_len)
+    val_set = D.tokenize(val_eps, preprocess, text_len=text_len)
+    tc = TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+    print(
+        f"{len(train_set)} training steps of {len(set(train_eps.episode))} episodes, "
+        f"{len(val_set)} validation steps; model {cfg.name}, "
+        f"{sum(np.size(v) for v in P.flatten(P.init_params(cfg)).values()) / 1e6:.2f}M params"
+    )
+    bar = tqdm(total=tc.steps, desc="training", unit="step")
+
+    def progress(step: int, losses: dict) -> None:
+        bar.update(step - bar.n)
+        if step % 20 == 0:
+            bar.set_postfix(flow=f"{losses['flow']:.3f}", text=f"{losses['text']:.3f}")
+
+    params, history = train(
+        cfg, P.to_runtime(P.init_params(cfg, args.seed)), train_set, val_set, tc, work, progress
+    )
+    bar.close()
+    save_checkpoint(out, P.to_checkpoint(params), norm, asset_id=robot.name)
+    plot_history(history, out / "loss.png")
+    summary = {
+        "preset": args.preset,
+        "robot": args.robot,
+        "camera_size": args.camera_size,
+        "families": list(args.families),
+        "seeds": args.seeds,
+        "dart": args.dart,
+        "train_steps": len(train_set),
+        "val_steps": len(val_set),
+        "train": dataclasses.asdict(tc),
+        "final_val": history.val[-1] if history.val else None,
+        "wall_s_this_run": round(time.perf_counter() - started, 1),
+    }
+    (out / CONFIG_FILE).write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps(summary["final_val"]))
+
+
+def _train_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="oxygen-train", description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True, help="checkpoint directory to write")
+    p.add_argument("--work", default="out/train/sim_demo", help="episodes cache, resume state")
+    p.add_argument("--preset", default="demo")
+    p.add_argument("--robot", default="sim")
+    p.add_argument("--episodes", help="episodes .npz collected elsewhere instead of the sim")
+    p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    p.add_argument("--seeds", type=int, default=120, help="sim seeds 0..N-1 per family")
+    p.add_argument("--camera-size", type=int, default=128, help="rendered camera pixels")
+    p.add_argument("--no-dart", dest="dart", action="store_false", help="clean expert only")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--val-every-episode", type=int, default=10)
+    p.add_argument("--steps", type=int, default=TrainConfig.steps)
+    p.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
+    p.add_argument("--lr", type=float, default=TrainConfig.lr)
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def load_trained(checkpoint: Path, mode: str = "oxygen", streams=None):
+    """(policy, engine config, train config) of a checkpoint written by `oxygen-train`."""
+    meta = json.loads((checkpoint / CONFIG_FILE).read_text())
+    policy = load_policy(
+        meta["preset"], meta["robot"], checkpoint, checkpoint / TOKENIZER_FILE
+    )
+    return policy, meta
+
+
+def eval_main(argv: list[str] | None = None) -> None:
+    args = _eval_parser().parse_args(argv)
+    ckpt = Path(args.checkpoint)
+    meta = json.loads((ckpt / CONFIG_FILE).read_text())
+    policy = load_policy(meta["preset"], meta["robot"], ckpt, ckpt / TOKENIZER_FILE)
+    streams = (
+        StreamConfig("narration", "Narrate:", max_tokens=args.max_tokens, every_frames=5),
+        StreamConfig("memory", "Remember:", max_tokens=args.max_tokens, every_frames=10),
+    )
+    engine = make_engine(
+        policy,
+        EngineConfig(
+            engine_mode=args.mode,
+            steps_per_frame=args.k,
+            max_active_requests=8,
+            batch_buckets=(1, 2, 4, 8),
+            streams=streams,
+        ),
+    )
+    seeds = range(args.first_seed, args.first_seed + args.episodes)
+    bar = tqdm(total=len(seeds) * len(args.families), desc="closed loop", unit="ep")
+    wins: dict[str, list[bool]] = {}
+
+    def progress(o: rollout.Outcome) -> None:
+        wins.setdefault(o.family, []).append(o.success)
+        bar.update(1)
+        bar.set_postfix({f: f"{np.mean(w):.2f}" for f, w in wins.items()})
+
+    camera = args.camera_size or meta["camera_size"]
+    outcomes = rollout.evaluate(engine, args.families, seeds, args.execute, camera, progress)
+    bar.close()
+    table = rollout.summarise(outcomes)
+    print(json.dumps(table, indent=1))
+    if args.json:
+        detail = [dataclasses.asdict(o) for o in outcomes]
+        Path(args.json).write_text(json.dumps({"summary": table, "episodes": detail}, indent=1))
+
+
+def _eval_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="oxygen-train-eval", description="a trained policy in closed loop in the sim"
+    )
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    p.add_argument("--episodes", type=int, default=50, help="seeds per family")
+    p.add_argument("--first-seed", type=int, default=EVAL_FIRST_SEED)
+    p.add_argument("--execute", type=int, default=2, help="chunk rows run per frame")
+    p.add_argument("--mode", default="oxygen", choices=("oxygen", "shared", "isolated"))
+    p.add_argument("--k", type=int, default=2, help="tokens per frame (oxygen mode)")
+    p.add_argument("--max-tokens", type=int, default=24)
+    p.add_argument("--camera-size", type=int, default=0, help="0: the training camera size")
+    p.add_argument("--json", help="write the summary and every episode here")
+    return p

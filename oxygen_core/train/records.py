@@ -1,0 +1,129 @@
+"""Training records: what the robot saw and what the expert did, one per control step.
+
+A `Record` is the unit every data source yields: the observation as the node receives
+it (camera images by model slot at the camera's resolution, the joint state, the
+instruction), the action chunk target (the next H joint positions the expert commanded,
+absolute, the first one being this step's command), and the language targets (the
+expert's narration line now, and the latest memory line it has written, empty before the
+first sub-goal). A source is any iterator of records, so training from the sim here and
+from recorded bags (oxygen_ros.tools.train_data) differ in one argument.
+
+`expert_episode` is the sim source. It runs the scripted expert and, for DART-style data,
+perturbs the *executed* command with short random bursts while the recorded targets stay
+the expert's clean commands. A policy trained only on the expert's own path has never seen
+the states its own small errors lead to; the bursts put the arm there and label the way
+back. Episodes the expert fails under noise are dropped (they would teach failure).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import numpy as np
+
+from oxygen_core.config import IMAGE_SLOTS
+from oxygen_core.observation import Observation
+from oxygen_core.sim import arm
+from oxygen_core.sim.expert import Expert
+from oxygen_core.sim.render import Renderer
+from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
+from oxygen_core.sim.tasks import make_task
+
+# The sim's cameras in model slot order (the node's camera_topics order).
+CAMERA_SLOTS = {"base": IMAGE_SLOTS[0], "wrist": IMAGE_SLOTS[1]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """One control step of one episode."""
+
+    episode: str  # "<family>/<seed>": records of one episode share it (splits keep it whole)
+    obs: Observation
+    actions: np.ndarray  # float32 [H, 7]: the commands of this step and the next H - 1
+    narration: str
+    memory: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Dart:
+    """Bursts of noise on the executed arm joints (not the gripper: a dropped object is a
+    failed episode, not a recovery lesson).
+
+    rate: chance per step that a burst starts; steps: (min, max) burst length; sigma: std
+    of the burst's constant joint offset (rad).
+    """
+
+    rate: float = 0.04
+    steps: tuple[int, int] = (3, 8)
+    sigma: float = 0.06
+
+
+def expert_episode(
+    family: str,
+    seed: int,
+    horizon: int,
+    camera_size: int = 128,
+    control_hz: float = DEFAULT_CONTROL_HZ,
+    dart: Dart | None = None,
+) -> list[Record]:
+    """The records of one expert episode, or [] when the expert did not succeed."""
+    task = make_task(family, seed)
+    world = task.new_world()
+    expert = Expert(task, world)
+    renderer = Renderer(camera_size, camera_size)
+    rng = np.random.default_rng([seed, 7])
+    dt = 1.0 / control_hz
+    seen: list[tuple[Observation, str, str]] = []
+    commands: list[np.ndarray] = []
+    memory, offset, burst_left = "", np.zeros(arm.NUM_JOINTS), 0
+    for _ in range(int(round(task.time_limit * control_hz))):
+        images = {slot: renderer.render(world, cam) for cam, slot in CAMERA_SLOTS.items()}
+        obs = Observation(images, world.joints.astype(np.float32), task.instruction)
+        step = expert.act(world, dt)
+        memory = step.memory or memory
+        seen.append((obs, step.narration, memory))
+        commands.append(step.targets)
+        if task.succeeded(world):
+            break
+        if dart is not None:
+            offset, burst_left = _dart_offset(dart, rng, offset, burst_left)
+        world.step(step.targets + offset, dt)
+    else:
+        return []
+    if not task.succeeded(world):
+        return []
+    return _records(f"{family}/{seed}", seen, np.asarray(commands, np.float32), horizon)
+
+
+def _dart_offset(
+    dart: Dart, rng: np.random.Generator, offset: np.ndarray, left: int
+) -> tuple[np.ndarray, int]:
+    if left > 0:
+        return offset, left - 1
+    if rng.random() >= dart.rate:
+        return np.zeros_like(offset), 0
+    new = np.zeros_like(offset)
+    new[: arm.ARM_DOF] = rng.normal(0.0, dart.sigma, arm.ARM_DOF)
+    return new, int(rng.integers(dart.steps[0], dart.steps[1] + 1)) - 1
+
+
+def _records(
+    episode: str, seen: list[tuple[Observation, str, str]], commands: np.ndarray, horizon: int
+) -> list[Record]:
+    """Chunk targets: commands t .. t+H-1, the last command repeated past the end (the
+    robot holds there)."""
+    last = len(commands) - 1
+    return [
+        Record(episode, obs, commands[np.minimum(np.arange(t, t + horizon), last)], narr, mem)
+        for t, (obs, narr, mem) in enumerate(seen)
+    ]
+
+
+def sim_records(
+    families: tuple[str, ...], seeds: range, horizon: int, dart: Dart | None, camera_size: int
+) -> Iterator[Record]:
+    """Every successful expert episode of `families` x `seeds`, family-interleaved."""
+    for seed in seeds:
+        for family in families:
+            yield from expert_episode(family, seed, horizon, camera_size, dart=dart)
