@@ -1,6 +1,7 @@
 # make demo   run the demo (main job)
 # make test   lint, then the test suite
 # make setup  build .venv: pinned requirements, msg/ interfaces, this project in editable mode
+# make policy retrain data/policy/sim_demo from scratch: sim expert data, then oxygen-train
 #
 # Each setup step leaves a stamp in .venv/.stamps named after a hash of the files it reads, so
 # a second `make setup` does nothing, and editing a .msg or requirements.txt redoes only the
@@ -31,7 +32,7 @@ define mark_done
 rm -f $(STAMPS)/$(1)-* && mkdir -p $(STAMPS) && touch $@
 endef
 
-.PHONY: setup lint test demo clean
+.PHONY: setup lint test demo policy clean
 
 setup: $(REQ_STAMP) $(MSG_STAMP) $(PKG_STAMP)
 
@@ -59,6 +60,12 @@ test: lint
 
 demo: setup
 	$(BIN)/oxygen-demo $(DEMO_ARGS)
+
+# From scratch: the episodes cache and the resume state go first (about 40 min on 2 cores).
+POLICY_ARGS ?= --steps 4000 --seeds 120
+policy: setup
+	rm -rf out/train/sim_demo data/policy/sim_demo
+	$(BIN)/oxygen-train --out data/policy/sim_demo --work out/train/sim_demo $(POLICY_ARGS)
 
 clean:
 	rm -rf build

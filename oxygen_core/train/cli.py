@@ -28,6 +28,7 @@ from oxygen_core.engine.engine import make_engine
 from oxygen_core.engine.types import DEFAULT_STREAMS, EngineConfig, StreamConfig
 from oxygen_core.model import weights as P
 from oxygen_core.model.checkpoint import save_checkpoint
+from oxygen_core.model.normalize import NormStats
 from oxygen_core.model.tokenizer import Tokenizer
 from oxygen_core.policy import Policy, load_policy
 from oxygen_core.sim.tasks import FAMILIES
@@ -106,7 +107,7 @@ def train_main(argv: list[str] | None = None) -> None:
         cfg, P.to_runtime(P.init_params(cfg, args.seed)), train_set, val_set, tc, work, progress
     )
     bar.close()
-    save_checkpoint(out, P.to_checkpoint(params), norm, asset_id=robot.name)
+    write_checkpoint(out, params, norm, robot.name)
     plot_history(history, out / "loss.png")
     summary = {
         "preset": args.preset,
@@ -123,6 +124,11 @@ def train_main(argv: list[str] | None = None) -> None:
     }
     (out / CONFIG_FILE).write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary["final_val"]))
+
+
+def write_checkpoint(out: Path, params: P.Tree, norm: NormStats, asset_id: str) -> None:
+    """Runtime params -> openpi's layout: `<out>/params` and `assets/<id>/norm_stats.json`."""
+    save_checkpoint(out, P.to_checkpoint(params), norm, asset_id=asset_id)
 
 
 def _train_parser() -> argparse.ArgumentParser:
@@ -143,15 +149,6 @@ def _train_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=TrainConfig.lr)
     p.add_argument("--seed", type=int, default=0)
     return p
-
-
-def load_trained(checkpoint: Path, mode: str = "oxygen", streams=None):
-    """(policy, engine config, train config) of a checkpoint written by `oxygen-train`."""
-    meta = json.loads((checkpoint / CONFIG_FILE).read_text())
-    policy = load_policy(
-        meta["preset"], meta["robot"], checkpoint, checkpoint / TOKENIZER_FILE
-    )
-    return policy, meta
 
 
 def eval_main(argv: list[str] | None = None) -> None:

@@ -30,8 +30,12 @@ def plot_history(history: History, path: Path) -> None:
         if steps:
             ax.plot(steps, smooth([r[name] for r in history.train], 50), label="train (mean of 50)")
         if history.val:
-            ax.plot([r["step"] for r in history.val], [r[name] for r in history.val], "o-",
-                    label="validation")
+            ax.plot(
+                [r["step"] for r in history.val],
+                [r[name] for r in history.val],
+                "o-",
+                label="validation",
+            )
         ax.set_yscale("log")
         ax.set_xlabel("step")
         ax.set_title(f"{name} loss")

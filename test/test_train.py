@@ -1,0 +1,266 @@
+"""Training: the losses against the inference oracles, data preparation, the loop, export.
+
+The text loss is checked against `pi05.full_logits` (the recomputing reference of the
+engine's decoder), so it scores exactly the next-token predictions the engine makes after
+a stream prompt; the flow loss against its closed form. Training runs on the tiny preset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from oxygen_core.config import EOS_ID, PAD_ID, model_preset, robot_preset
+from oxygen_core.model import pi05
+from oxygen_core.model import weights as P
+from oxygen_core.model.normalize import read_norm_stats, write_norm_stats
+from oxygen_core.model.tokenizer import Tokenizer
+from oxygen_core.policy import Policy, load_policy
+from oxygen_core.train import dataset as D
+from oxygen_core.train import losses as L
+from oxygen_core.train.cli import write_checkpoint
+from oxygen_core.train.records import expert_episode
+from oxygen_core.train.trainer import TrainConfig, make_eval, to_batch, train
+
+CFG = model_preset("tiny")
+ROBOT = robot_preset("sim")
+
+
+def test_flow_pair_interpolates_noise_and_actions():
+    actions = jnp.asarray([[[1.0, -2.0]], [[0.5, 0.0]]])
+    noise = jnp.asarray([[[3.0, 4.0]], [[-1.0, 2.0]]])
+    x_t, u = L.flow_pair(actions, noise, jnp.asarray([0.25, 1.0]))
+    np.testing.assert_allclose(x_t, [[[1.5, -0.5]], [[-1.0, 2.0]]])
+    np.testing.assert_allclose(u, [[[2.0, 6.0]], [[-1.5, 2.0]]])
+
+
+def test_time_is_beta_1_5_1_scaled_into_0_001_1():
+    t = np.asarray(L.sample_time(jax.random.key(0), (200_000,)))
+    assert t.min() >= 0.001 and t.max() <= 1.0
+    # Beta(1.5, 1): mean 0.6, P(x < 0.5) = 0.5 ** 1.5.
+    assert abs(t.mean() - (0.6 * 0.999 + 0.001)) < 0.003
+    assert abs(np.mean(t < 0.5 * 0.999 + 0.001) - 0.5**1.5) < 0.003
+
+
+def test_flow_loss_is_the_velocity_error_at_the_drawn_time_and_noise(params):
+    inputs = _inputs(2, seed=1)
+    cache = pi05.prefill(params, CFG, inputs)
+    actions = jax.random.normal(jax.random.key(2), (2, CFG.action_horizon, CFG.action_dim))
+    key = jax.random.key(3)
+    noise_key, time_key = jax.random.split(key)
+    noise = jax.random.normal(noise_key, actions.shape)
+    t = L.sample_time(time_key, (2,))
+    x_t = t[:, None, None] * noise + (1 - t[:, None, None]) * actions
+    v = pi05.velocity(params, CFG, cache, x_t, t)
+    expected = np.mean(np.square(np.asarray(v) - np.asarray(noise - actions)))
+    np.testing.assert_allclose(L.flow_loss(params, CFG, cache, actions, key), expected, rtol=1e-5)
+
+
+def test_text_row_marks_only_the_line_and_its_eos(tokenizer):
+    ids, target = D.text_row(tokenizer, "Narrate:", "moving to the red block", 24)
+    head = tokenizer.encode("Narrate:")
+    body = tokenizer.encode("moving to the red block")
+    n = len(head) + len(body) + 1
+    assert ids[:n].tolist() == head + body + [EOS_ID]
+    assert (ids[n:] == PAD_ID).all()
+    assert target.tolist() == [False] * len(head) + [True] * (len(body) + 1) + [False] * (24 - n)
+    with pytest.raises(ValueError, match="over 5 tokens"):
+        D.text_row(tokenizer, "Narrate:", "moving to the red block", 5)
+
+
+def test_text_loss_scores_target_tokens_with_the_decoders_logits(params, tokenizer):
+    """Cross-entropy = -log p(token) from full_logits after prefix + the tokens before it,
+    summed over the line and EOS only (the prompt's own tokens are not predicted)."""
+    inputs = _inputs(2, seed=4)
+    length = 20
+    rows = [
+        [D.text_row(tokenizer, "Narrate:", "grasping the red ball", length)],
+        [D.text_row(tokenizer, "Narrate:", "lifting the blue block", length)],
+    ]
+    text = np.asarray([[r[0] for r in b] for b in rows])
+    target = np.asarray([[r[1] for r in b] for b in rows])
+    cache = pi05.prefill(params, CFG, inputs)
+    total, count = L.text_loss(params, CFG, cache, jnp.asarray(text), jnp.asarray(target))
+    expected, n = 0.0, 0
+    for b in range(2):
+        for j in np.flatnonzero(target[b, 0]):
+            single = jax.tree.map(lambda a, b=b: a[b : b + 1], inputs)
+            logits = pi05.full_logits(
+                params, CFG, single, jnp.asarray(text[b, :, :]), jnp.asarray([j]), length
+            )
+            expected -= float(jax.nn.log_softmax(logits[0])[text[b, 0, j]])
+            n += 1
+    assert int(count) == n == int(target.sum())
+    np.testing.assert_allclose(float(total), expected, rtol=1e-4)
+
+
+def test_text_loss_ignores_the_prompt_and_padding(params, tokenizer):
+    inputs = _inputs(1, seed=5)
+    ids, target = D.text_row(tokenizer, "Remember:", "picked up the red block", 24)
+    cache = pi05.prefill(params, CFG, inputs)
+    base = L.text_loss(
+        params, CFG, cache, jnp.asarray(ids)[None, None], jnp.asarray(target)[None, None]
+    )
+    # A different last padding token changes nothing (it is after EOS and never a target);
+    # unmarking the EOS removes exactly one scored token.
+    padded = ids.copy()
+    padded[-1] = 7
+    other = L.text_loss(
+        params, CFG, cache, jnp.asarray(padded)[None, None], jnp.asarray(target)[None, None]
+    )
+    np.testing.assert_allclose(other[0], base[0], rtol=1e-6)
+    no_eos = target.copy()
+    no_eos[np.flatnonzero(ids == EOS_ID)[0]] = False
+    fewer = L.text_loss(
+        params, CFG, cache, jnp.asarray(ids)[None, None], jnp.asarray(no_eos)[None, None]
+    )
+    assert int(fewer[1]) == int(base[1]) - 1 and float(fewer[0]) < float(base[0])
+
+
+def test_expert_records_hold_the_next_h_commands():
+    records = expert_episode("pick", 0, horizon=5, camera_size=32)
+    assert len(records) == 59 and all(r.episode == "pick/0" for r in records)
+    first = np.stack([r.actions[0] for r in records])
+    for t in range(len(records) - 4):
+        np.testing.assert_array_equal(records[t].actions, first[t : t + 5])
+    np.testing.assert_array_equal(records[-1].actions, np.repeat(first[-1:], 5, axis=0))
+    assert records[0].memory == "" and records[-1].memory == "picked up the yellow block"
+    assert records[0].narration == "moving to the yellow block"
+    assert set(records[0].obs.images) == {"base_0_rgb", "left_wrist_0_rgb"}
+
+
+def test_norm_stats_are_data_quantiles_and_round_trip(tmp_path):
+    data = _episodes(np.linspace(0.0, 100.0, 101))
+    stats = D.norm_stats(data)
+    np.testing.assert_allclose(stats.state.q01, [1.0, -99.0])
+    np.testing.assert_allclose(stats.state.q99, [99.0, -1.0])
+    np.testing.assert_allclose(stats.state.mean, [50.0, -50.0])
+    path = tmp_path / "assets" / "sim" / "norm_stats.json"
+    write_norm_stats(path, stats)
+    back = read_norm_stats(path)
+    for part in ("state", "actions"):
+        for field in ("q01", "q99", "mean", "std"):
+            np.testing.assert_array_equal(
+                getattr(getattr(back, part), field), getattr(getattr(stats, part), field)
+            )
+
+
+def test_tokenizer_training_is_deterministic_and_covers_the_corpus():
+    lines = ["Narrate:", "Remember:", "pick up the red block", "moving to the red block"] * 3
+    lines += [f"Task: push the blue ball to the left, State: {i} {255 - i};" for i in range(256)]
+    first, second = D.train_tokenizer(lines), D.train_tokenizer(lines)
+    assert first == second
+    tok = Tokenizer(first, "trained")
+    assert tok.vocab_size <= D.TOKENIZER_VOCAB
+    assert tok.decode(tok.encode("moving to the red block")) == "moving to the red block"
+
+
+@pytest.mark.slow
+def test_training_lowers_the_loss_on_a_fixed_batch(params, tokenizer, tmp_path):
+    arrays = _arrays(tokenizer, 4)
+    tc = TrainConfig(steps=40, batch_size=4, lr=3e-3, warmup=5, val_every=1000, save_every=1000)
+    evaluate = make_eval(CFG)
+    key = jax.random.key(9)
+    before = evaluate(params, to_batch(arrays), key)
+    trained, history = train(CFG, params, arrays, None, tc, tmp_path / "work")
+    after = evaluate(trained, to_batch(arrays), key)
+    assert len(history.train) == 40
+    assert float(after["flow"]) < 0.7 * float(before["flow"])
+    assert float(after["text"]) < 0.5 * float(before["text"])
+
+
+@pytest.mark.slow
+def test_resumed_training_equals_uninterrupted_training(params, tokenizer, tmp_path):
+    arrays = _arrays(tokenizer, 8)
+    tc = TrainConfig(steps=4, batch_size=2, warmup=1, val_every=2, save_every=2, val_batches=1)
+    straight, hist = train(CFG, params, arrays, arrays, tc, tmp_path / "a")
+    half = dataclasses.replace(tc, steps=2)
+    train(CFG, params, arrays, arrays, half, tmp_path / "b")
+    resumed, hist_b = train(CFG, params, arrays, arrays, tc, tmp_path / "b")
+    for a, b in zip(jax.tree.leaves(straight), jax.tree.leaves(resumed), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert hist_b.train == hist.train and hist_b.val == hist.val
+
+
+@pytest.mark.slow
+def test_exported_checkpoint_loads_and_acts_like_the_trained_params(params, tokenizer, tmp_path):
+    arrays = _arrays(tokenizer, 4)
+    tc = TrainConfig(steps=3, batch_size=2, warmup=1, save_every=100)
+    trained, _ = train(CFG, params, arrays, None, tc, tmp_path / "work")
+    records = expert_episode("pick", 1, horizon=CFG.action_horizon, camera_size=40)
+    norm = D.norm_stats(D.collect(records, CFG))
+    write_checkpoint(tmp_path / "ckpt", trained, norm, "sim")
+    (tmp_path / "ckpt" / "tokenizer.model").write_bytes(tokenizer_bytes())
+    policy = load_policy("tiny", "sim", tmp_path / "ckpt", tmp_path / "ckpt" / "tokenizer.model")
+    assert policy.norm.state.q99.tolist() == norm.state.q99.tolist()
+    inputs = policy.prefix_inputs(records[10].obs)
+    noise = policy.noise(5)
+    loaded = pi05.denoise(policy.params, CFG, pi05.prefill(policy.params, CFG, inputs), noise, 4)
+    memory = pi05.denoise(trained, CFG, pi05.prefill(trained, CFG, inputs), noise, 4)
+    np.testing.assert_array_equal(np.asarray(loaded), np.asarray(memory))
+    assert not np.array_equal(np.asarray(memory), np.asarray(_denoise(params, inputs, noise)))
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _denoise(params, inputs, noise):
+    return pi05.denoise(params, CFG, pi05.prefill(params, CFG, inputs), noise, 4)
+
+
+@pytest.fixture(scope="module")
+def params():
+    return P.to_runtime(P.init_params(CFG, seed=0))
+
+
+_LINES = ["Narrate:", "Remember:", "moving to the red block", "grasping the red ball"]
+_LINES += ["lifting the blue block", "picked up the red block", "pick up the red block"]
+
+
+def tokenizer_bytes() -> bytes:
+    return D.train_tokenizer(_LINES * 4 + [f"State: {i};" for i in range(256)])
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    return Tokenizer(tokenizer_bytes(), "test")
+
+
+def _inputs(batch: int, seed: int) -> pi05.PrefixInputs:
+    rng = np.random.default_rng(seed)
+    size, n = CFG.vision.image_size, CFG.num_images
+    tokens = rng.integers(3, 200, (batch, CFG.max_token_len)).astype(np.int32)
+    mask = np.arange(CFG.max_token_len)[None] < np.asarray([20, 13][:batch])[:, None]
+    return pi05.PrefixInputs(
+        images=jnp.asarray(rng.uniform(-1, 1, (batch, n, size, size, 3)), jnp.float32),
+        image_mask=jnp.asarray(np.ones((batch, n), bool)),
+        tokens=jnp.asarray(np.where(mask, tokens, 0)),
+        token_mask=jnp.asarray(mask),
+    )
+
+
+def _episodes(values: np.ndarray) -> D.Episodes:
+    n = len(values)
+    state = np.stack([values, -values], axis=1).astype(np.float32)
+    return D.Episodes(
+        images=np.zeros((n, CFG.num_images, 4, 4, 3), np.uint8),
+        image_mask=np.ones((n, CFG.num_images), bool),
+        state=state,
+        actions=np.repeat(state[:, None], 3, axis=1),
+        episode=["e"] * n,
+        instruction=["pick up the red block"] * n,
+        narration=["moving to the red block"] * n,
+        memory=[""] * n,
+    )
+
+
+def _arrays(tokenizer: Tokenizer, n: int) -> D.Arrays:
+    """n sim steps of a pick episode, tokenized for the tiny preset."""
+    records = expert_episode("pick", 2, horizon=CFG.action_horizon, camera_size=40)[::5][:n]
+    data = D.collect(records, CFG)
+    policy = Policy(CFG, ROBOT, {}, tokenizer, D.norm_stats(data))
+    return D.tokenize(data, policy)
