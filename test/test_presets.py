@@ -79,7 +79,7 @@ def test_robot_overrides_horizon_and_prompt_budget():
 
 def test_unknown_names_list_the_choices():
     with pytest.raises(
-        ValueError, match=r"unknown model preset 'pi0'.*\['pi05', 'small', 'tiny'\]"
+        ValueError, match=r"unknown model preset 'pi0'.*\['demo', 'pi05', 'small', 'tiny'\]"
     ):
         model_preset("pi0")
     with pytest.raises(ValueError, match=r"unknown robot 'franka'; choose one of \['aloha'"):
