@@ -218,8 +218,11 @@ ROBOT_PRESETS: dict[str, RobotConfig] = {
     "humanoid": RobotConfig("humanoid", cameras=IMAGE_SLOTS, action_dim=26, state_dim=26),
     "demo": RobotConfig("demo", cameras=IMAGE_SLOTS, action_dim=7, state_dim=7),
     # The simulated tabletop arm (oxygen_core.sim): base and wrist cameras, six joints and
-    # the gripper as absolute joint positions.
-    "sim": RobotConfig("sim", cameras=IMAGE_SLOTS[:2], action_dim=7, state_dim=7),
+    # the gripper. The joints are predicted as offsets from the frame's state (a chunk that
+    # holds still is the zero prediction), the gripper as an absolute opening.
+    "sim": RobotConfig(
+        "sim", cameras=IMAGE_SLOTS[:2], action_dim=7, state_dim=7, delta_actions=(0, 1, 2, 3, 4, 5)
+    ),
 }
 
 

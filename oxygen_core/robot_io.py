@@ -58,6 +58,20 @@ def actions_to_robot(
     return actions.astype(np.float32)
 
 
+def actions_to_model(
+    robot: RobotConfig, actions: np.ndarray, model_state: np.ndarray
+) -> np.ndarray:
+    """Robot commands [..., H, A] -> the model's action space (`actions_to_robot` inverted),
+    for training: the delta dimensions become offsets from the frame's state."""
+    if robot.space != "robot":
+        raise ValueError(f"training targets in the {robot.space!r} space are not supported")
+    actions = np.array(actions, np.float64)
+    if robot.delta_actions:
+        delta = list(robot.delta_actions)
+        actions[..., delta] -= np.asarray(model_state, np.float64)[..., None, delta]
+    return actions.astype(np.float32)
+
+
 def _aloha_gripper_to_model(linear01: np.ndarray) -> np.ndarray:
     """The runtime's normalised linear gripper position -> normalised gripper angle."""
     position = _LINEAR_RANGE[0] + linear01 * (_LINEAR_RANGE[1] - _LINEAR_RANGE[0])

@@ -135,7 +135,7 @@ def test_expert_records_hold_the_next_h_commands():
 
 def test_norm_stats_are_data_quantiles_and_round_trip(tmp_path):
     data = _episodes(np.linspace(0.0, 100.0, 101))
-    stats = D.norm_stats(data)
+    stats = D.norm_stats(data, robot_preset("demo"))  # absolute actions: stats of the data
     np.testing.assert_allclose(stats.state.q01, [1.0, -99.0])
     np.testing.assert_allclose(stats.state.q99, [99.0, -1.0])
     np.testing.assert_allclose(stats.state.mean, [50.0, -50.0])
@@ -147,6 +147,23 @@ def test_norm_stats_are_data_quantiles_and_round_trip(tmp_path):
             np.testing.assert_array_equal(
                 getattr(getattr(back, part), field), getattr(getattr(stats, part), field)
             )
+
+
+def test_chunk_targets_come_back_through_the_policys_output_transform(tokenizer):
+    """Training targets (joint offsets from the state, normalised, padded) -> the policy's
+    robot_actions -> the expert's absolute commands again."""
+    records = expert_episode("put", 3, horizon=CFG.action_horizon, camera_size=32)[::7]
+    data = D.collect(records, CFG)
+    policy = Policy(CFG, ROBOT, {}, tokenizer, D.norm_stats(data, ROBOT))
+    arrays = D.tokenize(data, policy)
+    assert arrays.actions.shape == (len(data), CFG.action_horizon, CFG.action_dim)
+    assert not arrays.actions[..., 7:].any()
+    for i in range(len(data)):
+        back = policy.robot_actions(arrays.actions[i], data.state[i])
+        np.testing.assert_allclose(back, data.actions[i], atol=2e-5)
+    offsets = D.model_actions(data, ROBOT)
+    np.testing.assert_allclose(offsets[:, :, :6], data.actions[:, :, :6] - data.state[:, None, :6])
+    np.testing.assert_array_equal(offsets[:, :, 6], data.actions[:, :, 6])
 
 
 def test_tokenizer_training_is_deterministic_and_covers_the_corpus():
@@ -192,7 +209,7 @@ def test_exported_checkpoint_loads_and_acts_like_the_trained_params(params, toke
     tc = TrainConfig(steps=3, batch_size=2, warmup=1, save_every=100)
     trained, _ = train(CFG, params, arrays, None, tc, tmp_path / "work")
     records = expert_episode("pick", 1, horizon=CFG.action_horizon, camera_size=40)
-    norm = D.norm_stats(D.collect(records, CFG))
+    norm = D.norm_stats(D.collect(records, CFG), ROBOT)
     write_checkpoint(tmp_path / "ckpt", trained, norm, "sim")
     (tmp_path / "ckpt" / "tokenizer.model").write_bytes(tokenizer_bytes())
     policy = load_policy("tiny", "sim", tmp_path / "ckpt", tmp_path / "ckpt" / "tokenizer.model")
@@ -262,5 +279,5 @@ def _arrays(tokenizer: Tokenizer, n: int) -> D.Arrays:
     """n sim steps of a pick episode, tokenized for the tiny preset."""
     records = expert_episode("pick", 2, horizon=CFG.action_horizon, camera_size=40)[::5][:n]
     data = D.collect(records, CFG)
-    policy = Policy(CFG, ROBOT, {}, tokenizer, D.norm_stats(data))
+    policy = Policy(CFG, ROBOT, {}, tokenizer, D.norm_stats(data, ROBOT))
     return D.tokenize(data, policy)

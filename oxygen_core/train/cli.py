@@ -82,7 +82,7 @@ def train_main(argv: list[str] | None = None) -> None:
     cfg = robot.apply(model_preset(args.preset))
     data = _episodes(args, cfg)
     train_eps, val_eps = split(data, args.val_every_episode)
-    norm = D.norm_stats(train_eps)
+    norm = D.norm_stats(train_eps, robot)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer_bytes = D.train_tokenizer(D.corpus(train_eps, robot, norm, DEFAULT_STREAMS))
     (out / TOKENIZER_FILE).write_bytes(tokenizer_bytes)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from oxygen_core import robot_io
 from oxygen_core.config import EOS_ID, PAD_ID, ModelConfig, RobotConfig
 from oxygen_core.engine.types import DEFAULT_STREAMS, StreamConfig
 from oxygen_core.model.normalize import NormStats, Stats
@@ -147,9 +148,17 @@ def _stats(x: np.ndarray) -> Stats:
     )
 
 
-def norm_stats(data: Episodes) -> NormStats:
-    """Per-dimension quantile statistics of the state and of every action in every chunk."""
-    return NormStats(state=_stats(data.state), actions=_stats(data.actions))
+def model_actions(data: Episodes, robot: RobotConfig) -> np.ndarray:
+    """Chunk targets in the model's space (offsets from the state in the delta dims)."""
+    state = robot_io.state_to_model(robot, data.state)
+    return robot_io.actions_to_model(robot, data.actions, state)
+
+
+def norm_stats(data: Episodes, robot: RobotConfig) -> NormStats:
+    """Per-dimension quantile statistics of the state and of every action in every chunk,
+    both in the model's space."""
+    state = robot_io.state_to_model(robot, data.state)
+    return NormStats(state=_stats(state), actions=_stats(model_actions(data, robot)))
 
 
 def corpus(
@@ -233,7 +242,7 @@ def tokenize(
         policy.prompt_tokens(p, s) for p, s in zip(data.instruction, data.state, strict=True)
     ]
     width = cfg.action_dim
-    normalised = policy.norm.actions.normalize(data.actions)
+    normalised = policy.norm.actions.normalize(model_actions(data, policy.robot))
     actions = np.zeros((*normalised.shape[:2], width), np.float32)
     actions[..., : normalised.shape[-1]] = normalised
     text_len = text_len or text_length(tok, data, streams)
