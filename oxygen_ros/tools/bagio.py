@@ -53,7 +53,7 @@ class BagMessage:
 
 def interface_dir() -> Path:
     """The folder of this package's .msg files: the checkout, the venv, or a colcon install."""
-    candidates = [Path(__file__).resolve().parents[1] / "msg"]
+    candidates = [Path(__file__).resolve().parents[2] / "msg"]  # oxygen_ros/tools/bagio.py
     prefixes = [sys.prefix, *os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)]
     candidates += [Path(p) / "share" / INTERFACE_PACKAGE / "msg" for p in prefixes if p]
     for folder in candidates:

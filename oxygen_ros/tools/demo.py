@@ -37,7 +37,7 @@ from oxygen_ros.tools.job import Job
 from oxygen_ros.tools.live import replay_live
 from oxygen_ros.tools.replay import summary
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: oxygen_ros/tools/demo.py
 DEMO_BAG = ROOT / "data" / "demo_bag"
 DEMO_PARAMS = ROOT / "config" / "tiny.yaml"
 _STATUS_PERIOD_S = 1.0  # wall seconds between status lines
