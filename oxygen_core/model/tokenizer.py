@@ -138,30 +138,39 @@ class Tokenizer:
         """
         if max_len < 1:
             raise ValueError(f"max_len must be at least 1, got {max_len}")
-        ids = self.prompt_ids(prompt, state)
-        if len(ids) > max_len:
+        head, tail = self._prompt_parts(prompt, state)
+        length = len(head) + len(tail)
+        if length > max_len:
             if prompt != self._truncated_warned:
                 self._truncated_warned = prompt
                 logger.warning(
                     "prompt is %d tokens, truncated to max_len=%d: %s",
-                    len(ids),
+                    length,
                     max_len,
                     excerpt(prompt),
                 )
-            ids = ids[:max_len]
+        # Cut the cached part before joining: a long instruction costs nothing per frame.
+        ids = [*head[:max_len], *tail][:max_len]
         tokens = np.full(max_len, PAD_ID, dtype=np.int32)
         tokens[: len(ids)] = ids
         return tokens, np.arange(max_len) < len(ids)
 
     def prompt_ids(self, prompt: str, state: np.ndarray | None) -> list[int]:
-        """The ids of the pi0.5 prompt, untruncated; the instruction part comes from cache."""
+        """The ids of the pi0.5 prompt, untruncated."""
+        head, tail = self._prompt_parts(prompt, state)
+        return [*head, *tail]
+
+    def _prompt_parts(
+        self, prompt: str, state: np.ndarray | None
+    ) -> tuple[tuple[int, ...], list[int]]:
+        """(cached ids of the instruction part, ids encoded for this frame's state)."""
         if state is None:
             # "\n" encoded on its own marks the start of the answer, as in PaliGemma.
-            return [*self._head_ids(prompt, False), *self.encode("\n")]
+            return self._head_ids(prompt, False), self.encode("\n")
         bins = " ".join(map(str, discretize_state(state)))
         if self._clean_seam:
-            return [*self._head_ids(prompt, True), *self.encode(_state_tail(bins))]
-        return list(self._whole_ids(prompt, bins))
+            return self._head_ids(prompt, True), self.encode(_state_tail(bins))
+        return self._whole_ids(prompt, bins), []
 
     def prompt_len_bound(self, prompt: str, state_dim: int | None) -> int:
         """Prompt tokens of `prompt` with the longest-encoding state of state_dim values
