@@ -36,7 +36,8 @@ from oxygen_core.engine.types import (
     is_parameter,
     parameter,
 )
-from oxygen_ros.inputs import MISSING_CAMERA_POLICIES
+from oxygen_ros.convert import DEFAULT_MAX_IMAGE_PIXELS, PILLOW_WARN_PIXELS
+from oxygen_ros.inputs import DEFAULT_MAX_INSTRUCTION_CHARS, MISSING_CAMERA_POLICIES
 
 _ENGINE = EngineConfig()
 
@@ -109,6 +110,18 @@ class NodeConfig:
     autostart: bool = parameter(False, "Configure and activate at start-up.")
     diagnostics_period_s: float = parameter(
         1.0, "Period of /diagnostics messages while active.", (0.05, 60.0)
+    )
+    max_image_pixels: int = parameter(
+        DEFAULT_MAX_IMAGE_PIXELS,
+        "Largest camera image (width x height) decoded; larger ones are bad_image, refused "
+        "from their header before decoding. Default: four 1920x1080 frames.",
+        (1, PILLOW_WARN_PIXELS),
+    )
+    max_instruction_chars: int = parameter(
+        DEFAULT_MAX_INSTRUCTION_CHARS,
+        "Longest instruction accepted; a longer one (or one over the model's prompt "
+        "tokens) is refused and the previous instruction kept.",
+        (1, 1_000_000),
     )
 
     def __post_init__(self) -> None:

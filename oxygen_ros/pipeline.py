@@ -14,7 +14,7 @@ from oxygen_core.engine import Engine, make_engine
 from oxygen_core.observation import Observation
 from oxygen_core.policy import Policy, load_policy
 from oxygen_ros.inputs import FrameAssembler
-from oxygen_ros.params import ChunkLayout, Settings, fit_to_model
+from oxygen_ros.params import ChunkLayout, ConfigError, Settings, fit_to_model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +46,13 @@ def make_pipeline(settings: Settings) -> Pipeline:
         stale_timeout_s=cfg.stale_timeout_s,
         sync_slop_s=cfg.sync_slop_s,
         missing_camera=cfg.missing_camera,
+        max_image_pixels=cfg.max_image_pixels,
+        max_instruction_chars=cfg.max_instruction_chars,
+        instruction_check=policy.instruction_problem,
     )
-    assembler.on_instruction(cfg.instruction)
+    refused = assembler.on_instruction(cfg.instruction)
+    if refused:
+        raise ConfigError(f"instruction parameter refused: {refused}")
     engine = make_engine(policy, settings.engine)
     engine.warmup(blank_observation(policy, assembler, cfg.instruction))
     return Pipeline(settings, layout, assembler, engine)
