@@ -35,10 +35,12 @@ from oxygen_ros.configure import TopicNames
 from oxygen_ros.job import Job
 from oxygen_ros.live import replay_live
 from oxygen_ros.replay import summary
+from oxygen_ros.tools.share import resource
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO_BAG = ROOT / "data" / "demo_bag"
-DEMO_PARAMS = ROOT / "config" / "tiny.yaml"
+# share/oxygen_ros after `colcon build`, else the checkout (oxygen_ros.tools.share)
+DEMO_BAG = resource("data/demo_bag")
+DEMO_PARAMS = resource("config/tiny.yaml")
 _STATUS_PERIOD_S = 1.0  # wall seconds between status lines
 _STOP_TIMEOUT_S = 15.0  # for the node to shut down cleanly after Ctrl-C
 

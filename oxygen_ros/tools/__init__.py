@@ -1,0 +1,1 @@
+"""Tools around the oxygen node: share lookups, viewer configs, the Foxglove bridge."""
