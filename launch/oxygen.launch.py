@@ -46,6 +46,8 @@ def _on_node_exit(event: ProcessExited, context: LaunchContext) -> list:
     error = exit_error(event.process_name, event.returncode)
     if error is not None:
         raise RuntimeError(error)
+    if context.is_shutdown:  # launch stopped the node: a second shutdown would fail
+        return []
     return [Shutdown(reason=f"{event.process_name} has exited")]
 
 
