@@ -3,8 +3,9 @@
     oxygen-foxglove --params config/tiny.yaml [--namespace NS] [--port 8765]
 
 Serves the Foxglove WebSocket protocol (foxglove-sdk) on localhost; open Foxglove in a
-browser, connect to ws://127.0.0.1:8765 and load config/oxygen.foxglove.json for the
-panels (cameras, action chunk and stats plots, narration and memory text, diagnostics).
+browser, connect to ws://127.0.0.1:8765 and import config/viewers/<robot>.foxglove.json
+(oxygen-viewer-configs) for the panels: cameras, action chunk and stats plots, narration
+and memory text, diagnostics.
 
 The topics are the node's own, resolved from its params YAML by the node's code
 (oxygen_ros.configure.load_settings): every output plus the camera inputs. Nothing is
