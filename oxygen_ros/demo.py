@@ -132,7 +132,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--wait-s", type=float, default=300.0, help="how long the node may take to activate"
     )
+    parser.add_argument(
+        "--foxglove",
+        action="store_true",
+        help="also serve the topics to Foxglove (oxygen-foxglove)",
+    )
     return parser
+
+
+def start_foxglove(params: Path, log: IO[bytes]) -> subprocess.Popen:
+    """oxygen-foxglove as its own process, on its default port (the URL is printed)."""
+    command = [sys.executable, "-m", "oxygen_ros.tools.foxglove", "--params", str(params)]
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -151,6 +162,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = (job.span_ns()[1] - job.span_ns()[0]) / 1e9
     with open(out / "node.log", "wb") as log:
         node = start_node(args.params, log)
+        viewer = start_foxglove(args.params, log) if args.foxglove else None
+        if viewer is not None:
+            print(
+                "Foxglove: open it in a browser, connect to ws://127.0.0.1:8765 and import "
+                f"the layout config/viewers/{args.params.stem}.foxglove.json"
+            )
         print(
             f"oxygen node starting (pid {node.pid}, log {out / 'node.log'}): it loads the "
             f"{job.settings.node.preset} model and compiles every shape before it activates"
@@ -170,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         finally:
             stop_node(node)
+            if viewer is not None:
+                stop_node(viewer)
     print(summary(report, out))
     return 0
 
