@@ -32,6 +32,8 @@ setup(
             "oxygen-node=oxygen_ros.node:main",
             "oxygen-replay=oxygen_ros.tools.replay:main",
             "oxygen-demo=oxygen_ros.tools.demo:main",
+            "oxygen-foxglove=oxygen_ros.tools.foxglove:main",
+            "oxygen-viewer-configs=oxygen_ros.tools.viewer_configs:main",
         ],
     },
 )

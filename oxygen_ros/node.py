@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import signal
 import sys
 import time
 from typing import Any
@@ -38,6 +39,7 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
@@ -338,9 +340,22 @@ class OxygenNode(LifecycleNode):
         return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
 
 
+def _interrupt_once(signum: int, frame: Any) -> None:
+    """The first SIGINT stops the node; the ones after it are ignored.
+
+    A terminal under `ros2 launch` delivers Ctrl-C twice (to the group, then from launch).
+    A second KeyboardInterrupt would land in the middle of releasing the engine, or in
+    JAX's exit handler, and end the process with a traceback or status -2.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def main(args: list[str] | None = None) -> int:
     """Console script `oxygen-node`: spin the node until Ctrl-C."""
-    rclpy.init(args=args)
+    # SIGINT is ours (_interrupt_once); rclpy keeps SIGTERM, which shuts its context down.
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.SIGTERM)
+    signal.signal(signal.SIGINT, _interrupt_once)
     try:
         node = OxygenNode()
     except ParameterException as error:  # a mistyped or out-of-range value given at start
@@ -358,6 +373,7 @@ def main(args: list[str] | None = None) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # also when spin ended by SIGTERM
         node.release()
         node.destroy_node()
         rclpy.try_shutdown()

@@ -59,11 +59,12 @@ class TopicNames:
 
 
 def load_settings(
-    params: Path, overrides: Mapping[str, object] | None = None
+    params: Path, overrides: Mapping[str, object] | None = None, namespace: str = ""
 ) -> tuple[Settings, TopicNames]:
     """The node's settings and topics from its params YAML, read by the node's own code.
 
     overrides: parameter values as `-p name:=value` would set them (e.g. seed, engine_mode).
+    namespace: the node's namespace (launch's `namespace:=`): relative topics resolve in it.
     Raises FileNotFoundError, or params.ConfigError naming a bad parameter.
     """
     if not Path(params).is_file():
@@ -76,6 +77,7 @@ def load_settings(
     try:
         node = rclpy.create_node(
             NODE_NAME,
+            namespace=namespace,
             context=context,
             cli_args=args,
             start_parameter_services=False,
