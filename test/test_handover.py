@@ -10,6 +10,7 @@ d and the executed steps are; "blend" is checked row by row against its ramp.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -171,3 +172,18 @@ def test_a_bad_handover_raises_and_the_frame_does_not_advance(
 def test_bad_handover_settings_are_refused(policy, changes, message):
     with pytest.raises(ValueError, match=message):
         make_engine(policy, engine_config(**changes))
+
+
+@pytest.mark.slow
+def test_benchmark_cli_reports_cost_and_fidelity(capsys):
+    from oxygen_core.bench.rtc import main
+
+    assert main(["--preset", "tiny", "--frames", "2", "--json"]) == 0
+    entry = json.loads(capsys.readouterr().out)["presets"]["tiny"]
+    assert sorted(entry["cost"]) == sorted(entry["fidelity"]) == ["blend", "replace", "rtc"]
+    fid = entry["fidelity"]
+    assert fid["blend"]["first_d_max_abs_worst"] == 0.0  # the frozen rows are the old ones
+    assert fid["rtc"]["first_d_max_abs_worst"] < fid["replace"]["first_d_max_abs_mean"] / 5
+    for c in entry["cost"].values():
+        assert c["act_s"] >= c["prefill_s"] + c["denoise_s"] > 0
+        assert c["budget_share"] == pytest.approx(c["act_s"] / 0.1)
