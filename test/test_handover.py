@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from engine_harness import engine_config, tiny_policy
 
+from oxygen_core.bench.rtc import main as rtc_bench
 from oxygen_core.engine import Handover, make_engine
 from oxygen_core.engine.verify import Trace, drain, synthetic_observations
 from oxygen_core.model import rtc
@@ -176,9 +177,7 @@ def test_bad_handover_settings_are_refused(policy, changes, message):
 
 @pytest.mark.slow
 def test_benchmark_cli_reports_cost_and_fidelity(capsys):
-    from oxygen_core.bench.rtc import main
-
-    assert main(["--preset", "tiny", "--frames", "2", "--json"]) == 0
+    assert rtc_bench(["--preset", "tiny", "--frames", "2", "--json"]) == 0
     entry = json.loads(capsys.readouterr().out)["presets"]["tiny"]
     assert sorted(entry["cost"]) == sorted(entry["fidelity"]) == ["blend", "replace", "rtc"]
     fid = entry["fidelity"]
