@@ -146,7 +146,8 @@ def test_a_fully_executed_chunk_leaves_nothing_to_meet(policy, observations):
         ({"previous": np.zeros((5, 7))}, r"\[1..4, 7\], got \(5, 7\)"),
         ({"previous": np.zeros((4, 6))}, r"got \(4, 6\)"),
         ({"previous": np.full((4, 7), np.nan)}, "non-finite"),
-        ({"executed": -1}, "executed steps must be >= 0"),
+        ({"executed": -1}, "executed steps must be an integer >= 0"),
+        ({"executed": 1.5}, "executed steps must be an integer >= 0, got 1.5"),
         ({"control_period_s": 0.0}, "control period must be > 0"),
     ],
 )

@@ -111,7 +111,8 @@ class Engine(abc.ABC):
         """Prefill once, denoise S steps; raises ObservationError on unusable input.
 
         handover: the chunk the robot is executing; cfg.chunk_handover says what to do with
-        it ("replace", the default, ignores it). Raises ValueError on a malformed one.
+        it ("replace", the default, ignores it; "rtc" guides the denoising toward it:
+        `handover.py`, `model/rtc.py`). Raises ValueError on a malformed one.
         """
         inputs = self.policy.prefix_inputs(obs)
         delay, meet = handover_plan(self.cfg, self.delay, self.policy, handover)

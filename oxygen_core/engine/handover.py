@@ -41,8 +41,9 @@ def check_handover(handover: Handover, horizon: int, action_dim: int) -> None:
             f"handover chunk must be finite [1..{horizon}, {action_dim}], got "
             f"{previous.shape} {'with non-finite values' if shape_ok else ''}".rstrip()
         )
-    if handover.executed < 0:
-        raise ValueError(f"handover executed steps must be >= 0, got {handover.executed}")
+    executed = handover.executed
+    if isinstance(executed, bool) or not isinstance(executed, int | np.integer) or executed < 0:
+        raise ValueError(f"handover executed steps must be an integer >= 0, got {executed!r}")
     if not handover.control_period_s > 0:
         raise ValueError(f"handover control period must be > 0, got {handover.control_period_s}")
 
