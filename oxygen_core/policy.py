@@ -91,6 +91,16 @@ class Policy:
         model_state = robot_io.state_to_model(self.robot, state)
         return robot_io.actions_to_robot(self.robot, unnormalized, model_state)
 
+    def model_actions(self, robot_actions: np.ndarray, state: np.ndarray) -> np.ndarray:
+        """Robot commands [..., H, robot.action_dim] -> normalised model actions [..., H, 32]
+        (zeros past the robot's dims): `robot_actions` undone, deltas relative to `state`."""
+        model_state = robot_io.state_to_model(self.robot, state)
+        unnormalized = robot_io.actions_to_model(self.robot, robot_actions, model_state)
+        normalized = self.norm.actions.normalize(unnormalized)
+        padded = np.zeros((*normalized.shape[:-1], self.config.action_dim), np.float32)
+        padded[..., : normalized.shape[-1]] = normalized
+        return padded
+
     def noise(self, seed: int | tuple[int, ...], batch: int = 1) -> np.ndarray:
         """Flow-matching start noise float32 [batch, H, A], a pure function of the seed."""
         rng = np.random.default_rng(seed)
