@@ -33,6 +33,9 @@ setup(
             "oxygen-node=oxygen_ros.node:main",
             "oxygen-replay=oxygen_ros.tools.replay:main",
             "oxygen-demo=oxygen_ros.tools.demo:main",
+            "oxygen-sim=oxygen_ros.tools.sim.node:main",
+            "oxygen-sim-eval=oxygen_ros.tools.sim_eval:main",
+            "oxygen-sim-record=oxygen_ros.tools.sim.record:main",
         ],
     },
 )
