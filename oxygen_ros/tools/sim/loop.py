@@ -116,6 +116,7 @@ class _Episode:
     task: Task
     world: World
     start_ns: int
+    start_wall_s: float
     max_steps: int  # world steps until the time limit
     seams: SeamMeter
     expert: Expert | None
@@ -125,6 +126,8 @@ class _Episode:
     narration: list[str] = dataclasses.field(default_factory=list)
     memory: list[str] = dataclasses.field(default_factory=list)
     success: bool = False
+    renders: int = 0
+    render_wall_s: float = 0.0
     end_ns: int | None = None  # set when the episode is over
 
 
@@ -149,8 +152,6 @@ class SimLoop:
         self.episode: _Episode | None = None
         self.executor: TrajectoryExecutor | None = None
         self.outcomes: list[m.Outcome] = []
-        self.renders = 0
-        self.render_s = 0.0  # wall seconds spent rendering
 
     @property
     def done(self) -> bool:
@@ -199,6 +200,7 @@ class SimLoop:
             task=task,
             world=world,
             start_ns=self.now_ns,
+            start_wall_s=time.monotonic(),
             max_steps=int(round(task.time_limit * _NS / self.cfg.period_ns)),
             seams=SeamMeter(self._dt),
             expert=expert,
@@ -223,10 +225,13 @@ class SimLoop:
             end_ns=ep.end_ns,
             duration_s=(ep.end_ns - ep.start_ns) / _NS,
             time_limit_s=ep.task.time_limit,
+            wall_s=time.monotonic() - ep.start_wall_s,
             steps=ep.steps,
             accepted=ep.accepted,
             rejected=dict(sorted(ep.rejected.items())),
             seams=ep.seams.summary(),
+            renders=ep.renders,
+            render_wall_s=ep.render_wall_s,
             narration=tuple(ep.narration),
             memory=tuple(ep.memory),
         )
@@ -242,8 +247,8 @@ class SimLoop:
             for camera in m.CAMERAS:
                 begin = time.perf_counter()
                 pixels = self._renderer.render(ep.world, camera)
-                self.render_s += time.perf_counter() - begin
-                self.renders += 1
+                ep.render_wall_s += time.perf_counter() - begin
+                ep.renders += 1
                 msg = m.image_msg(pixels, t, f"{camera}_camera_optical_frame")
                 self._port.publish(f"camera/{camera}", msg, t)
         if t > ep.start_ns and (t - ep.start_ns) % _INSTRUCTION_PERIOD_NS == 0:

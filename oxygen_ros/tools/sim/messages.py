@@ -164,10 +164,13 @@ class Outcome:
     end_ns: int
     duration_s: float
     time_limit_s: float
+    wall_s: float
     steps: int
     accepted: int
     rejected: dict[str, int]
     seams: SeamSummary
+    renders: int
+    render_wall_s: float
     narration: tuple[str, ...]
     memory: tuple[str, ...]
 
@@ -186,6 +189,7 @@ def outcome_msg(o: Outcome) -> EpisodeOutcome:
         start=stamp(o.start_ns),
         duration_s=float(o.duration_s),
         time_limit_s=float(o.time_limit_s),
+        wall_s=float(o.wall_s),
         steps=o.steps,
         trajectories_accepted=o.accepted,
         trajectories_rejected=sum(o.rejected.values()),
@@ -197,6 +201,8 @@ def outcome_msg(o: Outcome) -> EpisodeOutcome:
         seam_jump_max=s.jump_max,
         seam_jerk_mean=s.jerk_mean,
         seam_jerk_max=s.jerk_max,
+        renders=o.renders,
+        render_wall_s=o.render_wall_s,
         narration=list(o.narration),
         memory=list(o.memory),
     )
@@ -216,6 +222,7 @@ def outcome_of(msg: EpisodeOutcome) -> Outcome:
         end_ns=time_ns(msg.header.stamp),
         duration_s=msg.duration_s,
         time_limit_s=msg.time_limit_s,
+        wall_s=msg.wall_s,
         steps=msg.steps,
         accepted=msg.trajectories_accepted,
         rejected=dict(zip(msg.reject_reasons, msg.reject_counts, strict=True)),
@@ -227,6 +234,8 @@ def outcome_of(msg: EpisodeOutcome) -> Outcome:
             jerk_mean=msg.seam_jerk_mean,
             jerk_max=msg.seam_jerk_max,
         ),
+        renders=msg.renders,
+        render_wall_s=msg.render_wall_s,
         narration=tuple(msg.narration),
         memory=tuple(msg.memory),
     )

@@ -154,14 +154,15 @@ def summary(loop: SimLoop, wall_s: float) -> str:
     for o in outcomes:
         rejected.update(o.rejected)
     sim_s = loop.ticks * loop.cfg.period_ns / 1e9
-    renders = loop.renders / loop.render_s if loop.render_s > 0 else 0.0
+    renders = sum(o.renders for o in outcomes)
+    render_s = sum(o.render_wall_s for o in outcomes)
     return (
         f"{len(outcomes)} episodes, success {success}; {sim_s:.1f} s of sim time in "
         f"{wall_s:.1f} s (real-time factor {sim_s / wall_s if wall_s else 0:.2f}); "
         f"trajectories accepted {sum(o.accepted for o in outcomes)}, rejected "
         f"{dict(rejected)}; seams {seams.seams}, jump mean {seams.jump_mean:.4f} max "
         f"{seams.jump_max:.4f}, jerk mean {seams.jerk_mean:.1f} max {seams.jerk_max:.1f}; "
-        f"{loop.renders} renders at {renders:.0f}/s"
+        f"{renders} renders at {renders / render_s if render_s else 0:.0f}/s"
     )
 
 
