@@ -194,7 +194,7 @@ def sim_parameters(args: argparse.Namespace, names: TopicNames, control_hz: floa
         "joint_state_topic": names.joint_state,
         "instruction_topic": names.instruction,
         "trajectory_topic": names.output(topics.JOINT_TRAJECTORY) or "",
-        "wait_for_policy_s": float(args.wait_s) if args.policy == "model" else 0.0,
+        "wait_for_peers_s": float(args.wait_s),
         **cameras,
     }
 

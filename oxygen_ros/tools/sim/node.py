@@ -12,7 +12,7 @@ longer than its share) runs at once, and the achieved factor is logged at the en
 Trajectories arrive on `trajectory_topic` (the oxygen node's ~/joint_trajectory) on the
 executor thread and are handed to the loop, which applies them at its next tick; the loop
 runs on its own thread. With `policy: expert` nothing is subscribed: the scripted expert
-drives through the same executor path. `wait_for_policy_s` > 0 holds the first episode
+drives through the same executor path. `wait_for_peers_s` > 0 holds the first episode
 until a node subscribes to the instruction topic and publishes trajectories (the oxygen
 node does both once active), so no instruction is lost. After the last episode the node
 logs the run's figures (success per family, seams, rejections, renders per second) and,
@@ -54,7 +54,7 @@ PARAMETERS: dict[str, Any] = {
     "camera_size": 224,
     "camera_rate_hz": 10.0,
     "trajectory_topic": TRAJECTORY_TOPIC,
-    "wait_for_policy_s": 0.0,
+    "wait_for_peers_s": 0.0,
     "exit_when_done": True,
     **{t.parameter: t.topic for t in SIM_TOPICS if t.parameter},
 }
@@ -78,7 +78,7 @@ class SimNode(Node):
         if not p["real_time_factor"] > 0:
             raise ValueError(f"real_time_factor must be > 0, got {p['real_time_factor']}")
         self.rtf = p["real_time_factor"]
-        self.wait_for_policy_s = p["wait_for_policy_s"]
+        self.wait_for_peers_s = p["wait_for_peers_s"]
         self.exit_when_done = p["exit_when_done"]
         self.topics = {t.key: (p[t.parameter] if t.parameter else t.topic) for t in SIM_TOPICS}
         self.trajectory_topic = p["trajectory_topic"]
@@ -104,7 +104,7 @@ class SimNode(Node):
     def run(self) -> None:
         """Wait for the policy if asked, then tick every episode at the real-time factor."""
         try:
-            if self.wait_for_policy_s > 0 and not self._wait_for_policy():
+            if self.wait_for_peers_s > 0 and not self._wait_for_peers():
                 return
             start = time.monotonic()
             period_s = self.cfg.period_ns / 1e9 / self.rtf
@@ -119,22 +119,24 @@ class SimNode(Node):
         finally:
             self.finished.set()
 
-    def _wait_for_policy(self) -> bool:
-        """Until some node subscribes to the instruction and publishes trajectories."""
-        deadline = time.monotonic() + self.wait_for_policy_s
-        instruction = self.topics["instruction"]
+    def _wait_for_peers(self) -> bool:
+        """Until an outcome subscriber and (external policy) the policy node are there."""
+        deadline = time.monotonic() + self.wait_for_peers_s
+        instruction, episode = self.topics["instruction"], self.topics["episode"]
+        external = self.cfg.policy == "external"
         self.get_logger().info(
-            f"waiting up to {self.wait_for_policy_s:g} s for a policy on {instruction} and "
-            f"{self.trajectory_topic}"
+            f"waiting up to {self.wait_for_peers_s:g} s for a subscriber on {episode}"
+            + (f" and a policy on {instruction} and {self.trajectory_topic}" if external else "")
         )
         while not self.stop.is_set():
-            if (
+            policy = not external or (
                 self.count_subscribers(instruction) > 0
                 and self.count_publishers(self.trajectory_topic) > 0
-            ):
+            )
+            if policy and self.count_subscribers(episode) > 0:
                 return True
             if time.monotonic() > deadline:
-                self.get_logger().error(f"no policy after {self.wait_for_policy_s:g} s")
+                self.get_logger().error(f"no peers after {self.wait_for_peers_s:g} s")
                 return False
             time.sleep(_POLL_S)
         return False
