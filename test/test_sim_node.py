@@ -16,6 +16,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -39,6 +40,7 @@ from oxygen_ros.convert import image_to_rgb
 from oxygen_ros.msg import EpisodeOutcome
 from oxygen_ros.tools import sim_eval
 from oxygen_ros.tools.bagio import from_cdr, read_bag
+from oxygen_ros.tools.job import Job
 from oxygen_ros.tools.sim import animation
 from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_plan, reject_kind
 from oxygen_ros.tools.sim.messages import time_ns, trajectory_msg
@@ -316,3 +318,17 @@ def test_sim_eval_expert_succeeds_in_every_family_over_topics(tmp_path):
     with Image_.open(out / "episodes.gif") as gif:
         assert gif.n_frames > 10 and gif.size[0] == animation.WIDTH
     assert (out / "episodes.png").is_file() and (out / "output_bag" / "metadata.yaml").is_file()
+
+
+def test_shipped_sim_bag_is_a_replay_input_for_the_sim_params(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    bag, params = root / "data" / "sim_bag", root / "config" / "sim.yaml"
+    job = Job.load(bag, params, tmp_path / "out")  # every input topic of the params is there
+    assert job.names.cameras == ("/camera/base/image_raw", "/camera/wrist/image_raw")
+    outcomes = [from_cdr(m.data, m.msgtype) for m in read_bag(bag, ["/sim/episode"])]
+    assert [(o.family, o.seed, o.success) for o in outcomes] == [
+        ("pick", 0, True),
+        ("put", 0, True),
+        ("push", 0, True),
+    ]
+    assert [i[1] for i in job.info("offline").instructions] == [o.instruction for o in outcomes]

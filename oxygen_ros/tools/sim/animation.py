@@ -23,7 +23,7 @@ from oxygen_ros.tools.sim.messages import Outcome
 WIDTH = 336  # pixels of the scaled-up camera image and the caption
 CAPTION_LINES = 5
 _LINE_PX = 14
-_CHARS = 46  # per caption line at the default font's width
+_CHARS = 50  # per caption line at 12 px
 
 
 def caption_at(time_ns: int, track: Sequence[tuple[int, str]]) -> str:
@@ -46,7 +46,7 @@ def frame_image(
     lines += textwrap.wrap(f"narration: {narration}", _CHARS)[:2]
     if last:
         lines.append("SUCCESS" if outcome.success else "FAILED (time limit)")
-    draw, font = ImageDraw.Draw(canvas), ImageFont.load_default()
+    draw, font = ImageDraw.Draw(canvas), ImageFont.load_default(size=12)
     for i, line in enumerate(lines[:CAPTION_LINES]):
         draw.text((4, WIDTH + 3 + i * _LINE_PX), line, fill="black", font=font)
     return canvas
