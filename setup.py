@@ -32,6 +32,7 @@ setup(
             "oxygen-node=oxygen_ros.node:main",
             "oxygen-replay=oxygen_ros.replay:main",
             "oxygen-demo=oxygen_ros.demo:main",
+            "oxygen-eval=oxygen_ros.tools.eval.cli:main",
         ],
     },
 )

@@ -130,12 +130,22 @@ class Engine(abc.ABC):
         self.text.clear()
         self._cache = self._inputs = None
 
+    def restart(self) -> None:
+        """Back to the state warm-up leaves: no requests, frame -1, request ids from 0,
+        so the next run acts and samples exactly as a new engine with the same config
+        would, without compiling again. (`reset` keeps frame and request ids counting,
+        as a node reactivated mid-session needs.) The latency model keeps what it has
+        learnt: only k="auto" reads it, and that choice depends on measured times anyway.
+        """
+        self.reset()
+        self.frame = -1
+        self.scheduler.restart()
+
     def warmup(self, obs: Observation) -> None:
         """Compile every shape with one real observation, then forget it."""
         self.act(obs)
         self._warm_language()
-        self.reset()
-        self.frame = -1
+        self.restart()
 
     def compile_count(self) -> int:
         """Compiled executables across the engine's jitted functions (flat after warm-up)."""

@@ -1,0 +1,1 @@
+"""Command-line tools built on the node's own code: replay, evaluation, demos."""
