@@ -215,3 +215,11 @@ def test_markers_and_stale_outputs(bags: Path, tmp_path: Path) -> None:
     changed = load_manifest(_write(bags, other)).tasks()[0]
     with pytest.raises(StaleOutput, match="run with other settings"):
         is_done(tmp_path, changed)
+
+
+def test_the_bundled_example_manifest() -> None:
+    manifest = load_manifest(TINY.parent / "eval_demo.yaml")
+    tasks = manifest.tasks()
+    assert [t.id for t in tasks] == ["demo_bag/oxygen", "demo_bag/isolated"]
+    assert tasks[1].config.override_dict() == {"engine_mode": "isolated", "steps_per_frame": "2"}
+    check_runnable(tasks)
