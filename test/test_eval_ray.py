@@ -29,11 +29,12 @@ from oxygen_ros.demo_bag import Scene, scene_topics, write_scene
 from oxygen_ros.job import OUTPUT_BAG, Job
 from oxygen_ros.replay import replay_offline
 from oxygen_ros.report import MEASURED_KEYS, MEASURED_SERIES
-from oxygen_ros.tools.eval import cli
 from oxygen_ros.tools.eval.manifest import load_manifest
 from oxygen_ros.tools.eval.tasks import ATTEMPT, ERRORS, MARKER
 
 pytest.importorskip("ray")
+from oxygen_ros.tools.eval import cli  # noqa: E402  (imports ray)
+
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 TINY = Path(__file__).resolve().parents[1] / "config" / "tiny.yaml"

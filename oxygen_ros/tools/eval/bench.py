@@ -42,7 +42,8 @@ def write_inputs(root: Path, bags: int, seconds: float, params: Path) -> Path:
     }
     manifest = root / "manifest.yaml"
     inputs = {"bags": ["bags/scene*"]}
-    manifest.write_text(yaml.safe_dump({"inputs": inputs, "configurations": configs}))
+    data = {"inputs": inputs, "configurations": configs}
+    manifest.write_text(yaml.safe_dump(data, sort_keys=False))
     return manifest
 
 

@@ -17,6 +17,8 @@ The local instance is started with address="local" (never attaching to a Ray som
 else started on this machine), bound to 127.0.0.1, with no dashboard and no usage
 statistics, and workers inherit ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST: loading a
 configuration creates a DDS participant, which must not look beyond the machine.
+Worker output goes to Ray's session logs (/tmp/ray/session_latest/logs on the machine
+that runs the worker), not to the terminal; a failed task's traceback is in error.json.
 """
 
 from __future__ import annotations
@@ -194,9 +196,10 @@ class Scheduler:
         assert task is not None
         try:
             result = ray.get(ref)
-        except ray.exceptions.RayActorError as error:  # the worker process died
-            slot.actor = None
-            return self._failed(task, "WorkerDied", str(error), str(error))
+        except ray.exceptions.RayActorError as error:  # the worker process died (or is lost)
+            self._retire(slot)
+            first = str(error).strip().splitlines()[:1]
+            return self._failed(task, "WorkerDied", "".join(first), str(error))
         except ray.exceptions.RayTaskError as error:  # the task raised in the worker
             cause = error.cause
             message = str(cause).strip().splitlines()[-1:] if cause is not None else []
