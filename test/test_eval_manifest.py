@@ -218,7 +218,7 @@ def test_markers_and_stale_outputs(bags: Path, tmp_path: Path) -> None:
 
 
 def test_the_bundled_example_manifest() -> None:
-    manifest = load_manifest(TINY.parent / "eval_demo.yaml")
+    manifest = load_manifest(TINY.parent / "eval" / "demo.yaml")
     tasks = manifest.tasks()
     assert [t.id for t in tasks] == ["demo_bag/oxygen", "demo_bag/isolated"]
     assert tasks[1].config.override_dict() == {"engine_mode": "isolated", "steps_per_frame": "2"}
