@@ -38,6 +38,7 @@ setup(
             "oxygen-sim=oxygen_ros.tools.sim.node:main",
             "oxygen-sim-eval=oxygen_ros.tools.sim_eval:main",
             "oxygen-sim-record=oxygen_ros.tools.sim.record:main",
+            "oxygen-eval=oxygen_ros.tools.eval.cli:main",
         ],
     },
 )

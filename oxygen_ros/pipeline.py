@@ -14,7 +14,7 @@ from oxygen_core.engine import Engine, make_engine
 from oxygen_core.observation import Observation
 from oxygen_core.policy import Policy, load_policy
 from oxygen_ros.inputs import FrameAssembler
-from oxygen_ros.params import ChunkLayout, ConfigError, Settings, fit_to_model
+from oxygen_ros.params import ChunkLayout, ConfigError, NodeConfig, Settings, fit_to_model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +38,22 @@ def make_pipeline(settings: Settings) -> Pipeline:
         dtype=cfg.dtype,
     )
     layout = fit_to_model(cfg, policy.config, policy.robot)
+    assembler = _assembler(cfg, policy)
+    engine = make_engine(policy, settings.engine)
+    engine.warmup(blank_observation(policy, assembler, cfg.instruction))
+    return Pipeline(settings, layout, assembler, engine)
+
+
+def restart_pipeline(pipeline: Pipeline) -> Pipeline:
+    """What make_pipeline(pipeline.settings) returns, without loading or compiling again:
+    the same engine restarted (Engine.restart) and a new assembler (no inputs, no skip
+    counts). An evaluation worker replays many bags with one compiled engine this way."""
+    pipeline.engine.restart()
+    assembler = _assembler(pipeline.settings.node, pipeline.engine.policy)
+    return dataclasses.replace(pipeline, assembler=assembler)
+
+
+def _assembler(cfg: NodeConfig, policy: Policy) -> FrameAssembler:
     assembler = FrameAssembler(
         camera_topics=cfg.camera_topics,
         joint_names=cfg.joint_names,
@@ -53,9 +69,7 @@ def make_pipeline(settings: Settings) -> Pipeline:
     refused = assembler.on_instruction(cfg.instruction)
     if refused:
         raise ConfigError(f"instruction parameter refused: {refused}")
-    engine = make_engine(policy, settings.engine)
-    engine.warmup(blank_observation(policy, assembler, cfg.instruction))
-    return Pipeline(settings, layout, assembler, engine)
+    return assembler
 
 
 def blank_observation(policy: Policy, assembler: FrameAssembler, prompt: str) -> Observation:

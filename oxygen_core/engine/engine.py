@@ -168,14 +168,24 @@ class Engine(abc.ABC):
         self.text.clear()
         self._cache = self._inputs = None
 
+    def restart(self) -> None:
+        """Back to the state warm-up leaves: no requests, frame -1, request ids from 0,
+        so the next run acts and samples exactly as a new engine with the same config
+        would, without compiling again. (`reset` keeps frame and request ids counting,
+        as a node reactivated mid-session needs.) The latency model keeps what it has
+        learnt: only k="auto" reads it, and that choice depends on measured times anyway.
+        """
+        self.reset()
+        self.frame = -1
+        self.scheduler.restart()
+
     def warmup(self, obs: Observation) -> None:
         """Compile every shape with one real observation, then forget it."""
         result = self.act(obs)
         if self.cfg.chunk_handover == "rtc":  # the guided denoise is a shape of its own
             self.act(obs, Handover(result.actions, executed=0, control_period_s=1.0))
         self._warm_language()
-        self.reset()
-        self.frame = -1
+        self.restart()
         self.delay.clear()  # compilation is no latency the robot will see again
 
     def compile_count(self) -> int:

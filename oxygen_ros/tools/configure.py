@@ -21,7 +21,7 @@ from rclpy.context import Context
 from rclpy.node import Node
 
 from oxygen_ros import topics
-from oxygen_ros.params import Settings, declare_parameters, read_settings
+from oxygen_ros.params import ConfigError, Settings, declare_parameters, read_settings
 
 NODE_NAME = "oxygen"  # the node's name: its `~/` topics resolve under it
 
@@ -65,7 +65,7 @@ def load_settings(
 
     overrides: parameter values as `-p name:=value` would set them (e.g. seed, engine_mode).
     namespace: the node's namespace (launch's `namespace:=`): relative topics resolve in it.
-    Raises FileNotFoundError, or params.ConfigError naming a bad parameter.
+    Raises FileNotFoundError, or params.ConfigError naming a bad or unknown parameter.
     """
     if not Path(params).is_file():
         raise FileNotFoundError(f"params file {params} does not exist")
@@ -85,6 +85,10 @@ def load_settings(
         )
         try:
             declare_parameters(node)
+            # rclpy ignores a -p override of an undeclared name: refuse it instead.
+            unknown = [name for name in overrides or {} if not node.has_parameter(name)]
+            if unknown:
+                raise ConfigError(f"{unknown[0]!r} is not a parameter of the node")
             settings = read_settings(node)
             return settings, _topic_names(node, settings)
         finally:

@@ -41,7 +41,7 @@ from tqdm import tqdm
 from oxygen_ros import topics
 from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
 from oxygen_ros.frame import FrameLoop, Tick
-from oxygen_ros.pipeline import Pipeline, make_pipeline
+from oxygen_ros.pipeline import Pipeline, make_pipeline, restart_pipeline
 from oxygen_ros.tools.bagio import BagMessage, BagWriter, from_cdr, read_bag
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns, stamp, timer_grid
@@ -235,14 +235,19 @@ def replay_offline(
     rate: float | None = None,
     progress: bool = True,
     ticks: Sequence[int] | None = None,
+    pipeline: Pipeline | None = None,
 ) -> dict:
     """Replay the job's bag through a new pipeline; the report (also written to job.out).
 
     ticks: bag times of the frames, ascending; default the node's timer grid over the
     bag. Giving the stamps of a live run's frames recomputes exactly those frames.
+    pipeline: one built earlier for the same settings, restarted here instead of
+    compiling a new one (an evaluation worker replaying many bags); same report.
     """
+    if pipeline is not None and pipeline.settings != job.settings:
+        raise ValueError("the pipeline given was built for other settings than the job's")
     job.out.mkdir(parents=True, exist_ok=True)
-    pipeline = make_pipeline(job.settings)
+    pipeline = make_pipeline(job.settings) if pipeline is None else restart_pipeline(pipeline)
     with BagWriter(job.out / OUTPUT_BAG) as writer:
         sink = OutputSink(writer)
         replay = OfflineReplay(job, pipeline, sink)
