@@ -38,20 +38,27 @@ WRIST_FOV = 80.0
 WRIST_MOUNT = (0.03, -0.06)  # (along the tool axis from the wrist, along tool x) in metres
 WRIST_LOOK_BEYOND = 0.12  # the wrist camera aims this far past the grip point
 TABLE_X, TABLE_Y = (-0.15, 0.75), (-0.45, 0.45)
+TABLE_MIDDLE = (np.mean(TABLE_X), np.mean(TABLE_Y))
+TABLE_HALF = ((TABLE_X[1] - TABLE_X[0]) / 2, (TABLE_Y[1] - TABLE_Y[0]) / 2)
 TABLE_COLOUR = np.array([186, 160, 122], np.float32)
 GRID_COLOUR = TABLE_COLOUR * np.float32(0.9)
 FLOOR_COLOUR = np.array([70, 72, 80], np.float32)
 LINK_COLOUR = np.array([165, 168, 178], np.float32)
 FINGER_COLOUR = np.array([60, 62, 70], np.float32)
 # Material numbers of the fixed colours; each frame appends its objects' colours.
-FLOOR, TABLE, GRID, LINK, FINGER = range(5)
+FLOOR, TABLE, GRID, LINK, FINGER = range(5)  # _table relies on the first three
 FIXED_COLOURS = (FLOOR_COLOUR, TABLE_COLOUR, GRID_COLOUR, LINK_COLOUR, FINGER_COLOUR)
 LIGHT = np.array([0.3, 0.4, 0.87]) / np.linalg.norm([0.3, 0.4, 0.87])
 AMBIENT = np.float32(0.35)
 NEAR = 0.01
 OFF_TABLE = np.float32(1e3)  # the table coordinates of pixels that do not see it: no shadow
 LINK_PIECE = 0.12  # links are cast in pieces this long: their screen boxes stay small
-_CORNERS = np.array([[i >> 2 & 1, i >> 1 & 1, i & 1] for i in range(8)], bool)
+_CORNERS = np.array([[i >> 2 & 1, i >> 1 & 1, i & 1] for i in range(8)], float) * 2 - 1
+# The image is made through a look-up table of each material's colour at this many evenly
+# spaced brightnesses up to the brightest there is (a bowl's rim in full light): an error
+# of at most one grey level, for a third of a float RGB image's memory traffic.
+LEVELS = 256
+BRIGHTEST = float(raycast.RIM_TINT)
 
 
 def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray | None = None) -> np.ndarray:
@@ -81,25 +88,32 @@ class _View:
         `points` (k, 3) in front of the near plane; None if none of it is in view."""
         cam = self.point(points)
         front = cam[:, 2] > NEAR
-        if not front.any():
+        seen = np.count_nonzero(front)
+        if seen == 0:
             return None
-        if not front.all():
+        if seen < len(cam):
             # Clip the hull by the near plane: where the segments from each point in front
             # to each point behind cross it. Near objects beside the camera keep a tight box.
             a, b = cam[front][:, None], cam[~front][None]
             s = (NEAR - a[..., 2:]) / (b[..., 2:] - a[..., 2:])
             cam = np.concatenate([cam[front], (a + s * (b - a)).reshape(-1, 3)])
-        u = self.focal * cam[:, 0] / cam[:, 2] + self.width / 2
-        v = self.focal * cam[:, 1] / cam[:, 2] + self.height / 2
-        x0, x1 = max(int(u.min()), 0), min(int(np.ceil(u.max())) + 1, self.width)
-        y0, y1 = max(int(v.min()), 0), min(int(np.ceil(v.max())) + 1, self.height)
+        uv = cam[:, :2] / cam[:, 2:]
+        (u0, v0), (u1, v1) = uv.min(axis=0) * self.focal, uv.max(axis=0) * self.focal
+        x0, x1 = max(int(u0 + self.width / 2), 0), min(int(u1 + self.width / 2) + 2, self.width)
+        y0 = max(int(v0 + self.height / 2), 0)
+        y1 = min(int(v1 + self.height / 2) + 2, self.height)
         return (y0, y1, x0, x1) if x0 < x1 and y0 < y1 else None
+
+
+def _near_grid_line(x: np.ndarray) -> np.ndarray:
+    tenths = x * np.float32(10)
+    return np.abs(tenths - np.rint(tenths)) < 0.015
 
 
 def _corners(centre: np.ndarray, half, rotation: np.ndarray | None = None) -> np.ndarray:
     """The 8 corners (8, 3) of a box: half extents along its axes (the world's if no
     rotation); the convex hull a primitive's screen box is found from."""
-    local = np.where(_CORNERS, 1.0, -1.0) * half
+    local = _CORNERS * half
     return centre + (local if rotation is None else local @ rotation.T)
 
 
@@ -117,9 +131,12 @@ class _Frame:
         return len(self.colours) - 1
 
     def image(self) -> np.ndarray:
-        image = np.take(np.stack(self.colours), self.material, axis=0)
-        image *= self.light[..., None]
-        return np.clip(image, 0, 255, out=image).astype(np.uint8)
+        steps = np.arange(LEVELS, dtype=np.float32) * np.float32(BRIGHTEST / (LEVELS - 1))
+        lut = np.stack(self.colours)[:, None, :] * steps[None, :, None]
+        lut = np.minimum(lut, 255).astype(np.uint8).reshape(-1, 3)
+        index = (self.light * np.float32((LEVELS - 1) / BRIGHTEST) + 0.5).astype(np.uint16)
+        index += self.material.astype(np.uint16) * LEVELS
+        return np.take(lut, index, axis=0)
 
 
 class Renderer:
@@ -183,19 +200,19 @@ class Renderer:
     def _table(self, view: _View) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The table and floor as seen by `view` (materials), and each pixel's point (x, y)
         on the table, OFF_TABLE where it sees none."""
-        # A ray's world direction is rotation @ d, so its world z is rotation[2] . d.
-        rays, rotation = view.rays, view.rotation
+        rays, (ex, ey, ez), rotation = view.rays, view.eye, view.rotation
+        # A ray's world direction is rotation @ d, so its world z is rotation[2] . d; it meets
+        # z = 0 at eye + t d, t = -ez / dz, whose x is (ex dz - ez dx) / dz: one outer sum.
         dz = rays.dot(rotation[2])
-        down = dz < -1e-6
-        t = np.float32(-view.eye[2]) / np.where(down, dz, np.float32(-1))  # to z = 0
-        x = np.float32(view.eye[0]) + t * rays.dot(rotation[0])
-        y = np.float32(view.eye[1]) + t * rays.dot(rotation[1])
-        on_table = down & (x > TABLE_X[0]) & (x < TABLE_X[1]) & (y > TABLE_Y[0]) & (y < TABLE_Y[1])
+        with np.errstate(divide="ignore", invalid="ignore"):  # rays parallel to the table
+            x = rays.dot(ex * rotation[2] - ez * rotation[0]) / dz
+            y = rays.dot(ey * rotation[2] - ez * rotation[1]) / dz
+        on_table = (dz < -1e-6) & (np.abs(x - TABLE_MIDDLE[0]) < TABLE_HALF[0])
+        on_table &= np.abs(y - TABLE_MIDDLE[1]) < TABLE_HALF[1]
         # Faint 10 cm grid lines: texture for judging distance on an otherwise flat top.
-        line = (np.abs(x * 10 - np.round(x * 10)) < 0.015) | (
-            np.abs(y * 10 - np.round(y * 10)) < 0.015
-        )
-        material = np.where(on_table, np.where(line, GRID, TABLE), FLOOR).astype(np.uint8)
+        line = _near_grid_line(x) | _near_grid_line(y)
+        material = on_table.astype(np.uint8)  # FLOOR 0, TABLE 1
+        material += on_table & line  # GRID 2
         return material, np.where(on_table, x, OFF_TABLE), np.where(on_table, y, OFF_TABLE)
 
     def _shadows(self, world: World, view: _View, light, table_x, table_y) -> None:
