@@ -108,11 +108,8 @@ def box(rays: Rays, light: np.ndarray, centre: np.ndarray, rotation: np.ndarray,
     return np.where((leave >= enter) & (enter > 0), enter, INF), cos
 
 
-def capsule(
-    rays: Rays, light: np.ndarray, a: np.ndarray, b: np.ndarray, radius: float, caps=(True, True)
-):
-    """A cylinder from a to b with hemispherical ends where `caps` says (a link cast in
-    pieces needs them only at its two real ends)."""
+def capsule(rays: Rays, light: np.ndarray, a: np.ndarray, b: np.ndarray, radius: float):
+    """A cylinder from a to b with hemispherical ends."""
     axis = b - a
     length2 = float(axis @ axis)
     axis_d = rays.dot(axis)
@@ -129,7 +126,7 @@ def capsule(
     cos = t * rays.dot(light) - np.float32(a @ light) - along * np.float32(axis @ light / length2)
     cos /= np.float32(radius)
     t = np.where(side, t, INF)
-    for end in [e for e, cap in zip((a, b), caps, strict=True) if cap]:
+    for end in (a, b):
         t_end, cos_end = sphere(rays, light, end, radius)
         closer = t_end < t
         t = np.where(closer, t_end, t)
