@@ -34,6 +34,7 @@ from typing import Any
 import rclpy
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterTypeException, ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -43,8 +44,15 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
+from oxygen_core.text import excerpt, excerpt_list
 from oxygen_ros import topics
-from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats, StatsSnapshot
+from oxygen_ros.diagnostics import (
+    ClockWatch,
+    DiagnosticsReporter,
+    InputReport,
+    NodeStats,
+    StatsSnapshot,
+)
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.inputs import FrameAssembler
 from oxygen_ros.params import NodeConfig, Settings, declare_parameters, read_settings
@@ -54,6 +62,8 @@ from oxygen_ros.topics import Gate
 from oxygen_ros.worker import FrameWorker
 
 _LOAD_PARAMETERS = ("preset", "robot", "checkpoint_dir", "tokenizer_path")
+_THROTTLE_S = 2.0  # at most one line per call site per this, for warnings a peer can trigger
+_STALL_PERIODS = 3  # frame periods without a ROS clock advance before it counts as stalled
 
 
 @dataclasses.dataclass
@@ -162,7 +172,7 @@ class OxygenNode(LifecycleNode):
                 self.resolve_topic_name(topic)
             except RuntimeError as error:  # rclpy's RCLError, with rcl's reason
                 raise ValueError(
-                    f"{parameter} {topic!r} is not a valid topic name: {error}"
+                    f"{parameter} {excerpt(topic)} is not a valid topic name: {error}"
                 ) from None
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -210,8 +220,11 @@ class OxygenNode(LifecycleNode):
             cfg = c.settings.node
             tick = functools.partial(self._on_tick, c, active.worker)
             active.timers.append(self.create_timer(cfg.frame_period_s, tick))
-            report = functools.partial(self._on_diagnostics, c)
-            active.timers.append(self.create_timer(cfg.diagnostics_period_s, report))
+            # Diagnostics on the steady clock: a stalled /clock must not silence them.
+            watch = ClockWatch(stall_after_s=_STALL_PERIODS * cfg.frame_period_s)
+            report = functools.partial(self._on_diagnostics, c, watch)
+            steady = Clock(clock_type=ClockType.STEADY_TIME)
+            active.timers.append(self.create_timer(cfg.diagnostics_period_s, report, clock=steady))
         except Exception:
             self._stop(active, c)
             raise
@@ -288,21 +301,30 @@ class OxygenNode(LifecycleNode):
             )
         )
         subscriptions.append(
-            subscribe(
-                String, cfg.instruction_topic, lambda msg: assembler.on_instruction(msg.data), 10
-            )
+            subscribe(String, cfg.instruction_topic, functools.partial(self._on_instruction, c), 10)
         )
         subscriptions.append(
             subscribe(String, topics.REQUEST, functools.partial(self._on_request, c), 10)
         )
         return subscriptions
 
+    def _on_instruction(self, c: _Configured, msg: String) -> None:
+        """A new task instruction; a refused one is logged (throttled) and counted."""
+        reason = c.assembler.on_instruction(msg.data)
+        if reason is not None:
+            self.get_logger().warning(
+                f"instruction refused, the previous one stays: {reason}",
+                throttle_duration_sec=_THROTTLE_S,
+            )
+
     def _on_request(self, c: _Configured, msg: String) -> None:
         """An on-demand language request: the stream's name as the message text."""
         if msg.data not in c.settings.node.stream_names:
+            c.stats.unknown_request()  # a flood of these costs one line per period
             self.get_logger().warning(
-                f"~/request: unknown stream {msg.data!r}; streams: "
-                f"{list(c.settings.node.stream_names)}"
+                f"~/request: unknown stream {excerpt(msg.data)}; streams: "
+                f"{excerpt_list(c.settings.node.stream_names)}",
+                throttle_duration_sec=_THROTTLE_S,
             )
             return
         c.loop.request(msg.data)
@@ -319,10 +341,13 @@ class OxygenNode(LifecycleNode):
         if not worker.submit(tick):
             c.stats.overrun()
 
-    def _on_diagnostics(self, c: _Configured) -> None:
+    def _on_diagnostics(self, c: _Configured, watch: ClockWatch) -> None:
+        """On the steady timer: reports even while the ROS clock stands still."""
         now = self.get_clock().now()
-        inputs = InputReport.of(c.assembler, now.nanoseconds * 1e-9)
-        array = c.reporter.report(now.to_msg(), c.stats.snapshot(), inputs)
+        now_s = now.nanoseconds * 1e-9
+        inputs = InputReport.of(c.assembler, now_s)
+        clock = watch.observe(now_s, time.monotonic())
+        array = c.reporter.report(now.to_msg(), c.stats.snapshot(), inputs, clock)
         c.outputs.publish(topics.DIAGNOSTICS, array)
 
     def _on_frame_error(self, c: _Configured, error: BaseException) -> None:
