@@ -369,8 +369,9 @@ def test_a_megabyte_encoding_and_100000_joint_names_stay_excerpts_in_logs_and_di
     try:
         _, values = rig.wait_diagnostics(
             "inputs",
-            lambda level, values: "(100001 items)" in values["joints ignored"]
-            and "skipped bad_image" in values,
+            lambda level, values: (
+                "(100001 items)" in values["joints ignored"] and "skipped bad_image" in values
+            ),
             "100,001 ignored joints and a bad image reported",
         )
         rig.inbox("/rosout").wait(
