@@ -34,6 +34,8 @@ setup(
             "oxygen-demo=oxygen_ros.tools.demo:main",
             "oxygen-foxglove=oxygen_ros.tools.foxglove:main",
             "oxygen-viewer-configs=oxygen_ros.tools.viewer_configs:main",
+            "oxygen-sros2-policy=oxygen_ros.tools.sros2_policy:main",
+            "oxygen-bag-recover=oxygen_ros.tools.bag_recover:main",
         ],
     },
 )
