@@ -5,7 +5,7 @@ Each pair of lifecycle hooks creates and destroys the same resources:
 - configure / cleanup: parameters, the policy and engine (every shape compiled here, so
   nothing compiles while active), the frame assembler and the lifecycle publishers;
 - activate / deactivate: subscriptions, the frame worker thread, the frame timer and the
-  diagnostics timer.
+  diagnostics timer (on the steady clock, so /diagnostics keeps coming when /clock stops).
 
 Callbacks only store messages (in the FrameAssembler). The frame timer runs at the frame
 period (execute_horizon / control_rate_hz) on the node clock, so use_sim_time and bag
@@ -13,6 +13,11 @@ replay drive it; deadlines are measured on the steady clock. Its callback hands 
 to the one worker thread that owns the engine (oxygen_ros.worker); the frame itself is
 oxygen_ros.frame. A configure that cannot load what the parameters name logs them and
 returns FAILURE: the node stays up, unconfigured, and can be configured again.
+
+Warnings a peer can trigger at will (a refused instruction, a request for an unknown
+stream) are throttled and quote the peer's text as an excerpt (oxygen_core.text); both are
+also counted on /diagnostics. `main` ends in one line, not a traceback, when rcl cannot
+start, e.g. when SROS2 security is requested but cannot be set up.
 
 Topics (~ is /oxygen):
   in:  camera_topics (Image, or CompressedImage for .../compressed), joint_state_topic
