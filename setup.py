@@ -39,6 +39,8 @@ setup(
             "oxygen-sim-eval=oxygen_ros.tools.sim_eval:main",
             "oxygen-sim-record=oxygen_ros.tools.sim.record:main",
             "oxygen-eval=oxygen_ros.tools.eval.cli:main",
+            "oxygen-sros2-policy=oxygen_ros.tools.sros2_policy:main",
+            "oxygen-bag-recover=oxygen_ros.tools.bag_recover:main",
         ],
     },
 )

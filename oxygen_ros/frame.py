@@ -35,6 +35,7 @@ from oxygen_ros.convert import (
 from oxygen_ros.diagnostics import NodeStats
 from oxygen_ros.inputs import FrameAssembler, Skip
 from oxygen_ros.params import ChunkLayout, NodeConfig
+from oxygen_ros.throttle import KeyedThrottle
 from oxygen_ros.topics import FrameLogger, OutputPort
 
 _ORIGINS_KEPT = 4096  # frames whose stamps stay known for LanguageTokens.origin_stamp
@@ -77,6 +78,7 @@ class FrameLoop:
         self._requests: collections.deque[str] = collections.deque()
         self._origins: collections.OrderedDict[int, Time] = collections.OrderedDict()
         self._texts: dict[str, str] = {}
+        self._throttle = KeyedThrottle(clock=clock)
 
     def request(self, stream: str) -> None:
         """Ask for an on-demand request of `stream` (any thread; the worker passes it on).
@@ -105,10 +107,10 @@ class FrameLoop:
         obs = self._assembler.assemble(tick.now_s)
         if isinstance(obs, Skip):
             self._stats.skipped(obs.detail)
-            self._log.warning(f"frame skipped: {obs.detail}", throttle_duration_sec=2.0)
+            self._warn(obs.reason, f"frame skipped: {obs.detail}")
             return
-        for detail in self._assembler.blanked:
-            self._log.warning(f"camera left blank: {detail}", throttle_duration_sec=2.0)
+        for slot, detail in enumerate(self._assembler.blanked):
+            self._warn(f"blank {slot}", f"camera left blank: {detail}")
         while self._requests:
             self._engine.request(self._requests.popleft())
         action = self._engine.act(obs)
@@ -144,6 +146,12 @@ class FrameLoop:
             self._stats.chunk_published(at_s=self._clock(), latency_s=latency_s, deadline_met=met)
         self._remember_origin(action.frame, tick.stamp)
         return published
+
+    def _warn(self, key: str, message: str) -> None:
+        """One line per key (a skip reason, a blank camera) per throttle period."""
+        line = self._throttle.line(key, message)
+        if line is not None:
+            self._log.warning(line)
 
     def _publish_language(self, tick: Tick, language: LanguageResult) -> None:
         for event in language.events:

@@ -111,6 +111,13 @@ class NodeConfig:
     diagnostics_period_s: float = parameter(
         1.0, "Period of /diagnostics messages while active.", (0.05, 60.0)
     )
+    qos_deadline_factor: float = parameter(
+        1.5,
+        "QoS deadline offered on ~/action_chunk and ~/joint_trajectory, in frame periods: a "
+        "margin over the period, so timer jitter raises no DDS deadline event. Misses are "
+        "counted on the steady clock against one period, whatever this is.",
+        (1.0, 100.0),
+    )
     max_image_pixels: int = parameter(
         DEFAULT_MAX_IMAGE_PIXELS,
         "Largest camera image (width x height) decoded; larger ones are bad_image, refused "
@@ -139,6 +146,11 @@ class NodeConfig:
     def frame_period_s(self) -> float:
         """Time between frames: the robot executes execute_horizon rows per chunk."""
         return self.execute_horizon / self.control_rate_hz
+
+    @property
+    def qos_deadline_s(self) -> float:
+        """The QoS deadline offered on the action outputs (see qos_deadline_factor)."""
+        return self.qos_deadline_factor * self.frame_period_s
 
     @property
     def control_period_s(self) -> float:

@@ -229,10 +229,23 @@ def test_skips_are_counted_by_reason_and_publish_nothing():
     assert counts == {"no_instruction": 2, "missing_joint_state": 1, "stale_joint_state": 1}
     assert r.port.sent == [] and r.engine.frame == -1
     assert r.stats.snapshot().frames == 0
-    assert len(r.log.warnings) == 4 and r.log.warnings[0].startswith("frame skipped: no instr")
-    r.tick(now_s=10.2)  # fresh again: one frame, and the stats count the four skips
+    # One line per reason per throttle period: the second no_instruction skip is held back.
+    assert [w.split(":")[0:2] for w in r.log.warnings] == [
+        ["frame skipped", " no instruction received yet, or it was blank"],
+        ["frame skipped", " no JointState received yet"],
+        ["frame skipped", " JointState is 1.000 s old (stale_timeout_s=0.5)"],
+    ]
+    r.clock.now_s += 2.0  # a throttle period later the reason logs again, with the count
+    r.assembler.on_instruction("")
+    r.tick(now_s=10.2)
+    assert r.log.warnings[-1] == (
+        "frame skipped: no instruction received yet, or it was blank (1 more held back since "
+        "the last)"
+    )
+    r.assembler.on_instruction("stack")
+    r.tick(now_s=10.2)  # fresh again: one frame, and the stats count the five skips
     stats = [m for name, _, m in r.port.sent if name == topics.STATS]
-    assert len(stats) == 1 and stats[0].skipped_frames == 4
+    assert len(stats) == 1 and stats[0].skipped_frames == 5
 
 
 def test_nothing_is_published_while_the_gate_is_closed():
