@@ -18,18 +18,21 @@ from oxygen_ros.tools.eval.tasks import (
     ATTEMPT,
     ERRORS,
     MARKER,
-    NotRunnable,
     StaleOutput,
-    check_runnable,
+    fingerprint,
     is_done,
     mark_done,
     record_failure,
+    sim_spec,
     task_dir,
 )
 
 pytestmark = pytest.mark.ros
 
-TINY = Path(__file__).resolve().parents[1] / "config" / "tiny.yaml"
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "config" / "tiny.yaml"
+SIM = ROOT / "config" / "sim.yaml"
+SIM_BAG = ROOT / "data" / "sim_bag"
 
 
 @pytest.fixture(scope="module")
@@ -179,19 +182,60 @@ def test_grid_expansion(bags: Path) -> None:
     assert task_dir(Path("/out"), tasks[1]) == Path("/out/b/oxy-seed=0")
 
 
-def test_sim_inputs_expand_and_are_refused_to_run(bags: Path) -> None:
-    sim = {"family": "pick", "seeds": {"start": 10, "count": 5}, "per_task": 2}
-    data = {**_base(), "inputs": {"bags": ["bags/a"], "sim": [sim]}}
+def test_sim_inputs_expand_into_tasks(bags: Path) -> None:
+    pick = {"family": "pick", "seeds": {"start": 10, "count": 5}, "per_task": 2}
+    push = {"family": "push", "seeds": {"start": 0, "count": 1}, "rtf": 4, "camera_size": 64}
+    data = {
+        "inputs": {"bags": [str(SIM_BAG)], "sim": [pick, push]},
+        "configurations": {
+            "oxy": {"params": str(SIM), "overrides": {"engine_mode": "oxygen"}},
+            "expert": {"params": str(SIM), "policy": "expert"},
+        },
+        "sweep": {"seed": [0, 1]},
+    }
     tasks = load_manifest(_write(bags, data)).tasks()
+    sims = ["pick-seeds10-11", "pick-seeds12-13", "pick-seeds14-14", "push-seeds0-0"]
+    # The sweep multiplies the model configuration only; the expert meets no bag.
     assert [t.id for t in tasks] == [
-        "a/fast",
-        "pick-seeds10-11/fast",
-        "pick-seeds12-13/fast",
-        "pick-seeds14-14/fast",
+        *(f"{i}/oxy-seed=0" for i in ["sim_bag", *sims]),
+        *(f"{i}/oxy-seed=1" for i in ["sim_bag", *sims]),
+        *(f"{i}/expert" for i in sims),
     ]
-    check_runnable(tasks[:1])
-    with pytest.raises(NotRunnable, match="input 'pick-seeds10-11': closed-loop sim tasks"):
-        check_runnable(tasks)
+    spec = sim_spec(tasks[7], domain_id=7)  # pick-seeds12-13/oxy-seed=1
+    assert (spec.families, spec.seed, spec.episodes, spec.policy) == (("pick",), 12, 2, "model")
+    assert spec.overrides == {"engine_mode": "oxygen", "seed": "1"} and spec.params == SIM
+    assert (spec.domain_id, spec.rtf, spec.camera_size, spec.real_time_factor) == (
+        7,
+        None,
+        224,
+        0.5,
+    )
+    expert = sim_spec(tasks[-1], domain_id=None)  # push-seeds0-0/expert
+    assert (expert.families, expert.seed, expert.episodes) == (("push",), 0, 1)
+    assert (expert.policy, expert.overrides, expert.rtf, expert.camera_size) == (
+        "expert",
+        {},
+        4.0,
+        64,
+    )
+    assert fingerprint(tasks[-1])["policy"] == "expert"
+    assert "policy" not in fingerprint(tasks[0])  # bags: as before sim tasks existed
+
+
+def test_sim_inputs_are_checked(bags: Path) -> None:
+    sim = {"family": "pick", "seeds": {"start": 0, "count": 2}}
+    tiny_sim = {**_base(), "inputs": {"sim": [sim]}}
+    assert "configurations.fast: joint_names must be the sim's" in _error(bags, tiny_sim)
+    fly = {**_base(), "inputs": {"sim": [{**sim, "family": "fly"}]}}
+    assert _error(bags, fly) == "inputs.sim[0].family: must be one of pick, put, push, got 'fly'"
+    slow = {**_base(), "inputs": {"sim": [{**sim, "rtf": 0}]}}
+    assert _error(bags, slow) == "inputs.sim[0].rtf: must be a number > 0, got 0"
+    expert_only_bags = _base(fast={"params": str(TINY), "policy": "expert"})
+    assert _error(bags, expert_only_bags) == (
+        "configurations.fast: policy expert runs sim inputs only and there are none"
+    )
+    bad_policy = _base(fast={"params": str(TINY), "policy": "random"})
+    assert _error(bags, bad_policy) == "configurations.fast.policy: must be one of model, expert"
 
 
 # --------------------------------------------------------------------------- markers
@@ -217,9 +261,15 @@ def test_markers_and_stale_outputs(bags: Path, tmp_path: Path) -> None:
         is_done(tmp_path, changed)
 
 
-def test_the_bundled_example_manifest() -> None:
-    manifest = load_manifest(TINY.parent / "eval" / "demo.yaml")
+def test_the_bundled_example_manifests() -> None:
+    manifest = load_manifest(ROOT / "config" / "eval" / "demo.yaml")
     tasks = manifest.tasks()
     assert [t.id for t in tasks] == ["demo_bag/oxygen", "demo_bag/isolated"]
     assert tasks[1].config.override_dict() == {"engine_mode": "isolated", "steps_per_frame": "2"}
-    check_runnable(tasks)
+    mixed = load_manifest(ROOT / "config" / "eval" / "closed_loop.yaml").tasks()
+    sims = [f"{f}-seeds{s}-{s + 1}" for f in ("pick", "put", "push") for s in (0, 2)]
+    assert [t.id for t in mixed] == [
+        *(f"{i}/oxygen" for i in ["sim_bag", *sims]),
+        *(f"{i}/isolated" for i in ["sim_bag", *sims]),
+        *(f"{i}/expert" for i in sims),
+    ]

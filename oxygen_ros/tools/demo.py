@@ -101,11 +101,15 @@ class Console:
 
 
 def start_node(
-    params: Path, log: IO[bytes], overrides: Mapping[str, object] | None = None
+    params: Path,
+    log: IO[bytes],
+    overrides: Mapping[str, object] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen:
     """The node as its own process: autostart, on the simulated clock of the player.
 
-    overrides: parameter values after the params file, as `-p name:=value`."""
+    overrides: parameter values after the params file, as `-p name:=value`.
+    env: the process's environment (default: this one's), e.g. with its own ROS_DOMAIN_ID."""
     command = [
         sys.executable, "-m", "oxygen_ros.node",
         "--ros-args", "--params-file", str(params),
@@ -113,7 +117,7 @@ def start_node(
     ]  # fmt: skip
     for name, value in (overrides or {}).items():
         command += ["-p", f"{name}:={value}"]
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 def stop_node(node: subprocess.Popen) -> None:

@@ -18,12 +18,19 @@ the first episode of each family for the animation. At the end it writes (tools.
 report.json, report.md, episodes.png, timeline.png (the node's, as oxygen-replay draws
 it) and episodes.gif (tools.sim.animation). The node's action Hz and tokens/s are
 tools.report's, computed over the whole run.
+
+`run_sim_eval(SimEvalSpec, out)` is the whole run as a function: the command line is one
+caller, oxygen-eval's sim tasks (tools.eval.tasks) the other, so a task is exactly this
+run. A spec may set any node parameter (overrides, as `-p name:=value`; --mode is
+engine_mode) and a ROS_DOMAIN_ID for the sim, the node and this process's recorder, so
+that concurrent runs on one machine do not see each other's topics.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import os
 import subprocess
@@ -45,6 +52,7 @@ from oxygen_core.sim.arm import JOINT_NAMES
 from oxygen_core.sim.tasks import FAMILIES, TIME_LIMITS
 from oxygen_ros import topics
 from oxygen_ros.convert import image_to_rgb
+from oxygen_ros.params import Settings
 from oxygen_ros.tools.bagio import BagMessage, BagWriter
 from oxygen_ros.tools.configure import TopicNames, load_settings
 from oxygen_ros.tools.demo import start_node, stop_node
@@ -130,11 +138,16 @@ class Collector:
 
 @contextlib.contextmanager
 def _recording(
-    topics_to_record: Mapping[str, str], camera: str, writer: BagWriter, collector: Collector
+    topics_to_record: Mapping[str, str],
+    camera: str,
+    writer: BagWriter,
+    collector: Collector,
+    domain_id: int | None,
 ) -> Iterator[tuple[OutputRecorder, OutputSink]]:
-    """The recorder and a camera grabber on one executor thread, in their own context."""
+    """The recorder and a camera grabber on one executor thread, in their own context
+    (on `domain_id`, default ROS_DOMAIN_ID's)."""
     context = Context()
-    rclpy.init(args=[], context=context)
+    rclpy.init(args=[], context=context, domain_id=domain_id)
     executor = SingleThreadedExecutor(context=context)
     sink = OutputSink(writer)
 
@@ -163,12 +176,14 @@ def _recording(
         rclpy.shutdown(context=context)
 
 
-def start_sim(parameters: Mapping[str, object], log: Any) -> subprocess.Popen:
+def start_sim(
+    parameters: Mapping[str, object], log: Any, env: Mapping[str, str] | None = None
+) -> subprocess.Popen:
     """`oxygen-sim` as its own process with these parameters."""
     command = [sys.executable, "-m", "oxygen_ros.tools.sim.node", "--ros-args"]
     for name, value in parameters.items():
         command += ["-p", f"{name}:={_ros_value(value)}"]
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 def _ros_value(value: object) -> str:
@@ -179,22 +194,45 @@ def _ros_value(value: object) -> str:
     return str(value)
 
 
-def sim_parameters(args: argparse.Namespace, names: TopicNames, control_hz: float) -> dict:
+@dataclasses.dataclass(frozen=True)
+class SimEvalSpec:
+    """One oxygen-sim-eval run: the command line's options as data (also oxygen-eval's
+    sim tasks, which call `run_sim_eval` in their worker process)."""
+
+    params: Path = SIM_PARAMS
+    policy: str = "model"  # or "expert": no node runs
+    overrides: Mapping[str, object] = dataclasses.field(default_factory=dict)  # node -p's
+    families: tuple[str, ...] = FAMILIES
+    episodes: int = 2  # per family
+    seed: int = 0  # the first seed
+    rtf: float | None = None  # None: 0.5 for the model, 2 for the expert
+    camera_size: int = 224
+    camera_rate: float = 10.0
+    gif_fps: float = 5.0
+    wait_s: float = 300.0  # how long the node may take to activate
+    domain_id: int | None = None  # ROS_DOMAIN_ID of the sim, the node and the recorder
+
+    @property
+    def real_time_factor(self) -> float:
+        return self.rtf or (2.0 if self.policy == "expert" else 0.5)
+
+
+def sim_parameters(spec: SimEvalSpec, names: TopicNames, control_hz: float) -> dict:
     """The sim node's parameters: the node's topics and control rate, the run's plan."""
     cameras = dict(zip(("base_camera_topic", "wrist_camera_topic"), names.cameras, strict=False))
     return {
-        "families": list(args.families),
-        "seed": args.seed,
-        "episodes": args.episodes,
-        "policy": "expert" if args.policy == "expert" else "external",
+        "families": list(spec.families),
+        "seed": spec.seed,
+        "episodes": spec.episodes,
+        "policy": "expert" if spec.policy == "expert" else "external",
         "control_rate_hz": float(control_hz),
-        "real_time_factor": float(args.rtf),
-        "camera_size": args.camera_size,
-        "camera_rate_hz": float(args.camera_rate),
+        "real_time_factor": float(spec.real_time_factor),
+        "camera_size": spec.camera_size,
+        "camera_rate_hz": float(spec.camera_rate),
         "joint_state_topic": names.joint_state,
         "instruction_topic": names.instruction,
         "trajectory_topic": names.output(topics.JOINT_TRAJECTORY) or "",
-        "wait_for_peers_s": float(args.wait_s),
+        "wait_for_peers_s": float(spec.wait_s),
         **cameras,
     }
 
@@ -209,65 +247,97 @@ def check_params(names: TopicNames, joint_names: Sequence[str], trajectory: bool
         raise ValueError("joint_trajectory must be true: the sim executes ~/joint_trajectory")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Console script `oxygen-sim-eval`."""
-    args = _parser().parse_args(argv)
-    args.rtf = args.rtf or (2.0 if args.policy == "expert" else 0.5)
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = args.out or ROOT / "out" / "sim" / stamp
-    try:
-        if (out / OUTPUT_BAG).exists():
-            raise FileExistsError(f"{out / OUTPUT_BAG} exists: choose a new --out folder")
-        settings, names = load_settings(args.params, {"engine_mode": args.mode})
-        check_params(names, settings.node.joint_names, settings.node.joint_trajectory)
-        if args.episodes < 1 or args.rtf <= 0:
-            raise ValueError("--episodes must be >= 1 and --rtf > 0")
-    except (OSError, ValueError) as error:
-        print(f"oxygen-sim-eval: {error}", file=sys.stderr)
-        return 1
+def load_checked(params: Path, overrides: Mapping[str, object]) -> tuple[Settings, TopicNames]:
+    """The node's settings and topics, checked against the sim (one-line ValueError)."""
+    settings, names = load_settings(params, overrides)
+    check_params(names, settings.node.joint_names, settings.node.joint_trajectory)
+    return settings, names
+
+
+def run_sim_eval(spec: SimEvalSpec, out: Path) -> dict[str, Path]:
+    """Run the episodes into `out`; the report's files by kind (sim_report.write).
+
+    Raises FileExistsError (an output bag in `out`), ValueError (params or spec that do
+    not fit the sim), TimeoutError or RuntimeError (the node or the sim failed)."""
+    if (out / OUTPUT_BAG).exists():
+        raise FileExistsError(f"{out / OUTPUT_BAG} exists: choose a new --out folder")
+    settings, names = load_checked(spec.params, spec.overrides)
+    if spec.policy not in ("model", "expert"):
+        raise ValueError(f"policy must be model or expert, got {spec.policy!r}")
+    if spec.episodes < 1 or spec.real_time_factor <= 0:
+        raise ValueError("--episodes must be >= 1 and --rtf > 0")
     out.mkdir(parents=True, exist_ok=True)
-    plan = episode_plan(args.families, args.seed, args.episodes)
-    sim_params = sim_parameters(args, names, settings.node.control_rate_hz)
+    rtf = spec.real_time_factor
+    plan = episode_plan(spec.families, spec.seed, spec.episodes)
+    sim_params = sim_parameters(spec, names, settings.node.control_rate_hz)
     record = {t.topic: msgtype(t.msg_class) for t in SIM_TOPICS if t.key in _RECORDED_SIM_KEYS}
-    if args.policy == "model":
+    if spec.policy == "model":
         record.update(names.outputs())
-    collector = Collector(names, len(args.families), round(1e9 / args.gif_fps))
+    collector = Collector(names, len(spec.families), round(1e9 / spec.gif_fps))
+    env = None if spec.domain_id is None else {**os.environ, "ROS_DOMAIN_ID": str(spec.domain_id)}
     begin = time.monotonic()
     with (
         BagWriter(out / OUTPUT_BAG) as writer,
-        _recording(record, names.cameras[0], writer, collector) as (recorder, sink),
+        _recording(record, names.cameras[0], writer, collector, spec.domain_id) as (
+            recorder,
+            sink,
+        ),
         open(out / "node.log", "wb") as node_log,
         open(out / "sim.log", "wb") as sim_log,
     ):
-        overrides = {"engine_mode": args.mode}
-        node = start_node(args.params, node_log, overrides) if args.policy == "model" else None
-        sim = start_sim(sim_params, sim_log)
-        print(f"{len(plan)} episodes ({', '.join(args.families)} x {args.episodes}), policy "
-              f"{args.policy}, real-time factor {args.rtf:g}; logs in {out}")  # fmt: skip
+        node = (
+            start_node(spec.params, node_log, spec.overrides, env)
+            if spec.policy == "model"
+            else None
+        )
+        sim = start_sim(sim_params, sim_log, env)
+        print(f"{len(plan)} episodes ({', '.join(spec.families)} x {spec.episodes}), policy "
+              f"{spec.policy}, real-time factor {rtf:g}; logs in {out}")  # fmt: skip
         try:
-            _wait_for_episodes(sim, node, collector, len(plan), args, out)
+            _wait_for_episodes(sim, node, collector, len(plan), spec, out)
             if node is not None:
                 period = settings.node.frame_period_s
                 recorder.wait_quiet(quiet_s=max(1.0, 3 * period), timeout_s=60.0)
-        except (TimeoutError, RuntimeError) as error:
-            print(f"oxygen-sim-eval: {error}", file=sys.stderr)
-            return 1
         finally:
             for process in (sim, node):
                 if process is not None:
                     stop_node(process)
     run = sim_report.RunSetup(
-        policy=args.policy,
-        mode=args.mode,
-        params=str(args.params),
-        families=tuple(args.families),
-        seeds=tuple(range(args.seed, args.seed + args.episodes)),
-        rtf=args.rtf,
-        camera_size=args.camera_size,
+        policy=spec.policy,
+        mode=settings.engine.engine_mode,
+        params=str(spec.params),
+        families=tuple(spec.families),
+        seeds=tuple(range(spec.seed, spec.seed + spec.episodes)),
+        rtf=rtf,
+        camera_size=spec.camera_size,
         wall_s=time.monotonic() - begin,
     )
-    paths = sim_report.write(out, run, collector, sink.recording, settings, names)
+    return sim_report.write(out, run, collector, sink.recording, settings, names)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script `oxygen-sim-eval`."""
+    args = _parser().parse_args(argv)
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    spec = SimEvalSpec(
+        params=args.params,
+        policy=args.policy,
+        overrides={"engine_mode": args.mode},
+        families=tuple(args.families),
+        episodes=args.episodes,
+        seed=args.seed,
+        rtf=args.rtf,
+        camera_size=args.camera_size,
+        camera_rate=args.camera_rate,
+        gif_fps=args.gif_fps,
+        wait_s=args.wait_s,
+    )
+    try:
+        paths = run_sim_eval(spec, args.out or ROOT / "out" / "sim" / stamp)
+    except (OSError, ValueError, TimeoutError, RuntimeError) as error:
+        print(f"oxygen-sim-eval: {error}", file=sys.stderr)
+        return 1
     print(sim_report.headline(paths))
     return 0
 
@@ -277,12 +347,12 @@ def _wait_for_episodes(
     node: subprocess.Popen | None,
     collector: Collector,
     episodes: int,
-    args: argparse.Namespace,
+    spec: SimEvalSpec,
     out: Path,
 ) -> None:
     """Until every outcome is in and the sim exited; a status line every few seconds."""
-    sim_seconds = sum(TIME_LIMITS[f] for f in args.families) * args.episodes
-    timeout_s = args.wait_s + sim_seconds / args.rtf + 60.0
+    sim_seconds = sum(TIME_LIMITS[f] for f in spec.families) * spec.episodes
+    timeout_s = spec.wait_s + sim_seconds / spec.real_time_factor + 60.0
     last = [time.monotonic()]
 
     def done() -> bool:

@@ -3,10 +3,15 @@
 Numbers come from what every task wrote (report.json; task.json and error.json only say
 whether it finished), so the report can be rebuilt, and tested, from known files. Per
 configuration, each metric's spread over the inputs: n, mean, sample standard deviation
-(n - 1; none for a single input), min and max. Success rate is a closed-loop metric:
-it is read where a task's report has `success_rate` (sim episodes) and is absent from
-replays. Outputs, in the output root: eval_report.json (everything), eval_report.md (the
-tables) and eval_comparison.png (one panel per metric, configurations side by side).
+(n - 1; none for a single input), min and max. A metric is read where a task's report
+has it: replays have no success or seams, the expert policy's sim reports no node
+figures (action Hz, tok/s, misses). Success rate and seams are closed-loop metrics, from
+oxygen-sim-eval's report.json (`success.all.rate`, `seams`): the rate's spread is over
+the configuration's sim tasks, and `success` adds, per family and for all, the episodes
+and successes pooled over the tasks (successes / episodes, exact when batch sizes
+differ) next to that spread. Outputs, in the output root: eval_report.json (everything),
+eval_report.md (the tables) and eval_comparison.png (one panel per metric,
+configurations side by side).
 """
 
 from __future__ import annotations
@@ -33,16 +38,31 @@ class Metric:
     value: Callable[[Mapping[str, Any]], float | None]
 
 
+def _skipped(report: Mapping[str, Any]) -> int | None:
+    skipped = report.get("skipped_frames")
+    return None if skipped is None else sum(skipped.values())
+
+
+def _success_rate(report: Mapping[str, Any]) -> float | None:
+    return report["success"]["all"]["rate"] if "success" in report else None
+
+
+def _seams(key: str) -> Callable[[Mapping[str, Any]], float | None]:
+    return lambda r: r["seams"][key] if "seams" in r else None
+
+
 METRICS = (
-    Metric("action_hz", "action Hz", lambda r: r["action_hz"]),
-    Metric("lang_tps", "language tok/s", lambda r: r["lang_tps"]),
-    Metric("deadline_misses", "deadline misses", lambda r: r["deadline_misses"]),
-    Metric("skipped_frames", "skipped frames", lambda r: sum(r["skipped_frames"].values())),
-    Metric("frames", "frames", lambda r: r["frames"]),
-    Metric("tokens", "tokens", lambda r: r["tokens"]),
-    Metric("success_rate", "success rate", lambda r: r.get("success_rate")),
+    Metric("action_hz", "action Hz", lambda r: r.get("action_hz")),
+    Metric("lang_tps", "language tok/s", lambda r: r.get("lang_tps")),
+    Metric("deadline_misses", "deadline misses", lambda r: r.get("deadline_misses")),
+    Metric("skipped_frames", "skipped frames", _skipped),
+    Metric("frames", "frames", lambda r: r.get("frames")),
+    Metric("tokens", "tokens", lambda r: r.get("tokens")),
+    Metric("success_rate", "success rate", _success_rate),
+    Metric("seams", "seams", _seams("seams")),
+    Metric("seam_jump_mean", "seam jump (rad)", _seams("jump_mean")),
 )
-PLOTTED = ("action_hz", "lang_tps", "deadline_misses", "skipped_frames", "success_rate")
+PLOTTED = ("action_hz", "lang_tps", "deadline_misses", "skipped_frames", "success_rate", "seams")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,12 +118,16 @@ def aggregate(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         if outcome.report is not None:
             values = {m.key: m.value(outcome.report) for m in METRICS}
             entry["inputs"][outcome.input] = {k: v for k, v in values.items() if v is not None}
-    for entry in configs.values():
+    for name, entry in configs.items():
         entry["metrics"] = {}
         for metric in METRICS:
             values = [v[metric.key] for v in entry["inputs"].values() if metric.key in v]
             if values:
                 entry["metrics"][metric.key] = spread(values)
+        reports = [o.report for o in outcomes if o.configuration == name and o.report]
+        success = success_by_family([r for r in reports if "success" in r])
+        if success:
+            entry["success"] = success
     return {
         "tasks": {
             status: sum(o.status == status for o in outcomes)
@@ -112,6 +136,29 @@ def aggregate(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         "configurations": configs,
         "failed": [{"task": o.task, "error": o.error} for o in outcomes if o.status == "failed"],
     }
+
+
+def success_by_family(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per family (and "all"): tasks, episodes and successes pooled, their rate, and the
+    spread of the tasks' own rates."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for report in reports:
+        for family, rate in report["success"].items():
+            groups.setdefault(family, []).append(rate)
+    if "all" in groups:
+        groups["all"] = groups.pop("all")  # last, after the families
+    result = {}
+    for family, rates in groups.items():
+        episodes = sum(r["episodes"] for r in rates)
+        successes = sum(r["successes"] for r in rates)
+        result[family] = {
+            "tasks": len(rates),
+            "episodes": episodes,
+            "successes": successes,
+            "rate": successes / episodes if episodes else 0.0,
+            "task_rate": spread([r["rate"] for r in rates]),
+        }
+    return result
 
 
 # --------------------------------------------------------------------------- files
@@ -160,6 +207,7 @@ def markdown(summary: Mapping[str, Any], png_name: str) -> str:
         cells = [_cell(entry["metrics"].get(m.key)) for m in metrics]
         lines.append(f"| {name} | {len(entry['inputs'])} | " + " | ".join(cells) + " |")
     lines += ["", f"![comparison]({png_name})", ""]
+    lines += _success_table(configs)
     for name, entry in configs.items():
         tasks = entry["tasks"]
         lines += [
@@ -183,6 +231,29 @@ def markdown(summary: Mapping[str, Any], png_name: str) -> str:
         lines += [f"- {f['task']}: {f['error']}" for f in summary["failed"]]
         lines.append("")
     return "\n".join(lines)
+
+
+def _success_table(configs: Mapping[str, Any]) -> list[str]:
+    """Closed-loop success per configuration and family, pooled and over tasks."""
+    rows = [
+        f"| {name} | {family} | {s['tasks']} | {s['episodes']} | {s['successes']} | "
+        f"{s['rate']:.4g} | {_cell(s['task_rate'])} |"
+        for name, entry in configs.items()
+        for family, s in entry.get("success", {}).items()
+    ]
+    if not rows:
+        return []
+    return [
+        "## Closed-loop success",
+        "",
+        "Rate: successes / episodes over the tasks; per task: mean ± sample std of the "
+        "tasks' rates.",
+        "",
+        "| configuration | family | tasks | episodes | successes | rate | per task |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 def plot_comparison(summary: Mapping[str, Any], path: Path) -> None:

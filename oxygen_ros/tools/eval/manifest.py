@@ -1,21 +1,32 @@
 """The evaluation manifest: what to run, checked in full before anything runs.
 
     inputs:
-      bags: [data/demo_bag, "recordings/2026-*"]   # rosbag2 folders, paths or globs
-      sim:                                          # closed-loop episodes (not runnable yet)
-        - {family: tabletop_pick, seeds: {start: 0, count: 100}, per_task: 25}
+      bags: [data/sim_bag, "recordings/2026-*"]    # rosbag2 folders, paths or globs
+      sim:                                          # closed-loop oxygen-sim-eval episodes
+        - {family: pick, seeds: {start: 0, count: 100}, per_task: 25}  # 4 tasks
+        - {family: push, seeds: {start: 0, count: 10}, rtf: 1.0, camera_size: 112}
     configurations:                                 # name -> params file + overrides
-      oxygen: {params: config/tiny.yaml, overrides: {engine_mode: oxygen, steps_per_frame: 2}}
-      isolated: {params: config/tiny.yaml, overrides: {engine_mode: isolated}}
-    sweep: {seed: [0, 1]}                 # optional: every configuration x these values
+      oxygen: {params: config/sim.yaml, overrides: {engine_mode: oxygen, steps_per_frame: 2}}
+      isolated: {params: config/sim.yaml, overrides: {engine_mode: isolated}}
+      expert: {params: config/sim.yaml, policy: expert}  # the scripted reference, sim only
+    sweep: {seed: [0, 1]}                 # optional: every model configuration x these values
     resources: {num_cpus: 1, num_gpus: 0}  # per task; a configuration may set its own
 
 Relative paths are relative to the manifest's folder. Overrides are node parameters,
 set as `-p name:=value` would set them; every configuration is read by the node's own
 parameter code (configure.load_settings), so a misspelt name, a value out of range or of
-the wrong type fails here, and every bag is checked against every configuration's input
-topics (job.check_bag). Each error is one line that names the manifest, the key and,
-where one is at fault, the path.
+the wrong type fails here, every bag is checked against every configuration's input
+topics (job.check_bag), and every configuration that meets a sim input against the sim
+(sim_eval.check_params: its joint names, cameras, trajectory output). Each error is one
+line that names the manifest, the key and, where one is at fault, the path.
+
+A sim input's seeds are cut into tasks of `per_task` seeds (default: all in one); each
+task is one oxygen-sim-eval run of that family on its seeds (`rtf` and `camera_size` as
+its --rtf and --camera-size). A configuration's `policy` is `model` (default: the node
+runs with the params and overrides) or `expert`: the sim's scripted expert drives and no
+node runs, the reference column the model configurations are compared against. An
+expert configuration meets only the sim inputs (a bag has nothing to replay without a
+model), and the sweep does not multiply it (it has no node to set parameters of).
 """
 
 from __future__ import annotations
@@ -32,12 +43,15 @@ from typing import Any
 import yaml
 from rclpy.exceptions import ParameterException
 
+from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros.params import Settings
 from oxygen_ros.tools.configure import load_settings
 from oxygen_ros.tools.job import check_bag
+from oxygen_ros.tools.sim_eval import check_params
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]*$")  # a folder name in the output tree
 _PATH_PARAMETERS = ("checkpoint_dir", "tokenizer_path")  # overrides that name files
+POLICIES = ("model", "expert")
 
 
 class ManifestError(ValueError):
@@ -60,6 +74,7 @@ class Configuration:
     params: Path  # absolute
     overrides: tuple[tuple[str, str], ...]  # (parameter, value as `-p name:=value` takes it)
     resources: Resources
+    policy: str = "model"  # "expert": the sim's scripted expert, no node (sim inputs only)
 
     def override_dict(self) -> dict[str, str]:
         return dict(self.overrides)
@@ -82,6 +97,8 @@ class SimInput:
     start: int
     count: int
     kind: str = "sim"
+    rtf: float | None = None  # oxygen-sim-eval's --rtf (None: its default for the policy)
+    camera_size: int = 224
 
     @property
     def name(self) -> str:
@@ -110,8 +127,14 @@ class Manifest:
     configurations: tuple[Configuration, ...]
 
     def tasks(self) -> list[Task]:
-        """The grid, configuration-major (a worker keeps one configuration's engine)."""
-        return [Task(i, c) for c in self.configurations for i in self.inputs]
+        """The grid, configuration-major (a worker keeps one configuration's engine);
+        an expert configuration meets only the sim inputs."""
+        return [Task(i, c) for c in self.configurations for i in self.inputs if meets(i, c)]
+
+
+def meets(item: Input, config: Configuration) -> bool:
+    """Whether the grid pairs this input with this configuration."""
+    return isinstance(item, SimInput) or config.policy == "model"
 
 
 # --------------------------------------------------------------------------- loading
@@ -138,13 +161,19 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
     configs = _configurations(where, top["configurations"], top.get("sweep", {}), default_resources)
     inputs = _inputs(where, top["inputs"])
     settings = {c.name: _settings(where, c) for c in configs}
-    for bag in (i for i in inputs if isinstance(i, BagInput)):
-        for config in configs:
-            names = settings[config.name]
-            try:
-                check_bag(bag.path, names[1], names[0].node.missing_camera)
-            except ValueError as error:
-                raise where.error(f"configurations.{config.name}", f"{error}") from None
+    for config in configs:
+        node, names = settings[config.name]
+        key = f"configurations.{config.name}"
+        met = [i for i in inputs if meets(i, config)]
+        if not met:
+            raise where.error(key, "policy expert runs sim inputs only and there are none")
+        try:
+            for bag in (i for i in met if isinstance(i, BagInput)):
+                check_bag(bag.path, names, node.node.missing_camera)
+            if any(isinstance(i, SimInput) for i in met):
+                check_params(names, node.node.joint_names, node.node.joint_trajectory)
+        except ValueError as error:
+            raise where.error(key, f"{error}") from None
     return Manifest(path, tuple(inputs), tuple(configs))
 
 
@@ -209,21 +238,26 @@ def _configurations(
         key = f"configurations.{name}"
         if not isinstance(name, str) or not _NAME.match(name):
             raise where.error(key, "a name is letters, digits, '.', '_', '-' (a folder name)")
-        spec = where.mapping(spec, key, {"params", "overrides", "resources"})
+        spec = where.mapping(spec, key, {"params", "overrides", "resources", "policy"})
         where.require(spec, key, ("params",))
         params = where.file(spec["params"], f"{key}.params")
+        policy = spec.get("policy", "model")
+        if policy not in POLICIES:
+            raise where.error(f"{key}.policy", f"must be one of {', '.join(POLICIES)}")
         overrides = spec.get("overrides", {})
         if not isinstance(overrides, dict):  # its keys are checked by the node, below
             raise where.error(f"{key}.overrides", "must be a mapping parameter -> value")
         own = _resources(where, spec.get("resources", {}), f"{key}.resources", resources)
-        for combo in itertools.product(*(list(v) for v in sweep.values())):
-            swept = dict(zip(sweep, combo, strict=True))
+        axes = sweep if policy == "model" else {}
+        for combo in itertools.product(*(list(v) for v in axes.values())):
+            swept = dict(zip(axes, combo, strict=True))
             values = {**overrides, **swept}
             suffix = "".join(f"-{k}={_slug(v)}" for k, v in swept.items())
             ros = tuple(
                 (k, _ros_value(where, f"{key}.overrides.{k}", v)) for k, v in values.items()
             )
-            configs.append(Configuration(name + suffix, params, _paths(where, key, ros), own))
+            overrides_ = _paths(where, key, ros)
+            configs.append(Configuration(name + suffix, params, overrides_, own, policy))
     names = [c.name for c in configs]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -312,11 +346,22 @@ def _sims(where: _Where, value: Any) -> list[SimInput]:
     sims = []
     for i, entry in enumerate(value):
         key = f"inputs.sim[{i}]"
-        spec = where.mapping(entry, key, {"family", "seeds", "per_task"})
+        allowed = {"family", "seeds", "per_task", "rtf", "camera_size"}
+        spec = where.mapping(entry, key, allowed)
         where.require(spec, key, ("family", "seeds"))
         family = spec["family"]
-        if not isinstance(family, str) or not _NAME.match(family):
-            raise where.error(f"{key}.family", f"must be a task family name, got {family!r}")
+        if family not in FAMILIES:
+            raise where.error(
+                f"{key}.family", f"must be one of {', '.join(FAMILIES)}, got {family!r}"
+            )
+        rtf = spec.get("rtf")
+        if rtf is not None and (
+            isinstance(rtf, bool) or not isinstance(rtf, (int, float)) or rtf <= 0
+        ):
+            raise where.error(f"{key}.rtf", f"must be a number > 0, got {rtf!r}")
+        rtf = None if rtf is None else float(rtf)
+        camera_size = spec.get("camera_size", SimInput.camera_size)
+        _integer(where, f"{key}.camera_size", camera_size, 8)
         seeds = where.mapping(spec["seeds"], f"{key}.seeds", {"start", "count"})
         where.require(seeds, f"{key}.seeds", ("start", "count"))
         start, count = seeds["start"], seeds["count"]
@@ -325,7 +370,13 @@ def _sims(where: _Where, value: Any) -> list[SimInput]:
             _integer(where, f"{key}.{name}", number, low)
         _integer(where, f"{key}.per_task", per_task, 1)
         sims += [
-            SimInput(family, first, min(per_task, start + count - first))
+            SimInput(
+                family,
+                first,
+                min(per_task, start + count - first),
+                rtf=rtf,
+                camera_size=camera_size,
+            )
             for first in range(start, start + count, per_task)
         ]
     return sims
@@ -340,6 +391,7 @@ def describe(config: Configuration) -> Mapping[str, Any]:
     """A configuration as plain data (task markers, the aggregate report)."""
     return {
         "params": str(config.params),
+        "policy": config.policy,
         "overrides": config.override_dict(),
         "resources": dataclasses.asdict(config.resources),
     }

@@ -13,6 +13,10 @@ the driver appends the attempt to error.json and queues the task again, at most
 `retries` times, while the other slots go on. Actors are created with max_restarts=0:
 the driver decides what to retry, so one path handles both kinds of failure.
 
+ROS domains: when the run has sim tasks, every actor is created with its own
+ROS_DOMAIN_ID from a DomainPool (domains.py) and gives it back when it is retired; the
+id of an actor that died is tainted (its sim and node processes may outlive it).
+
 The local instance is started with address="local" (never attaching to a Ray someone
 else started on this machine), bound to 127.0.0.1, with no dashboard and no usage
 statistics, and workers inherit ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST: loading a
@@ -36,7 +40,8 @@ from typing import Any
 import ray
 from tqdm import tqdm
 
-from oxygen_ros.tools.eval.manifest import Configuration, Task
+from oxygen_ros.tools.eval.domains import DomainPool
+from oxygen_ros.tools.eval.manifest import Configuration, SimInput, Task
 from oxygen_ros.tools.eval.tasks import ATTEMPT, Worker, mark_done, read_json, record_failure
 
 _ENV = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -116,6 +121,7 @@ class _Slot:
     config: str | None = None
     task: Task | None = None
     ref: Any = None
+    domain: int | None = None  # the actor's ROS_DOMAIN_ID
 
 
 class Scheduler:
@@ -131,6 +137,8 @@ class Scheduler:
         self.slots = [_Slot() for _ in range(opts.workers)]
         self.summary = RunSummary(tasks=total, finished_before=total - len(tasks))
         self.actor_class = ray.remote(max_restarts=0, max_task_retries=0)(Worker)
+        has_sim = any(isinstance(t.input, SimInput) for t in tasks)
+        self.domains = DomainPool() if has_sim else None
 
     def run(self) -> RunSummary:
         start = time.monotonic()
@@ -171,9 +179,10 @@ class Scheduler:
             self._retire(slot)
         if slot.actor is None:
             resources = self.configs[config].resources
+            slot.domain = self.domains.acquire() if self.domains else None
             slot.actor = self.actor_class.options(
                 num_cpus=resources.num_cpus, num_gpus=resources.num_gpus
-            ).remote()
+            ).remote(slot.domain)
             slot.config = config
         slot.task = self.queues[config].popleft()
         self.attempts[slot.task.id] += 1
@@ -197,7 +206,7 @@ class Scheduler:
         try:
             result = ray.get(ref)
         except ray.exceptions.RayActorError as error:  # the worker process died (or is lost)
-            self._retire(slot)
+            self._retire(slot, died=True)
             first = str(error).strip().splitlines()[:1]
             return self._failed(task, "WorkerDied", "".join(first), str(error))
         except ray.exceptions.RayTaskError as error:  # the task raised in the worker
@@ -205,7 +214,7 @@ class Scheduler:
             message = str(cause).strip().splitlines()[-1:] if cause is not None else []
             kind = type(cause).__name__ if cause is not None else "RayTaskError"
             return self._failed(task, kind, "".join(message), str(error))
-        self.summary.engines_built += not result["engine_reused"]
+        self.summary.engines_built += result["engines_built"]
         self.summary.finished += 1
         mark_done(self.root, task, result, self.attempts[task.id])
         return True
@@ -232,8 +241,9 @@ class Scheduler:
         self.summary.failed.append(task.id)
         return True
 
-    @staticmethod
-    def _retire(slot: _Slot) -> None:
+    def _retire(self, slot: _Slot, died: bool = False) -> None:
         if slot.actor is not None:
             ray.kill(slot.actor)
-        slot.actor = slot.config = None
+            if self.domains is not None and slot.domain is not None:
+                self.domains.release(slot.domain, tainted=died)
+        slot.actor = slot.config = slot.domain = None

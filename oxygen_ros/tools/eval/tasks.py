@@ -1,7 +1,9 @@
 """A task's folder in the output tree, its markers, and what a worker runs for it.
 
-`OUT/<input>/<configuration>/` holds what oxygen-replay writes (output_bag/,
-report.json, report.md, timeline.png, replay.log) and three files of the tool's own:
+`OUT/<input>/<configuration>/` holds what the task's tool writes (oxygen-replay for a
+bag: output_bag/, report.json, report.md, timeline.png, replay.log; oxygen-sim-eval for
+a sim batch: output_bag/, report.json, report.md, episodes.png, episodes.gif,
+timeline.png, node.log, sim.log) and three files of the tool's own:
 
 - attempt.json: the attempt now running (worker pid and host), written first, so an
   operator (or a test) can see which process runs which task;
@@ -15,6 +17,13 @@ report.json, report.md, timeline.png, replay.log) and three files of the tool's 
 An attempt starts by clearing what an earlier, interrupted attempt left (all but
 error.json), because a replay refuses to write into an existing output bag.
 
+A bag task is `replay_offline` with the worker's pipeline, reused across tasks of the
+same settings. A sim task is `sim_eval.run_sim_eval` on the input's family and seeds
+with the configuration's params, overrides and policy: the node is its own process,
+started and stopped by the run, so there is no engine for the worker to keep and every
+sim task of the model policy compiles one (in that process). It runs on the worker's
+ROS_DOMAIN_ID (domains.py), so concurrent tasks' sims and nodes do not see each other.
+
 This module imports no Ray: runner.py makes `Worker` a Ray actor.
 """
 
@@ -26,20 +35,17 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from oxygen_ros.pipeline import Pipeline, make_pipeline
-from oxygen_ros.tools.eval.manifest import BagInput, Task, describe
+from oxygen_ros.tools.eval.manifest import BagInput, SimInput, Task, describe
 from oxygen_ros.tools.job import Job
 from oxygen_ros.tools.replay import replay_offline
+from oxygen_ros.tools.sim_eval import SimEvalSpec, run_sim_eval
 
 MARKER, ERRORS, ATTEMPT = "task.json", "error.json", "attempt.json"
-
-
-class NotRunnable(RuntimeError):
-    """A task kind the manifest accepts but this installation cannot run yet."""
 
 
 class StaleOutput(RuntimeError):
@@ -56,12 +62,15 @@ def task_dir(root: Path, task: Task) -> Path:
 def fingerprint(task: Task) -> dict[str, Any]:
     """What makes a finished task's results valid for this task."""
     source: Any = str(task.input.path) if isinstance(task.input, BagInput) else vars(task.input)
-    return {
+    found = {
         "kind": task.input.kind,
         "input": source,
         "params_sha256": hashlib.sha256(task.config.params.read_bytes()).hexdigest(),
         "overrides": task.config.override_dict(),
     }
+    if isinstance(task.input, SimInput):
+        found["policy"] = task.config.policy
+    return found
 
 
 def is_done(root: Path, task: Task) -> bool:
@@ -126,25 +135,33 @@ def _clear_attempt(folder: Path) -> None:
 # --------------------------------------------------------------------------- workers
 
 
-def check_runnable(tasks: Sequence[Task]) -> None:
-    """Refuse, before anything starts, task kinds that have no runner yet."""
-    for task in tasks:
-        if task.input.kind not in _RUNNERS:
-            raise NotRunnable(
-                f"input {task.input.name!r}: closed-loop sim tasks are accepted by the "
-                "manifest but cannot run yet: they need oxygen-sim-eval, which this "
-                "installation does not have; remove inputs.sim to run the bags"
-            )
+def sim_spec(task: Task, domain_id: int | None) -> SimEvalSpec:
+    """The oxygen-sim-eval run that is this sim task."""
+    sim = task.input
+    assert isinstance(sim, SimInput)
+    return SimEvalSpec(
+        params=task.config.params,
+        policy=task.config.policy,
+        overrides=task.config.override_dict(),
+        families=(sim.family,),
+        episodes=sim.count,
+        seed=sim.start,
+        rtf=sim.rtf,
+        camera_size=sim.camera_size,
+        domain_id=domain_id,
+    )
 
 
 class Worker:
     """One worker process's tasks. Keeps the last pipeline it built (the compiled engine)
-    and reuses it for the next task of the same settings; replay_offline restarts it,
-    so a task's outputs do not depend on what ran before it in the worker."""
+    and reuses it for the next bag task of the same settings; replay_offline restarts it,
+    so a task's outputs do not depend on what ran before it in the worker. Sim tasks run
+    on `domain_id` (the driver's, distinct for every live worker)."""
 
-    def __init__(self) -> None:
+    def __init__(self, domain_id: int | None = None) -> None:
         self._pipeline: Pipeline | None = None
-        self.identity = {"pid": os.getpid(), "host": socket.gethostname()}
+        self.domain_id = domain_id
+        self.identity = {"pid": os.getpid(), "host": socket.gethostname(), "domain_id": domain_id}
 
     def run(self, task: Task, root: Path) -> dict[str, Any]:
         """Run one task into its folder; timings and whether the engine was reused."""
@@ -165,12 +182,27 @@ class Worker:
         report = replay_offline(job, progress=False, pipeline=self._pipeline)
         return {
             "engine_reused": reused,
+            "engines_built": int(not reused),
             "compile_s": round(built - start, 3),
             "replay_s": round(time.monotonic() - built, 3),
             "frames": report["frames"],
         }
 
+    def _run_sim(self, task: Task, folder: Path) -> dict[str, Any]:
+        spec = sim_spec(task, self.domain_id)
+        start = time.monotonic()
+        report = read_json(run_sim_eval(spec, folder)["json"])
+        return {
+            "engine_reused": False,  # the node is a process of its own, started per task
+            "engines_built": int(spec.policy == "model"),
+            "sim_eval_s": round(time.monotonic() - start, 3),
+            "episodes": report["episodes_run"],
+            "successes": report["success"]["all"]["successes"],
+        }
 
-# Input kind -> how a worker runs it. "sim" (manifest.SimInput: a family and a seed range)
-# gets its runner here once oxygen-sim-eval exists; until then check_runnable refuses it.
-_RUNNERS: dict[str, Callable[[Worker, Task, Path], dict[str, Any]]] = {"bag": Worker._run_bag}
+
+# Input kind -> how a worker runs it.
+_RUNNERS: dict[str, Callable[[Worker, Task, Path], dict[str, Any]]] = {
+    "bag": Worker._run_bag,
+    "sim": Worker._run_sim,
+}
