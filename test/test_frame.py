@@ -16,7 +16,14 @@ import pytest
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Header
 
-from oxygen_core.engine.types import ActionResult, EngineConfig, LanguageResult, TokenEvent
+from oxygen_core.engine.types import (
+    ActionResult,
+    EngineConfig,
+    Handover,
+    LanguageResult,
+    TokenEvent,
+)
+from oxygen_core.model.rtc import DelayEstimator
 from oxygen_core.observation import Observation
 from oxygen_ros import topics
 from oxygen_ros.convert import seconds_to_stamp
@@ -55,24 +62,46 @@ class FakeEngine:
     act: chunk [MODEL_HORIZON, 2] with value 10 * frame + row. language: on frame 0 one
     narration event "n0" (running), on frame 1 that request finishes ("n0 n1", eos) and a
     memory request starts and finishes at once ("m1", max_tokens); nothing after.
+    Hand-over: with chunk_handover other than replace, act records the handover it gets
+    and answers with the next of `delays` as d; mode is the configured one when the
+    handover still has a row at `executed`, else replace, as the real engine decides.
+    `delay` is the real DelayEstimator, so what the loop feeds it is observable.
     """
 
-    def __init__(self, clock: FakeClock, act_s: list[float], language_s: float = 0.02) -> None:
-        self.cfg = EngineConfig(max_active_requests=1, max_queued_requests=1)
+    def __init__(
+        self,
+        clock: FakeClock,
+        act_s: list[float],
+        language_s: float = 0.02,
+        handover: str = "replace",
+        delays: list[int] = (),
+    ) -> None:
+        self.cfg = EngineConfig(
+            max_active_requests=1, max_queued_requests=1, chunk_handover=handover
+        )
         self.clock, self.act_s, self.language_s = clock, list(act_s), language_s
+        self.delays = list(delays)
         self.frame = -1
         self.requested: list[str] = []
         self.time_left: list[float] = []
+        self.handovers: list[Handover | None] = []
+        self.delay = DelayEstimator()
         self.on_act = lambda: None  # a test's hook: what happens while phase 1 runs
 
-    def act(self, obs: Observation) -> ActionResult:
+    def act(self, obs: Observation, handover: Handover | None = None) -> ActionResult:
         assert obs.prompt == "stack" and obs.state.tolist() == [0.5, -0.5]
         self.frame += 1
+        self.handovers.append(handover)
         self.clock.now_s += self.act_s[self.frame]
         self.on_act()
         rows = np.arange(MODEL_HORIZON, dtype=np.float32)[:, None]
         actions = np.hstack([rows, -rows]) + 10 * self.frame
-        return ActionResult(self.frame, actions, prefill_s=0.001, denoise_s=0.002)
+        if handover is None:
+            return ActionResult(self.frame, actions, prefill_s=0.001, denoise_s=0.002)
+        overlaps = handover.executed < len(handover.previous)
+        mode = self.cfg.chunk_handover if overlaps else "replace"
+        delay = self.delays[self.frame]
+        return ActionResult(self.frame, actions, 0.001, 0.002, mode, delay)
 
     def request(self, stream: str) -> None:
         self.requested.append(stream)
@@ -140,9 +169,9 @@ class Rig:
         self.assembler.on_image(0, image)
 
 
-def rig(act_s: list[float], *, open_gate: bool = True) -> Rig:
+def rig(act_s: list[float], *, open_gate: bool = True, handover: str = "replace", delays=()) -> Rig:
     clock = FakeClock()
-    engine = FakeEngine(clock, act_s)
+    engine = FakeEngine(clock, act_s, handover=handover, delays=list(delays))
     gate = Gate()
     if open_gate:
         gate.open()
@@ -263,3 +292,92 @@ def test_requests_pass_to_the_engine_at_the_next_frame_up_to_pool_plus_queue():
     r.feed()
     r.tick()
     assert r.engine.requested == ["memory", "memory"]
+
+
+# ------------------------------------------------------------------ chunk hand-over
+
+
+def _sent(r: Rig, name: str) -> list:
+    return [m for n, _, m in r.port.sent if n == name]
+
+
+def _ns(stamp) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+def test_handover_counts_executed_steps_from_the_last_chunks_row_0_and_stamps_with_d():
+    """Control period 20 ms. Each frame's handover is the rows the previous frame sent,
+    with floor((tick - their row-0 stamp) / 20 ms) executed, clamped at 0; each chunk is
+    stamped tick + d x 20 ms and starts at row d."""
+    r = rig(act_s=[0.01, 0.01, 0.05, 0.01, 0.01, 0.01], handover="rtc", delays=[0, 2, 1, 0, 1, 0])
+    r.assembler.on_instruction("stack")
+    r.feed()
+    for now_s in (10.00, 10.03, 10.10, 10.11, 10.30, 10.20):
+        r.tick(now_s)
+    chunks = _sent(r, topics.ACTION_CHUNK)
+    trajectories = _sent(r, topics.JOINT_TRAJECTORY)
+    ms = 1_000_000
+    row0 = [10_000 * ms, 10_070 * ms, 10_120 * ms, 10_110 * ms, 10_320 * ms, 10_200 * ms]
+    assert [_ns(c.header.stamp) for c in chunks] == row0
+    assert [_ns(t.header.stamp) for t in trajectories] == row0
+    # Frame f's rows are 10 f + row (first column); published from row d, HORIZON at most.
+    firsts = [
+        [10 * f + i for i in range(d, min(d + HORIZON, MODEL_HORIZON))]
+        for f, d in enumerate([0, 2, 1, 0, 1, 0])
+    ]
+    assert [list(c.actions)[::2] for c in chunks] == firsts
+    assert [[p.positions[0] for p in t.points] for t in trajectories] == firsts
+    assert [t.points[1].time_from_start.nanosec for t in trajectories] == [20 * ms] * 6
+    handovers = r.engine.handovers
+    assert handovers[0] is None  # first frame after start
+    assert handovers[5] is None  # the tick went back (10.20 < 10.30): another timeline
+    # 10.03 - 10.00 = 1.5 steps -> 1; 10.10 - 10.07 -> 1; 10.11 - 10.12 < 0 -> 0; 10.30 - 10.11
+    # -> 9, past the 4 rows sent: the engine falls back to replace.
+    assert [h.executed for h in handovers[1:5]] == [1, 1, 0, 9]
+    for h, f in zip(handovers[1:5], range(4), strict=True):
+        np.testing.assert_array_equal(h.previous[:, 0], firsts[f])  # exactly the rows sent
+        np.testing.assert_array_equal(h.previous[:, 1], [-(v - 20 * f) for v in firsts[f]])
+        assert h.control_period_s == pytest.approx(0.02)
+    stats = _sent(r, topics.STATS)
+    assert [(m.handover, m.delay_steps) for m in stats] == [
+        ("replace", 0), ("rtc", 2), ("rtc", 1), ("rtc", 0), ("replace", 1), ("replace", 0)
+    ]  # fmt: skip
+    s = r.stats.snapshot()
+    assert (s.handover_fallbacks, s.stamps_back, s.last_stamp_back) == (1, 2, "clock_back")
+    backwards = [w for w in r.log.warnings if "before the previous" in w]
+    assert backwards == [
+        "action chunk stamped 0.010 s before the previous one (delay_shrank)",
+        "action chunk stamped 0.120 s before the previous one (clock_back)",
+    ]
+    # The loop feeds its tick-to-publish latencies (here the fake act times) to the
+    # engine's delay estimate: the largest is 50 ms, 5 steps of 10 ms.
+    assert r.engine.delay.steps(0.01) == 5
+
+
+def test_no_handover_after_a_reset_nor_with_replace():
+    r = rig(act_s=[0.01] * 4, handover="blend", delays=[0, 1, 0, 9])
+    r.assembler.on_instruction("stack")
+    r.feed()
+    r.tick(10.0)
+    r.tick(10.1)
+    r.loop.reset()  # deactivate: the robot may be anywhere when frames start again
+    r.assembler.on_instruction("stack")
+    r.feed(10.2)
+    r.tick(10.2)
+    assert [h is None for h in r.engine.handovers] == [True, False, True]
+    r.tick(10.3)  # d = 9 is past the 6 rows: only the last row goes out, with a warning
+    last = _sent(r, topics.ACTION_CHUNK)[-1]
+    assert (last.horizon, list(last.actions)) == (1, [35.0, 25.0])  # row 5 of frame 3
+    assert _ns(last.header.stamp) == 10_300_000_000 + 5 * 20_000_000
+    assert any("exceeds the chunk's 6 rows" in w for w in r.log.warnings)
+
+    plain = rig(act_s=[0.01] * 3)  # chunk_handover replace: today's frame, stamped at the tick
+    plain.assembler.on_instruction("stack")
+    plain.feed()
+    for now_s in (10.0, 10.1, 10.2):
+        plain.tick(now_s)
+    assert plain.engine.handovers == [None, None, None]
+    chunks = _sent(plain, topics.ACTION_CHUNK)
+    assert [_ns(c.header.stamp) for c in chunks] == [10_000_000_000, 10_100_000_000, 10_200_000_000]
+    assert [c.horizon for c in chunks] == [HORIZON] * 3
+    assert plain.stats.snapshot().stamps_back == 0
