@@ -15,12 +15,13 @@ Chunk hand-over (docs/DESIGN.md, "Chunk hand-over"): the loop remembers the last
 sent (`SentChunk`: the rows published and the node-clock time its row 0 executes). With
 chunk_handover blend or rtc, each frame hands it to `engine.act` with the rows executed
 by the tick's time; the engine answers with d, the control steps that run before the new
-chunk can arrive, and the chunk goes out stamped tick + d control periods with its rows
-from d on, so its first point is where the robot is when it takes over. With replace
-there is no handover and d is 0: the chunk is stamped at the tick with all its rows.
-All hand-over time is the tick's stamp (node clock; bag time in replay) in integer
-nanoseconds, so executed steps are exact. After a reset (deactivate) or a tick earlier
-than the last chunk's, the next frame has no handover.
+chunk can arrive, and the chunk goes out stamped d control periods after the tick
+(on the previous chunk's control grid: `_handover`) with its rows from d on, so its
+first point is where the robot is when it takes over. With replace there is no handover
+and d is 0: the chunk is stamped at the tick with all its rows, as it always was. All
+hand-over time is the tick's stamp (node clock; bag time in replay) in integer
+nanoseconds, so step counts are exact. After a reset (deactivate) or a tick earlier than
+the last chunk's, the next frame has no handover.
 """
 
 from __future__ import annotations
@@ -138,27 +139,37 @@ class FrameLoop:
             self._log.warning(f"camera left blank: {detail}", throttle_duration_sec=2.0)
         while self._requests:
             self._engine.request(self._requests.popleft())
-        handover = self._handover(tick)
+        handover, anchor_ns = self._handover(tick)
         action = self._engine.act(obs, handover)
         if handover is not None and action.handover == "replace":
             self._stats.handover_fell_back()  # the previous chunk had no row left to meet
-        if not self._publish_actions(tick, action):
+        if not self._publish_actions(tick, action, anchor_ns):
             return  # deactivated mid-frame: no language work for a closed node
         time_left_s = max(0.0, tick.deadline_s - self._clock())
         language = self._engine.language(time_left_s=time_left_s)
         self._publish_language(tick, language)
         self._publish_stats(tick, action, language)
 
-    def _handover(self, tick: Tick) -> Handover | None:
-        """The sent chunk and its rows executed by the tick; None without one to meet."""
-        if self._engine.cfg.chunk_handover == "replace" or self._sent is None:
-            return None
+    def _handover(self, tick: Tick) -> tuple[Handover | None, int]:
+        """The sent chunk with its rows executed by the tick (None: nothing to meet), and
+        the node-clock time the new chunk's row 0 stands for (`anchor`).
+
+        executed is the sent row whose time is nearest the tick, not the floor: tick
+        stamps jitter by the executor's latency, and a tick 1 ms early of a whole number
+        of steps would floor to one step too few. With a handover, the new chunk's row i
+        continues sent row executed + i, so the anchor is that row's time: every chunk
+        stays on the first one's control grid (within half a step of the tick)."""
         tick_ns = stamp_to_ns(tick.stamp)
-        if tick_ns < self._sent.tick_ns:  # the clock went back (sim reset, bag loop)
+        sent = self._sent
+        if self._engine.cfg.chunk_handover == "replace" or sent is None:
+            return None, tick_ns
+        if tick_ns < sent.tick_ns:  # the clock went back (sim reset, bag loop)
             self._sent = None
-            return None
-        executed = max(0, (tick_ns - self._sent.row0_ns) // self._period_ns)
-        return Handover(self._sent.rows, executed, self._cfg.control_period_s)
+            return None, tick_ns
+        period = self._period_ns
+        executed = max(0, (tick_ns - sent.row0_ns + period // 2) // period)
+        handover = Handover(sent.rows, executed, self._cfg.control_period_s)
+        return handover, sent.row0_ns + executed * period
 
     def _first_row(self, action: ActionResult) -> int:
         """d, the chunk's first row to publish (rows before it run before it arrives)."""
@@ -171,13 +182,14 @@ class FrameLoop:
             )
         return min(action.delay_steps, last)
 
-    def _publish_actions(self, tick: Tick, action: ActionResult) -> bool:
-        """Publish the chunk (and trajectory) at once; False when the outputs are closed."""
+    def _publish_actions(self, tick: Tick, action: ActionResult, anchor_ns: int) -> bool:
+        """Publish the chunk (and trajectory) at once, from row d, stamped d control steps
+        after `anchor_ns` (the time of its row 0); False when the outputs are closed."""
         first = self._first_row(action)
         rows = action.actions[first : first + self._layout.horizon]
         chunk = dataclasses.replace(action, actions=rows)
         tick_ns = stamp_to_ns(tick.stamp)
-        row0_ns = tick_ns + first * self._period_ns
+        row0_ns = anchor_ns + first * self._period_ns
         stamp = ns_to_stamp(row0_ns)
         now_s = self._clock()
         latency_s, met = now_s - tick.start_s, now_s <= tick.deadline_s
