@@ -6,7 +6,9 @@ weights) run side by side on the same synthetic cameras and joint states, one wi
 chunk_handover replace, one with rtc and a fixed d of one control step. Each published
 trajectory is compared with the previous one at its first point's time: with random
 weights consecutive chunks are unrelated, so with replace that seam is as large as the
-actions themselves, while rtc guides the new chunk onto the one the robot runs.
+actions themselves, while rtc guides the new chunk onto the one the robot runs. (Not
+against the command one step earlier: a random-weight chunk moves as much between its own
+rows as across a seam; BENCHMARKS.md, "In the node".)
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ is the same from run to run: with a fixed d (rtc_delay_steps 1) the guided chunk
 deterministic function of the bag. The action phase is the same code in every engine
 mode and the guidance only reads the prefix KV cache, so OxyGen and isolated must publish
 the same guided chunks, bit for bit; and with replace (the default, covered by
-test_replay's isolated test) nothing changes at all.
+test_replay's isolated test) nothing changes at all. Seams compare each chunk's first row
+with the previous chunk's row at the same time (BENCHMARKS.md, "In the node").
 """
 
 from __future__ import annotations
