@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -100,13 +100,19 @@ class Console:
         print(line, file=self._out, flush=True)
 
 
-def start_node(params: Path, log: IO[bytes]) -> subprocess.Popen:
-    """The node as its own process: autostart, on the simulated clock of the player."""
+def start_node(
+    params: Path, log: IO[bytes], overrides: Mapping[str, object] | None = None
+) -> subprocess.Popen:
+    """The node as its own process: autostart, on the simulated clock of the player.
+
+    overrides: parameter values after the params file, as `-p name:=value`."""
     command = [
         sys.executable, "-m", "oxygen_ros.node",
         "--ros-args", "--params-file", str(params),
         "-p", "use_sim_time:=true", "-p", "autostart:=true",
     ]  # fmt: skip
+    for name, value in (overrides or {}).items():
+        command += ["-p", f"{name}:={value}"]
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 

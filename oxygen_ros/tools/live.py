@@ -225,7 +225,8 @@ def replay_live(
             _play(player, span, ticks, rate, progress)
             period = job.settings.node.frame_period_s
             recorder.wait_quiet(quiet_s=max(1.0, 3 * period), timeout_s=60.0)
-    report = build_report(sink.recording, job.info("live"), _live_counts(sink.recording, job))
+    counts = node_counts(sink.recording, job.names.node)
+    report = build_report(sink.recording, job.info("live"), counts)
     write_report(report, job.out)
     return report
 
@@ -269,9 +270,8 @@ def _play(
         player.play(clock_times(span, ticks, period_ns(CLOCK_STEP_S)), rate, advance)
 
 
-def _live_counts(rec: Recording, job: Job) -> Counts:
-    """What the node last reported on /diagnostics (skips by reason, misses, overruns)."""
-    node = job.names.node
+def node_counts(rec: Recording, node: str) -> Counts:
+    """What `node` last reported on /diagnostics (skips by reason, misses, overruns)."""
     return Counts(
         skipped=rec.node_skips(node),
         deadline_misses=rec.node_count(node, "deadline misses"),

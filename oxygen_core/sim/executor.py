@@ -1,0 +1,151 @@
+"""Joint trajectories executed at the control rate, as a trajectory controller does.
+
+The semantics follow ros2_control's joint_trajectory_controller for position-only points,
+because the node under test publishes `trajectory_msgs/JointTrajectory` chunks and a real
+robot would run them that way:
+
+- a trajectory starts at its `start` time (the message's header stamp; the ROS side maps a
+  zero stamp to "now"); `replace` queues it, and the trajectory it supersedes keeps running
+  until that time (any queued trajectory starting at or after it is dropped);
+- when a trajectory takes over, points whose time is already past are skipped; from the
+  position last commanded, the command moves linearly to the first point still ahead, then
+  linearly from point to point, and holds the last point after the end;
+- a malformed trajectory (joint names that are not the robot's, no points, a wrong number
+  of positions, NaN or inf, times that do not strictly increase, or every point already in
+  the past) is rejected with a one-line reason and changes nothing, so the caller holds
+  position and counts it.
+
+Each take-over is reported as a `Handover` (the last command before it and the new
+trajectory's first executed point), which the seam metric consumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from oxygen_core.sim.arm import JOINT_NAMES
+
+
+@dataclasses.dataclass(frozen=True)
+class Trajectory:
+    """A joint trajectory: `positions[k]` in `joint_names` order, reached at start + times[k]."""
+
+    joint_names: tuple[str, ...]
+    start: float  # sim seconds
+    times: Sequence[float]  # time_from_start of each point, seconds
+    positions: Sequence[Sequence[float]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Handover:
+    """One trajectory taking over from another at a control tick."""
+
+    time: float  # the tick at which the new trajectory took over
+    previous: np.ndarray  # the position commanded at the tick before
+    first_point: np.ndarray  # the new trajectory's first point that was not skipped
+    skipped: int  # points already in the past at take-over
+
+    @property
+    def jump(self) -> float:
+        """Largest joint difference between the old command and the new first point."""
+        return float(np.max(np.abs(self.first_point - self.previous)))
+
+
+@dataclasses.dataclass
+class _Active:
+    start: float
+    times: np.ndarray  # absolute times of the points still to run
+    positions: np.ndarray  # (K, D) in the executor's joint order
+    anchor: np.ndarray  # where the command was when this trajectory took over
+    anchor_time: float
+
+
+class TrajectoryExecutor:
+    """Turns received trajectories into joint position targets at any sim time."""
+
+    def __init__(self, initial: np.ndarray, joint_names: tuple[str, ...] = JOINT_NAMES) -> None:
+        self.joint_names = tuple(joint_names)
+        self.reset(initial)
+
+    def reset(self, position: np.ndarray, time: float | None = None) -> None:
+        """Forget every trajectory and hold `position` (an episode reset)."""
+        self._queue: list[tuple[float, np.ndarray, np.ndarray]] = []  # (start, times, points)
+        self._active: _Active | None = None
+        self._last = np.array(position, np.float64)
+        self._last_time = time
+        self.last_handover: Handover | None = None
+
+    def replace(self, trajectory: Trajectory, now: float) -> str | None:
+        """Queue `trajectory` to take over at its start time. Returns None when accepted,
+        else the reason it was rejected (nothing changes then)."""
+        parsed = self._parse(trajectory, now)
+        if isinstance(parsed, str):
+            return parsed
+        start, times, positions = parsed
+        self._queue = [q for q in self._queue if q[0] < start]
+        self._queue.append((start, times, positions))
+        return None
+
+    def command(self, t: float) -> np.ndarray:
+        """The joint targets at sim time t; call once per control tick, t increasing.
+        `last_handover` tells whether a new trajectory took over at this tick."""
+        self.last_handover = None
+        due = [q for q in self._queue if q[0] <= t]
+        if due:
+            self._queue = [q for q in self._queue if q[0] > t]
+            self._take_over(*due[-1], t)
+        if self._active is not None:
+            self._last = self._sample(self._active, t)
+        self._last_time = t
+        return self._last.copy()
+
+    def _take_over(self, start: float, times: np.ndarray, positions: np.ndarray, t: float):
+        absolute = start + times
+        ahead = int(np.searchsorted(absolute, t, side="left"))  # points at or after t
+        skip = min(ahead, len(times) - 1)  # all past (a late tick): keep the last point
+        if self._active is not None:
+            self.last_handover = Handover(t, self._last.copy(), positions[skip].copy(), skip)
+        anchor_time = start if self._last_time is None else max(start, self._last_time)
+        self._active = _Active(start, absolute[skip:], positions[skip:], self._last, anchor_time)
+
+    @staticmethod
+    def _sample(active: _Active, t: float) -> np.ndarray:
+        times, points = active.times, active.positions
+        if t >= times[-1]:
+            return points[-1].copy()
+        if t < times[0]:
+            span = times[0] - active.anchor_time
+            fraction = 1.0 if span <= 0 else (t - active.anchor_time) / span
+            return active.anchor + fraction * (points[0] - active.anchor)
+        k = int(np.searchsorted(times, t, side="right")) - 1
+        fraction = (t - times[k]) / (times[k + 1] - times[k])
+        return points[k] + fraction * (points[k + 1] - points[k])
+
+    def _parse(self, traj: Trajectory, now: float) -> tuple[float, np.ndarray, np.ndarray] | str:
+        names = tuple(traj.joint_names)
+        if len(set(names)) != len(names) or set(names) != set(self.joint_names):
+            missing = [n for n in self.joint_names if n not in names]
+            unknown = [n for n in names if n not in self.joint_names]
+            return f"joint names {list(names)} do not match: missing {missing}, unknown {unknown}"
+        if len(traj.positions) == 0 or len(traj.times) != len(traj.positions):
+            return f"{len(traj.positions)} points with {len(traj.times)} times"
+        for k, point in enumerate(traj.positions):
+            if len(point) != len(names):
+                return f"point {k} has {len(point)} positions, expected {len(names)}"
+        times = np.asarray(traj.times, np.float64)
+        positions = np.asarray(traj.positions, np.float64)
+        if not np.isfinite(traj.start) or not np.all(np.isfinite(times)):
+            return "start time or time_from_start is not finite"
+        bad = np.flatnonzero(~np.all(np.isfinite(positions), axis=1))
+        if bad.size:
+            return f"point {int(bad[0])} has a non-finite position"
+        if times[0] < 0 or np.any(np.diff(times) <= 0):
+            return f"time_from_start must start >= 0 and strictly increase: {times.tolist()}"
+        if traj.start + times[-1] < now:
+            last = traj.start + times[-1]
+            return f"all points are in the past (the last at {last:.3f} s, now {now:.3f} s)"
+        order = [names.index(n) for n in self.joint_names]
+        return float(traj.start), times, positions[:, order]

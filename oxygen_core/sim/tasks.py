@@ -1,0 +1,150 @@
+"""Task families: a seeded scene, an instruction string, and a success check on the world.
+
+    pick  "pick up the <colour> <shape>"                 held with its underside >= LIFT_HEIGHT
+    put   "put the <colour> <shape> in the <colour> bowl" resting inside that bowl, released
+    push  "push the <colour> <shape> to the left|right"  resting on the table, never grasped,
+                                                          moved >= PUSH_DISTANCE along +-y
+
+Left and right are the robot's (world +y is left); the base camera faces the robot, so the
+robot's left is the image's right. The target is always a block or a ball (bowls receive
+objects). Every object in a scene is a distinct (colour, shape) pair, so an instruction
+always names exactly one object. `make_task(family, seed)` always returns a solvable scene:
+the target and the bowl are placed first inside the reachable workspace, a push target
+gets a clear corridor (no other footprint within reach of its path, with room behind it
+for the fingers), and only then are the distractors scattered around them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from oxygen_core.sim.scene import (
+    COLOURS,
+    GRASPABLE,
+    SHAPES,
+    WORKSPACE_X,
+    WORKSPACE_Y,
+    SceneObject,
+    sample_position,
+)
+from oxygen_core.sim.world import World
+
+FAMILIES = ("pick", "put", "push")
+TIME_LIMITS = {"pick": 20.0, "put": 30.0, "push": 25.0}  # sim seconds per episode
+LIFT_HEIGHT = 0.08  # m above the table, for "pick up"
+PUSH_DISTANCE = 0.08  # m along the instructed direction, for "push"
+PUSH_DIRECTIONS = {"left": np.array([0.0, 1.0]), "right": np.array([0.0, -1.0])}
+MIN_OBJECTS, MAX_OBJECTS = 3, 6
+_PUSH_MARGIN = 0.06  # corridor kept free beyond PUSH_DISTANCE, and behind the object
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One episode's definition; `objects` is the initial scene (never mutated)."""
+
+    family: str
+    seed: int
+    instruction: str
+    objects: tuple[SceneObject, ...]
+    target: int  # index into objects
+    bowl: int | None = None  # "put": the receiving bowl
+    direction: str | None = None  # "push": "left" or "right"
+
+    @property
+    def time_limit(self) -> float:
+        return TIME_LIMITS[self.family]
+
+    def new_world(self) -> World:
+        """A fresh world at the initial scene with the arm at home."""
+        return World(list(self.objects))
+
+    def succeeded(self, world: World) -> bool:
+        """The family's success condition on the current world state."""
+        i = self.target
+        obj, state = world.objects[i], world.states[i]
+        if self.family == "pick":
+            return state.held and obj.position[2] >= LIFT_HEIGHT
+        if self.family == "put":
+            return world.resting(i) and state.support == self.bowl
+        moved = obj.position[:2] - self.objects[i].position[:2]
+        along = float(moved @ PUSH_DIRECTIONS[self.direction])
+        on_table = world.resting(i) and state.support is None
+        return on_table and not state.was_grasped and along >= PUSH_DISTANCE
+
+
+def make_task(family: str, seed: int) -> Task:
+    """The seeded episode of a family; the same (family, seed) always gives the same task."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown task family {family!r}; choose one of {FAMILIES}")
+    rng = np.random.default_rng([int(seed), FAMILIES.index(family)])
+    # Placement can fail for an unlucky draw; retrying from the same generator keeps it seeded.
+    for _ in range(100):
+        task = _draw(family, int(seed), rng)
+        if task is not None:
+            return task
+    raise RuntimeError(f"no {family} scene for seed {seed} after 100 draws")
+
+
+def _draw(family: str, seed: int, rng: np.random.Generator) -> Task | None:
+    pairs = [(c, s) for c in COLOURS for s in SHAPES]
+    order = rng.permutation(len(pairs))
+    pairs = [pairs[k] for k in order]
+    target = next(p for p in pairs if p[1] in GRASPABLE)
+    chosen = [target]
+    if family == "put":
+        chosen.append(next(p for p in pairs if p[1] == "bowl" and p[0] != target[0]))
+    count = int(rng.integers(MIN_OBJECTS, MAX_OBJECTS + 1))
+    chosen += [p for p in pairs if p not in chosen][: count - len(chosen)]
+    objects = [SceneObject(c, s, np.zeros(3), float(rng.uniform(0, np.pi / 2))) for c, s in chosen]
+
+    direction = str(rng.choice(list(PUSH_DIRECTIONS))) if family == "push" else None
+    keep_out: list[SceneObject] = []  # placed objects plus ghosts along a push corridor
+    for k, obj in enumerate(objects):
+        y_range = WORKSPACE_Y
+        if k == 0 and direction is not None:
+            travel = PUSH_DISTANCE + _PUSH_MARGIN
+            low, high = WORKSPACE_Y
+            y_range = (
+                (low + _PUSH_MARGIN, high - travel)
+                if direction == "left"
+                else (
+                    low + travel,
+                    high - _PUSH_MARGIN,
+                )
+            )
+        position = sample_position(rng, obj.radius, keep_out, WORKSPACE_X, y_range)
+        if position is None:
+            return None
+        obj.position = position
+        keep_out.append(obj)
+        if k == 0 and direction is not None:
+            keep_out += _corridor(obj, PUSH_DIRECTIONS[direction])
+    return Task(
+        family=family,
+        seed=seed,
+        instruction=_instruction(family, objects, direction),
+        objects=tuple(objects),
+        target=0,
+        bowl=1 if family == "put" else None,
+        direction=direction,
+    )
+
+
+def _corridor(obj: SceneObject, direction: np.ndarray) -> list[SceneObject]:
+    """Ghost copies of `obj` along its push path (and behind it) that others must clear."""
+    steps = np.arange(-_PUSH_MARGIN, PUSH_DISTANCE + _PUSH_MARGIN + 1e-9, obj.radius)
+    return [
+        dataclasses.replace(obj, position=obj.position + np.array([*(direction * s), 0.0]))
+        for s in steps
+    ]
+
+
+def _instruction(family: str, objects: list[SceneObject], direction: str | None) -> str:
+    target = objects[0].name
+    if family == "pick":
+        return f"pick up the {target}"
+    if family == "put":
+        return f"put the {target} in the {objects[1].name}"
+    return f"push the {target} to the {direction}"

@@ -1,0 +1,211 @@
+"""The sim's arm, world rules, scenes and success checks, with hand-made exact cases."""
+
+import numpy as np
+import pytest
+
+from oxygen_core.config import robot_preset
+from oxygen_core.sim import arm
+from oxygen_core.sim.scene import BOWL_FLOOR, CLEARANCE, SceneObject, footprints_clear
+from oxygen_core.sim.tasks import FAMILIES, LIFT_HEIGHT, PUSH_DISTANCE, Task, make_task
+from oxygen_core.sim.world import World
+
+DT = 0.05
+
+
+def test_joint_names_match_the_demo_robot():
+    demo = robot_preset("demo")
+    assert len(arm.JOINT_NAMES) == demo.action_dim == demo.state_dim == 7
+
+
+@pytest.mark.parametrize("point", [(0.28, -0.24, 0.0), (0.54, 0.24, 0.02), (0.4, 0.1, 0.3)])
+@pytest.mark.parametrize("yaw", [0.0, 1.0, -2.0])
+def test_inverse_kinematics_round_trip(point, yaw):
+    q = arm.inverse_top_down(np.array(point), yaw, 0.5)
+    pose = arm.forward(q)
+    np.testing.assert_allclose(pose.grip, point, atol=1e-9)
+    np.testing.assert_allclose(pose.tool_rotation[:, 2], [0, 0, -1], atol=1e-9)  # tool down
+    axis = np.arctan2(pose.finger_axis[1], pose.finger_axis[0])
+    assert abs((axis - yaw + np.pi / 2) % np.pi - np.pi / 2) < 1e-9  # fingers close along yaw
+    assert pose.gap == 0.5 * arm.MAX_GAP
+
+
+def test_inverse_kinematics_keeps_roll_continuous_and_rejects_unreachable():
+    point = np.array([0.4, 0.0, 0.1])  # base yaw 0: joint_6 = pi/2 - yaw (mod pi)
+
+    def roll(yaw, near):
+        return arm.inverse_top_down(point, yaw, 1.0, roll_near=near)[5]
+
+    assert roll(np.pi / 2 - 1.0, 2.5) == pytest.approx(1.0, abs=1e-12)
+    assert roll(np.pi / 2 - 1.0, -2.0) == pytest.approx(1.0 - np.pi, abs=1e-12)
+    # The nearest turn (2 - 2 pi) is past the -2.8 stop: the other one is taken.
+    assert roll(np.pi / 2 - 2.0, -3.0) == pytest.approx(2.0 - np.pi, abs=1e-12)
+    with pytest.raises(arm.Unreachable, match="out of the arm's reach"):
+        arm.inverse_top_down(np.array([1.0, 0.0, 0.0]), 0.0, 1.0)
+
+
+def test_servo_step_enforces_velocity_and_position_limits():
+    start = np.zeros(7)
+    target = np.array([10.0, -10.0, 0.01, 0.0, 0.0, 0.0, 5.0])
+    step = arm.limit_step(start, target, DT)
+    expected = [1.2 * DT, -1.2 * DT, 0.01, 0.0, 0.0, 0.0, 2.0 * DT]
+    np.testing.assert_allclose(step, expected, atol=1e-12)
+    q = start
+    for _ in range(200):
+        q = arm.limit_step(q, target, DT)
+    np.testing.assert_allclose(q, [2.8, -0.8, 0.01, 0.0, 0.0, 0.0, 1.0], atol=1e-12)
+
+
+def _world_with(*objects):
+    return World([SceneObject(c, s, np.array(p, float)) for c, s, p in objects])
+
+
+def _drive(world, point, gripper, steps=80, yaw=np.pi / 2):
+    """Move the grip point along a straight line (5 mm a step), then hold there."""
+    start = world.pose.grip.copy()
+    pieces = max(1, int(np.ceil(np.linalg.norm(np.array(point) - start) / 0.005)))
+    for k in range(1, pieces + steps + 1):
+        waypoint = start + min(k / pieces, 1.0) * (np.array(point) - start)
+        world.step(arm.inverse_top_down(waypoint, yaw, gripper, world.joints[5]), DT)
+
+
+def test_grasp_attaches_and_release_drops_onto_the_table():
+    world = _world_with(("red", "block", (0.4, 0.0, 0.0)))
+    _drive(world, (0.4, 0.0, 0.02), 1.0)  # open, around the block's centre
+    assert world.held is None
+    _drive(world, (0.4, 0.0, 0.02), 0.0)  # close
+    assert world.held == 0 and world.states[0].was_grasped
+    assert world.joints[6] == pytest.approx(0.04 / arm.MAX_GAP)  # fingers stop at the block
+    _drive(world, (0.4, 0.0, 0.2), 0.0)
+    np.testing.assert_allclose(world.objects[0].position, [0.4, 0.0, 0.18], atol=1e-9)
+    _drive(world, (0.4, 0.0, 0.2), 1.0)  # open: it falls back to the table
+    assert world.held is None and world.resting(0)
+    np.testing.assert_allclose(world.objects[0].position, [0.4, 0.0, 0.0], atol=1e-9)
+
+
+def test_closing_beside_an_object_grasps_nothing():
+    world = _world_with(("red", "block", (0.4, 0.0, 0.0)))
+    _drive(world, (0.4, 0.03, 0.02), 1.0)  # 3 cm off: outside the grasp tolerance
+    _drive(world, (0.4, 0.03, 0.02), 0.0)
+    assert world.held is None and world.joints[6] == 0.0
+
+
+def test_release_above_a_bowl_lands_inside_it():
+    world = _world_with(("red", "ball", (0.4, 0.0, 0.0)), ("blue", "bowl", (0.4, 0.15, 0.0)))
+    _drive(world, (0.4, 0.0, 0.022), 1.0)
+    _drive(world, (0.4, 0.0, 0.022), 0.0)
+    _drive(world, (0.4, 0.15, 0.12), 0.0)
+    _drive(world, (0.4, 0.15, 0.12), 1.0)
+    assert world.resting(0) and world.states[0].support == 1
+    assert world.objects[0].position[2] == pytest.approx(BOWL_FLOOR)
+
+
+def test_closed_fingers_push_an_object_along():
+    world = _world_with(("green", "ball", (0.4, 0.0, 0.0)))
+    _drive(world, (0.4, -0.08, 0.15), 0.0)
+    _drive(world, (0.4, -0.08, 0.012), 0.0)
+    _drive(world, (0.4, 0.05, 0.012), 0.0, steps=120)
+    # Pushed until the finger column (r 0.015) touches the ball (r 0.022): 0.037 ahead.
+    np.testing.assert_allclose(world.objects[0].position, [0.4, 0.087, 0.0], atol=1e-9)
+    assert not world.states[0].was_grasped
+
+
+def test_world_rejects_bad_targets():
+    world = _world_with(("red", "block", (0.4, 0.0, 0.0)))
+    with pytest.raises(ValueError, match="7 finite numbers"):
+        world.step(np.full(7, np.nan), DT)
+    with pytest.raises(ValueError, match="7 finite numbers"):
+        world.step(np.zeros(6), DT)
+
+
+def _task(family, objects, **kwargs):
+    return Task(family, 0, "", tuple(objects), target=0, **kwargs)
+
+
+def test_pick_success_needs_the_object_held_above_the_lift_height():
+    obj = SceneObject("red", "block", np.array([0.4, 0.0, 0.0]))
+    task = _task("pick", [obj])
+    world = task.new_world()
+    assert not task.succeeded(world)
+    world.objects[0].position[2] = LIFT_HEIGHT + 0.01  # up but not held: it is falling
+    assert not task.succeeded(world)
+    world.states[0].held = True
+    assert task.succeeded(world)
+    world.objects[0].position[2] = LIFT_HEIGHT - 0.01
+    assert not task.succeeded(world)
+
+
+def test_put_success_needs_the_object_resting_in_that_bowl():
+    objects = [
+        SceneObject("red", "block", np.array([0.4, 0.0, 0.0])),
+        SceneObject("blue", "bowl", np.array([0.4, 0.15, 0.0])),
+        SceneObject("green", "bowl", np.array([0.4, -0.15, 0.0])),
+    ]
+    task = _task("put", objects, bowl=1)
+    for bowl, expected in ((1, True), (2, False)):
+        world = task.new_world()
+        world.objects[0].position = world.objects[bowl].position + [0.0, 0.0, 0.1]
+        assert not task.succeeded(world)  # still falling
+        for _ in range(40):
+            world.step(world.joints, DT)
+        assert world.states[0].support == bowl
+        assert task.succeeded(world) is expected
+
+
+@pytest.mark.parametrize(
+    ("direction", "shift", "expected"),
+    [
+        ("left", +PUSH_DISTANCE, True),
+        ("left", -PUSH_DISTANCE, False),
+        ("right", -PUSH_DISTANCE, True),
+        ("right", +PUSH_DISTANCE, False),
+        ("left", +PUSH_DISTANCE - 0.001, False),
+    ],
+)
+def test_push_success_is_displacement_in_the_instructed_direction(direction, shift, expected):
+    task = _task(
+        "push", [SceneObject("green", "ball", np.array([0.4, 0.0, 0.0]))], direction=direction
+    )
+    world = task.new_world()
+    world.objects[0].position[1] += shift
+    assert task.succeeded(world) is expected
+
+
+def test_push_success_excludes_carrying():
+    task = _task(
+        "push", [SceneObject("green", "ball", np.array([0.4, 0.0, 0.0]))], direction="left"
+    )
+    world = task.new_world()
+    world.objects[0].position[1] += 0.1
+    world.states[0].was_grasped = True
+    assert not task.succeeded(world)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_scenes_are_seeded_solvable_and_non_overlapping(family):
+    for seed in range(30):
+        task = make_task(family, seed)
+        again = make_task(family, seed)
+        assert task.instruction == again.instruction
+        for a, b in zip(task.objects, again.objects, strict=True):
+            assert (a.colour, a.shape, a.yaw) == (b.colour, b.shape, b.yaw)
+            np.testing.assert_array_equal(a.position, b.position)
+        assert 3 <= len(task.objects) <= 6
+        assert footprints_clear(list(task.objects), CLEARANCE)
+        names = [o.name for o in task.objects]
+        assert len(set(names)) == len(names)  # the instruction names exactly one object
+        target = task.objects[task.target]
+        assert target.shape in ("block", "ball") and target.name in task.instruction
+        if family == "put":
+            bowl = task.objects[task.bowl]
+            assert bowl.shape == "bowl" and bowl.colour != target.colour
+            assert task.instruction == f"put the {target.name} in the {bowl.name}"
+    assert make_task(family, 0).instruction != make_task(family, 1).instruction or (
+        not np.array_equal(
+            make_task(family, 0).objects[0].position, make_task(family, 1).objects[0].position
+        )
+    )
+
+
+def test_unknown_family_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown task family 'stack'"):
+        make_task("stack", 0)
