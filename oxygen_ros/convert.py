@@ -241,6 +241,16 @@ def seconds_to_stamp(seconds: float) -> Time:
     return Time(sec=sec, nanosec=nanosec)
 
 
+def stamp_to_ns(stamp: Any) -> int:
+    """builtin_interfaces/Time -> integer nanoseconds (exact: for step arithmetic)."""
+    return stamp.sec * _NS_PER_S + stamp.nanosec
+
+
+def ns_to_stamp(time_ns: int) -> Time:
+    """Integer nanoseconds -> builtin_interfaces/Time, exactly."""
+    return Time(sec=time_ns // _NS_PER_S, nanosec=time_ns % _NS_PER_S)
+
+
 def duration_msg(seconds: float) -> Duration:
     """Float seconds -> builtin_interfaces/Duration."""
     sec, nanosec = _split_seconds(seconds)
@@ -353,6 +363,8 @@ def engine_stats_msg(
         budget_s=float(budget_s),
         deadline_misses=int(deadline_misses),
         skipped_frames=int(skipped_frames),
+        handover=str(action.handover),
+        delay_steps=int(action.delay_steps),
     )
     if language is not None:
         msg.decode_s = float(language.decode_s)

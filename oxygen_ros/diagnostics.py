@@ -63,6 +63,9 @@ class StatsSnapshot:
     pool_used: int = 0
     pool_capacity: int = 0
     last_skip: str = ""  # why the last skipped frame was skipped
+    handover_fallbacks: int = 0  # frames that wanted blend/rtc but had no row to meet
+    stamps_back: int = 0  # chunks stamped before the previous chunk
+    last_stamp_back: str = ""  # why the last of them was: clock_back or delay_shrank
 
 
 class NodeStats:
@@ -123,6 +126,20 @@ class NodeStats:
             s = self._state
             self._state = dataclasses.replace(
                 s, overruns=s.overruns + 1, deadline_misses=s.deadline_misses + 1
+            )
+
+    def handover_fell_back(self) -> None:
+        """A frame wanted blend or rtc, but the previous chunk had no row left to meet."""
+        with self._lock:
+            s = self._state
+            self._state = dataclasses.replace(s, handover_fallbacks=s.handover_fallbacks + 1)
+
+    def stamp_went_back(self, reason: str) -> None:
+        """A chunk went out stamped before the previous one (see FrameLoop)."""
+        with self._lock:
+            s = self._state
+            self._state = dataclasses.replace(
+                s, stamps_back=s.stamps_back + 1, last_stamp_back=reason
             )
 
     def qos_deadline_missed(self, count: int) -> None:
@@ -279,6 +296,10 @@ def _actions_status(
         "overruns": s.overruns,
         "QoS deadline events (DDS, not misses)": s.qos_deadline_events,
         "frame errors": s.errors,
+        "handover fallbacks to replace": s.handover_fallbacks,
+        "chunk stamps back in time": (
+            f"{s.stamps_back} (last: {s.last_stamp_back})" if s.stamps_back else 0
+        ),
     }
     return _status(level, f"{name}: actions", message, values)
 

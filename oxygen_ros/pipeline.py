@@ -14,7 +14,14 @@ from oxygen_core.engine import Engine, make_engine
 from oxygen_core.observation import Observation
 from oxygen_core.policy import Policy, load_policy
 from oxygen_ros.inputs import FrameAssembler
-from oxygen_ros.params import ChunkLayout, ConfigError, NodeConfig, Settings, fit_to_model
+from oxygen_ros.params import (
+    ChunkLayout,
+    ConfigError,
+    NodeConfig,
+    Settings,
+    check_delay,
+    fit_to_model,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +45,7 @@ def make_pipeline(settings: Settings) -> Pipeline:
         dtype=cfg.dtype,
     )
     layout = fit_to_model(cfg, policy.config, policy.robot)
+    check_delay(cfg, settings.engine, policy.config)
     assembler = _assembler(cfg, policy)
     engine = make_engine(policy, settings.engine)
     engine.warmup(blank_observation(policy, assembler, cfg.instruction))

@@ -85,7 +85,8 @@ class EngineConfig:
         `oxygen_core.model.rtc`).
     rtc_max_guidance: the guidance weight's clip (the paper's beta).
     rtc_delay_steps: d, control steps that run before a new chunk arrives (frozen to the
-        previous chunk), or "auto": recent act latencies rounded up to control steps.
+        previous chunk), or "auto": the largest recent latency in `Engine.delay` rounded
+        up to control steps (act times; the node adds its tick-to-publish latencies).
     """
 
     engine_mode: Mode = parameter(
@@ -121,11 +122,23 @@ class EngineConfig:
         64, "Requests waiting for a pool row (pool_full_policy queue).", (0, 4096)
     )
     seed: int = parameter(0, "Seed of random weights and of language sampling.", (0, 2**31 - 1))
+    chunk_handover: ChunkHandover = parameter(
+        "replace",
+        "How a new chunk meets the one the robot executes: replace (ignore it), blend "
+        "(cross-fade the overlap), rtc (real-time chunking: guided denoising).",
+        choices=typing.get_args(ChunkHandover),
+    )
+    rtc_max_guidance: float = parameter(
+        5.0, "rtc: clip of the guidance weight (the paper's beta).", (0.001, 1000.0)
+    )
+    rtc_delay_steps: int | Literal["auto"] = parameter(
+        "auto",
+        "rtc/blend: control steps that run before a new chunk arrives (d, an integer >= 0), "
+        "or 'auto': recent tick-to-publish latencies rounded up to control steps.",
+        dynamic=True,
+    )
     frame_budget_s: float | None = None  # the node's frame period
     streams: tuple[StreamConfig, ...] = DEFAULT_STREAMS  # parameters streams.<name>.*
-    chunk_handover: ChunkHandover = "replace"
-    rtc_max_guidance: float = 5.0
-    rtc_delay_steps: int | Literal["auto"] = "auto"
 
 
 @dataclasses.dataclass(frozen=True)
