@@ -69,7 +69,7 @@ _EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}  # 128 + the signal, as a shel
 
 
 class Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGINT: raised by the handler, it ends the frame loop where it is.
+    """SIGTERM or SIGINT: ends the run (see `_StopRequest` for where it is raised).
 
     A KeyboardInterrupt, so no `except Exception` on the way swallows it."""
 
@@ -78,10 +78,34 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
-def _raise_stopped(signum: int, frame: Any) -> None:
-    for handled in _EXIT:  # the first signal stops the run; the write-out is not interrupted
-        signal.signal(handled, signal.SIG_IGN)
-    raise Stopped(signum)
+class _StopRequest:
+    """The first SIGTERM or SIGINT of the process (the write-out is not interrupted).
+
+    Outside the frame loop (loading the model, writing the report) the handler raises
+    `Stopped` at once. Inside it the signal is only recorded, and the loop stops between
+    two events: an exception raised at an arbitrary point would land inside JAX, rclpy or
+    the bag writer, whose state it can break (a half-written storage file) or whose C code
+    turns it into another error.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.in_loop = False
+
+    def handle(self, signum: int, frame: Any) -> None:
+        for handled in _EXIT:
+            signal.signal(handled, signal.SIG_IGN)
+        self.signum = signum
+        if not self.in_loop:
+            raise Stopped(signum)
+
+    def check(self) -> None:
+        """Raise `Stopped` if a signal came while the loop ran."""
+        if self.signum is not None:
+            raise Stopped(self.signum)
+
+
+_STOP = _StopRequest()  # signals are per process: so is the request
 
 
 # --------------------------------------------------------------------------- outputs
@@ -175,6 +199,7 @@ class OfflineReplay:
         bar = tqdm(total=len(ticks), unit="frame", desc="replay", disable=not progress)
         pacer = Pacer(rate, ticks[0])
         done = 0
+        _STOP.in_loop = True
         try:
             for time_ns, kind, message in self._events(ticks):
                 self.outputs.now_ns = time_ns
@@ -188,6 +213,7 @@ class OfflineReplay:
                     bar.update()
                     bar.set_postfix_str(self._progress(), refresh=False)
                 self.outputs.flush()
+                _STOP.check()
         except Stopped as stop:
             self.stopped, self.stop_signal = (
                 f"{stop} after {done} of {len(ticks)} ticks",
@@ -196,6 +222,7 @@ class OfflineReplay:
         except BagReadError as error:
             self.stopped = f"{error}; stopped after {done} of {len(ticks)} ticks"
         finally:
+            _STOP.in_loop = False
             self.outputs.flush()  # a frame cut short still leaves what it published
             bar.close()
             if self.stopped:
@@ -371,10 +398,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if not args.live:  # an offline replay talks to no one: keep its DDS participant local
         os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    # `kill`, a CI timeout and Ctrl-C: the frame loop stops where it is, the output bag is
+    # `kill`, a CI timeout and Ctrl-C: the frame loop stops between two events, the output bag is
     # closed and a partial report written (OfflineReplay.run).
     for signum in _EXIT:
-        signal.signal(signum, _raise_stopped)
+        signal.signal(signum, _STOP.handle)
     split_s = args.split_s or None
     overrides = {"engine_mode": args.mode, "seed": args.seed}
     try:
