@@ -5,14 +5,26 @@
 The transitions are driven from here through lifecycle events (configure; on reaching
 `inactive`, activate), so the node's own `autostart` parameter is forced off: the launch
 system, not the node, owns the state machine and sees every transition it asks for.
+
+The launch ends with the node: when its process exits (cleanly, or with an error such as a
+bad parameter), and when autostart's configure or activate fails (the node would sit
+unconfigured forever). Both end with an error (exit status 1) unless the node exited 0;
+oxygen_ros.tools.launch_outcome says which.
 """
 
 from pathlib import Path
 
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler
+from launch import LaunchContext, LaunchDescription
+from launch.actions import (
+    DeclareLaunchArgument,
+    EmitEvent,
+    OpaqueFunction,
+    RegisterEventHandler,
+    Shutdown,
+)
 from launch.conditions import IfCondition
 from launch.events import matches_action
+from launch.events.process import ProcessExited
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 from launch_ros.event_handlers import OnStateTransition
@@ -20,11 +32,46 @@ from launch_ros.events.lifecycle import ChangeState
 from launch_ros.parameter_descriptions import ParameterValue
 from lifecycle_msgs.msg import Transition
 
+from oxygen_ros.tools.launch_outcome import FAILED_TRANSITIONS, exit_error, transition_error
+
 
 def _transition(node: LifecycleNode, transition_id: int, **kwargs) -> EmitEvent:
     """Ask launch_ros to call the node's change_state service (it waits for the service)."""
     event = ChangeState(lifecycle_node_matcher=matches_action(node), transition_id=transition_id)
     return EmitEvent(event=event, **kwargs)
+
+
+def _on_node_exit(event: ProcessExited, context: LaunchContext) -> list:
+    """End the launch with the node; an error (launch exits 1) unless it exited 0."""
+    error = exit_error(event.process_name, event.returncode)
+    if error is not None:
+        raise RuntimeError(error)
+    if context.is_shutdown:  # launch stopped the node: a second shutdown would fail
+        return []
+    return [Shutdown(reason=f"{event.process_name} has exited")]
+
+
+def _fail_on(
+    node: LifecycleNode, start_state: str, goal_state: str, condition: IfCondition
+) -> RegisterEventHandler:
+    """A failed configure or activate ends the launch with an error.
+
+    Only under autostart: driving the lifecycle by hand, one may retry a failed configure.
+    """
+    error = transition_error("the oxygen node", start_state, goal_state)
+
+    def fail(context: LaunchContext) -> None:
+        raise RuntimeError(error)
+
+    return RegisterEventHandler(
+        OnStateTransition(
+            target_lifecycle_node=node,
+            start_state=start_state,
+            goal_state=goal_state,
+            entities=[OpaqueFunction(function=fail)],
+        ),
+        condition=condition,
+    )
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -44,6 +91,7 @@ def generate_launch_description() -> LaunchDescription:
                 "autostart": False,
             },
         ],
+        on_exit=_on_node_exit,
     )
     activate_when_inactive = RegisterEventHandler(
         OnStateTransition(
@@ -54,6 +102,9 @@ def generate_launch_description() -> LaunchDescription:
         ),
         condition=autostart,
     )
+    fail_when_a_transition_fails = [
+        _fail_on(node, start, goal, autostart) for start, goal in FAILED_TRANSITIONS
+    ]
     # launch/ and config/ sit side by side both in the checkout and in share/oxygen_ros.
     default_params = str(Path(__file__).parent.parent / "config" / "tiny.yaml")
     return LaunchDescription(
@@ -70,6 +121,7 @@ def generate_launch_description() -> LaunchDescription:
             DeclareLaunchArgument("namespace", default_value="", description="Node namespace."),
             node,
             activate_when_inactive,
+            *fail_when_a_transition_fails,
             _transition(node, Transition.TRANSITION_CONFIGURE, condition=autostart),
         ]
     )

@@ -2,9 +2,11 @@
 
     ros2 launch oxygen_ros replay.launch.py bag:=/path/to/bag params_file:=/path/robot.yaml
 
-The node runs with use_sim_time, so its frame timer, stamps and input freshness follow the
-bag's /clock. `ros2 bag play` starts only once the node is active: frames played while it
-is still compiling would be skipped, not processed; the launch ends when the bag does.
+The node runs with use_sim_time (default true here), so its frame timer, stamps and input
+freshness follow the bag's /clock. `ros2 bag play` starts only once the node is active:
+frames played while it is still compiling would be skipped, not processed; with
+autostart:=false it waits for you to activate the node. The launch ends when the bag does.
+Every argument of oxygen.launch.py (use_sim_time, autostart, namespace) is honoured.
 Record the outputs with, e.g.,
 `ros2 bag record /oxygen/action_chunk /oxygen/narration /oxygen/stats`.
 The whole bag is played: a bag that already holds /clock or /oxygen/* outputs would
@@ -34,8 +36,8 @@ def generate_launch_description() -> LaunchDescription:
         PythonLaunchDescriptionSource(str(Path(__file__).with_name("oxygen.launch.py"))),
         launch_arguments={
             "params_file": LaunchConfiguration("params_file"),
-            "use_sim_time": "true",
-            "autostart": "true",
+            "use_sim_time": LaunchConfiguration("use_sim_time"),
+            "autostart": LaunchConfiguration("autostart"),
         }.items(),
     )
     # --clock publishes /clock at this rate; the node's timer cannot tick finer than it.
@@ -67,6 +69,14 @@ def generate_launch_description() -> LaunchDescription:
                 "params_file",
                 default_value=str(Path(__file__).parent.parent / "config" / "tiny.yaml"),
                 description="Node parameters YAML.",
+            ),
+            # Declared here with replay's defaults; oxygen.launch.py's own defaults would
+            # otherwise apply (use_sim_time false), since its declarations come later.
+            DeclareLaunchArgument(
+                "use_sim_time", default_value="true", description="Follow the bag's /clock."
+            ),
+            DeclareLaunchArgument(
+                "autostart", default_value="true", description="Configure, then activate."
             ),
             DeclareLaunchArgument("rate", default_value="1.0", description="Playback speed."),
             DeclareLaunchArgument("clock_hz", default_value="200", description="/clock rate."),

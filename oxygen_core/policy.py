@@ -5,6 +5,16 @@
 and normalises it into the prompt (pi0.5's discrete state tokens), and turns the model's
 actions back into robot commands (`oxygen_core.robot_io` holds the per-robot steps).
 Engines take a `Policy` and never look at raw robot data themselves.
+
+The prompt is bounded where it is tokenised: `instruction_problem` says, once when an
+instruction arrives, whether it fits the model's max_token_len with any state; callers
+refuse one that does not rather than let every frame truncate it. The instruction's
+tokens are cached by the tokenizer, so a frame only encodes the state part.
+
+Weights and tokenizer must come from the same model: a checkpoint's embedding table has
+one row per token id of the tokenizer it was trained with. `load_policy` refuses a pair
+whose sizes differ (e.g. PaliGemma weights with the project's small test tokenizer),
+which would otherwise run and give every prompt the wrong ids.
 """
 
 from __future__ import annotations
@@ -59,6 +69,18 @@ class Policy:
         )
         return tokens.astype(np.int32), mask
 
+    def instruction_problem(self, prompt: str) -> str | None:
+        """Why `prompt` cannot be the instruction (None when it fits the prompt budget)."""
+        state_dim = self.robot.state_dim if self.robot.discrete_state else None
+        need = self.tokenizer.prompt_len_bound(prompt, state_dim)
+        if need <= self.config.max_token_len:
+            return None
+        with_state = " with the state" if state_dim is not None else ""
+        return (
+            f"instruction needs up to {need} prompt tokens{with_state}, over the model's "
+            f"max_token_len={self.config.max_token_len}"
+        )
+
     def robot_actions(self, model_actions: np.ndarray, state: np.ndarray) -> np.ndarray:
         """Model actions [..., H, 32] -> robot commands [..., H, robot.action_dim].
 
@@ -69,6 +91,16 @@ class Policy:
         )
         model_state = robot_io.state_to_model(self.robot, state)
         return robot_io.actions_to_robot(self.robot, unnormalized, model_state)
+
+    def model_actions(self, robot_actions: np.ndarray, state: np.ndarray) -> np.ndarray:
+        """Robot commands [..., H, robot.action_dim] -> normalised model actions [..., H, 32]
+        (zeros past the robot's dims): `robot_actions` undone, deltas relative to `state`."""
+        model_state = robot_io.state_to_model(self.robot, state)
+        unnormalized = robot_io.actions_to_model(self.robot, robot_actions, model_state)
+        normalized = self.norm.actions.normalize(unnormalized)
+        padded = np.zeros((*normalized.shape[:-1], self.config.action_dim), np.float32)
+        padded[..., : normalized.shape[-1]] = normalized
+        return padded
 
     def noise(self, seed: int | tuple[int, ...], batch: int = 1) -> np.ndarray:
         """Flow-matching start noise float32 [batch, H, A], a pure function of the seed."""
@@ -122,19 +154,21 @@ def load_policy(
     """
     robot_cfg = robot if isinstance(robot, RobotConfig) else robot_preset(robot)
     config = robot_cfg.apply(model_preset(preset))
+    tokenizer = load_tokenizer(tokenizer_path)
     if checkpoint_dir:
-        tree = load_params(Path(checkpoint_dir), config)
+        tree = load_params(Path(checkpoint_dir), config, tokenizer)
         norm = find_norm_stats(Path(checkpoint_dir), asset_id)
     else:
+        # Random weights are made for the tokenizer: any id it produces has a row.
+        if tokenizer.vocab_size > config.vocab_size:
+            raise ValueError(
+                f"tokenizer {tokenizer.name} has {tokenizer.vocab_size} tokens, more than "
+                f"preset {config.name!r}'s vocabulary of {config.vocab_size}"
+            )
         tree, norm = P.init_params(config, seed), None
     if norm is None:
         norm = NormStats(
             state=identity_stats(robot_cfg.state_dim), actions=identity_stats(config.action_dim)
-        )
-    tokenizer = load_tokenizer(tokenizer_path)
-    if tokenizer.vocab_size > config.vocab_size:
-        raise ValueError(
-            f"tokenizer vocab ({tokenizer.vocab_size}) exceeds the model's ({config.vocab_size})"
         )
     return Policy(
         config=config,

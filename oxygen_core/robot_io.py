@@ -14,7 +14,8 @@ here (openpi `training/config.py`, `policies/*`, `transforms.py`):
 
 Flow: robot state -> `state_to_model` -> normalise (prompt); model actions -> unnormalise
 -> `actions_to_robot` (deltas made absolute with the state in model space, then encoded
-for the robot).
+for the robot). `actions_to_model` is its exact inverse: real-time chunking turns the
+chunk the robot is executing back into the model's space, relative to the NEW state.
 """
 
 from __future__ import annotations
@@ -61,11 +62,15 @@ def actions_to_robot(
 def actions_to_model(
     robot: RobotConfig, actions: np.ndarray, model_state: np.ndarray
 ) -> np.ndarray:
-    """Robot commands [..., H, A] -> the model's action space (`actions_to_robot` inverted),
-    for training: the delta dimensions become offsets from the frame's state."""
-    if robot.space != "robot":
-        raise ValueError(f"training targets in the {robot.space!r} space are not supported")
+    """Robot commands [..., H, A] -> unnormalised model actions: `actions_to_robot` undone.
+
+    model_state: `state_to_model` of the state the deltas are to be relative to ([S], or
+    [..., S] with one state per chunk, for training targets).
+    """
     actions = np.array(actions, np.float64)
+    if robot.space == "aloha":
+        actions[..., _ALOHA_GRIPPERS] = _aloha_gripper_from_robot(actions[..., _ALOHA_GRIPPERS])
+        actions = actions * _ALOHA_FLIP[: actions.shape[-1]]  # the flip is its own inverse
     if robot.delta_actions:
         delta = list(robot.delta_actions)
         actions[..., delta] -= np.asarray(model_state, np.float64)[..., None, delta]
@@ -86,3 +91,9 @@ def _aloha_gripper_to_robot(model01: np.ndarray) -> np.ndarray:
     radians = model01 + _ANGULAR_RANGE[0]
     low, high = _RUNTIME_ANGLE_RANGE
     return (radians - low) / (high - low)
+
+
+def _aloha_gripper_from_robot(command01: np.ndarray) -> np.ndarray:
+    """The inverse of `_aloha_gripper_to_robot` (both affine)."""
+    low, high = _RUNTIME_ANGLE_RANGE
+    return command01 * (high - low) + low - _ANGULAR_RANGE[0]

@@ -9,6 +9,21 @@ Inputs fail loudly: a message the model cannot use raises `InputError` naming th
 and its value, which the frame assembler turns into a skipped frame with that reason.
 Outputs fill arrays through `array.array` from raw bytes, because rclpy checks every
 element of a Python list one by one (about 100x slower for an image or a chunk).
+
+Inputs are bounded before they cost anything: an image whose header declares more than
+`max_pixels` pixels is refused before it is copied or decompressed (see `image_header`),
+and every piece of message text an error quotes (encodings, formats, joint names) is an
+excerpt with its length (`oxygen_core.text`), so one hostile message cannot turn into
+megabytes of log or /diagnostics.
+
+Images have one decode path: Pillow for JPEG and PNG, numpy for raw encodings. ROS's
+cv_bridge is deliberately not used, even where it is installed: the PyPI `cv-bridge` is
+an unofficial repackaging of the ROS 1 package that fails on OpenCV 5, on padded rows
+and on big-endian data; the upstream ROS 2 cv_bridge cuts padded rgb8 rows wrongly and
+fails on big-endian 16-bit images under numpy 2; and in the robot's virtual environment
+`import cv2` itself fails against numpy 2. The conversion here gave the right pixels in
+every one of those cases (the tests build messages the way cv_bridge's cv2_to_imgmsg
+does: padded `step`, and byte-swapped samples with is_bigendian set).
 """
 
 from __future__ import annotations
@@ -18,7 +33,7 @@ import io
 import math
 import textwrap
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +46,8 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from oxygen_core.engine.types import ActionResult, LanguageResult, TokenEvent
 from oxygen_core.image import to_rgb
+from oxygen_core.text import excerpt, excerpt_list
+from oxygen_ros.image_header import JPEG_SIGNATURE, PNG_SIGNATURE, HeaderError, declared_size
 from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
 
 
@@ -53,32 +70,51 @@ _ENCODINGS: dict[str, tuple[type[np.unsignedinteger], int, bool]] = {
     "rgb16": (np.uint16, 3, False),
     "bgr16": (np.uint16, 3, True),
 }
-_MAGIC = {"JPEG": b"\xff\xd8\xff", "PNG": b"\x89PNG\r\n\x1a\n"}
+_MAGIC = {"JPEG": JPEG_SIGNATURE, "PNG": PNG_SIGNATURE}
 _NS_PER_S = 1_000_000_000
+# Four 1920 x 1080 frames: every camera a robot sends the model (which sees 224 x 224)
+# fits with room to spare, and the largest accepted image decodes to 25 MB of RGB.
+DEFAULT_MAX_IMAGE_PIXELS = 4 * 1920 * 1080
+# Pillow warns (DecompressionBombWarning) above this many pixels and refuses twice as
+# many; a limit at or below it keeps the check here the first and only line of defence.
+PILLOW_WARN_PIXELS = Image.MAX_IMAGE_PIXELS
 
 
 # --------------------------------------------------------------------------- images
 
 
-def image_to_rgb(msg: Any) -> np.ndarray:
+def image_to_rgb(msg: Any, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> np.ndarray:
     """sensor_msgs/Image or CompressedImage -> uint8 [H, W, 3] RGB.
 
-    A raw image comes back as a view of the message's buffer where its layout allows
-    (rgb8 without row padding costs no copy); keep the message alive while it is used.
+    An image of more than `max_pixels` pixels (width x height, as declared by a raw
+    image's fields or a compressed image's header) is refused before it is copied or
+    decoded. A raw image comes back as a view of the message's buffer where its layout
+    allows (rgb8 without row padding costs no copy); keep the message alive while used.
     """
     if hasattr(msg, "format"):
-        return _compressed_to_rgb(msg)
-    return _raw_to_rgb(msg)
+        return _compressed_to_rgb(msg, max_pixels)
+    return _raw_to_rgb(msg, max_pixels)
 
 
-def _raw_to_rgb(msg: Any) -> np.ndarray:
+def _check_pixels(what: str, width: int, height: int, max_pixels: int) -> None:
+    if width * height > max_pixels:
+        raise InputError(
+            f"{what} is {width}x{height} = {width * height} pixels, over "
+            f"max_image_pixels={max_pixels}"
+        )
+
+
+def _raw_to_rgb(msg: Any, max_pixels: int) -> np.ndarray:
     """View `data` as (height, step) bytes, cut the row padding, reinterpret the samples."""
     if msg.encoding not in _ENCODINGS:
-        raise InputError(f"Image encoding {msg.encoding!r} is not one of {sorted(_ENCODINGS)}")
+        raise InputError(
+            f"Image encoding {excerpt(msg.encoding)} is not one of {sorted(_ENCODINGS)}"
+        )
     sample, channels, bgr = _ENCODINGS[msg.encoding]
     height, width, step = msg.height, msg.width, msg.step
     if height == 0 or width == 0:
         raise InputError(f"Image is empty: height={height} width={width}")
+    _check_pixels("Image", width, height, max_pixels)
     row_bytes = width * channels * np.dtype(sample).itemsize
     if step < row_bytes:
         raise InputError(
@@ -108,27 +144,32 @@ def _to_rgb8(pixels: np.ndarray, bgr: bool) -> np.ndarray:
     return to_rgb(pixels)
 
 
-def _compressed_to_rgb(msg: Any) -> np.ndarray:
+def _compressed_to_rgb(msg: Any, max_pixels: int) -> np.ndarray:
     """JPEG or PNG bytes -> RGB, recognised by their signature (`format` is free text)."""
     head = bytes(msg.data[:8])
     if not head:
-        raise InputError(f"CompressedImage data is empty (format={msg.format!r})")
+        raise InputError(f"CompressedImage data is empty (format={excerpt(msg.format)})")
     if not any(head.startswith(magic) for magic in _MAGIC.values()):
         raise InputError(
-            f"CompressedImage data is neither JPEG nor PNG (format={msg.format!r}, "
+            f"CompressedImage data is neither JPEG nor PNG (format={excerpt(msg.format)}, "
             f"first bytes {head.hex()})"
         )
-    pixels, bgr = _decode(msg)
-    return _to_rgb8(pixels, bgr)
-
-
-def _pillow_decode(msg: Any) -> tuple[np.ndarray, bool]:
-    """Decode with Pillow; returns (uint8 or uint16 pixels, stored as BGR = False)."""
+    data = np.frombuffer(msg.data, dtype=np.uint8).tobytes()
     try:
-        with Image.open(io.BytesIO(msg.data), formats=tuple(_MAGIC)) as img:
+        width, height = declared_size(data)
+    except HeaderError as error:
+        raise _undecodable(msg, error) from error
+    _check_pixels("CompressedImage", width, height, max_pixels)
+    return _to_rgb8(_decode(msg, data), bgr=False)
+
+
+def _decode(msg: Any, data: bytes) -> np.ndarray:
+    """Decode with Pillow: uint8 grey or RGB, or uint16 grey (16-bit PNG)."""
+    try:
+        with Image.open(io.BytesIO(data), formats=tuple(_MAGIC)) as img:
             if img.mode in ("L", "RGB") or img.mode.startswith("I;16"):
-                return np.asarray(img), False
-            return np.asarray(img.convert("RGB")), False
+                return np.asarray(img)
+            return np.asarray(img.convert("RGB"))
     # Pillow raises SyntaxError for a broken PNG chunk, next to OSError and ValueError.
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
         raise _undecodable(msg, error) from error
@@ -136,38 +177,9 @@ def _pillow_decode(msg: Any) -> tuple[np.ndarray, bool]:
 
 def _undecodable(msg: Any, cause: object) -> InputError:
     return InputError(
-        f"CompressedImage data ({len(msg.data)} bytes, format={msg.format!r}) "
+        f"CompressedImage data ({len(msg.data)} bytes, format={excerpt(msg.format)}) "
         f"does not decode: {cause}"
     )
-
-
-def _cv_bridge_decoder() -> Callable[[Any], tuple[np.ndarray, bool]] | None:
-    """ROS cv_bridge (OpenCV) where a full ROS install has it, as the robot's other tools.
-
-    Both decoders accept the same bytes (the signature check comes first) and give the
-    same pixels: PNG exactly, JPEG within the decoders' rounding.
-    """
-    try:
-        from cv_bridge import CvBridge
-
-        bridge = CvBridge()
-    except ImportError:
-        return None
-
-    def decode(msg: Any) -> tuple[np.ndarray, bool]:
-        try:
-            pixels = bridge.compressed_imgmsg_to_cv2(msg, "passthrough")
-        except Exception as error:  # cv2.error and CvBridgeError share no narrower base
-            raise _undecodable(msg, error) from error
-        if pixels is None:
-            raise _undecodable(msg, "OpenCV returned no image")
-        # OpenCV decodes colour as BGR(A) and grey as [H, W]: same pixels as Pillow's.
-        return pixels, pixels.ndim == 3
-
-    return decode
-
-
-_decode = _cv_bridge_decoder() or _pillow_decode
 
 
 # --------------------------------------------------------------------------- joints
@@ -187,14 +199,16 @@ def joint_positions(msg: Any, joint_names: Sequence[str]) -> np.ndarray:
     # A repeat of a joint the model ignores (e.g. two controllers' states merged) is fine.
     repeated = sorted({name for name in joint_names if names.count(name) > 1})
     if repeated:
-        raise InputError(f"JointState names joints more than once: {repeated}")
+        raise InputError(f"JointState names joints more than once: {excerpt_list(repeated)}")
     missing = [name for name in joint_names if name not in index]
     if missing:
-        raise InputError(f"JointState lacks joints {missing} (it has {names})")
+        raise InputError(
+            f"JointState lacks joints {excerpt_list(missing)} (it has {excerpt_list(names)})"
+        )
     state = positions[[index[name] for name in joint_names]].astype(np.float32)
     bad = [name for name, ok in zip(joint_names, np.isfinite(state), strict=True) if not ok]
     if bad:
-        raise InputError(f"JointState positions are not finite for joints {bad}")
+        raise InputError(f"JointState positions are not finite for joints {excerpt_list(bad)}")
     return state
 
 
@@ -225,6 +239,16 @@ def seconds_to_stamp(seconds: float) -> Time:
     """Float seconds -> builtin_interfaces/Time."""
     sec, nanosec = _split_seconds(seconds)
     return Time(sec=sec, nanosec=nanosec)
+
+
+def stamp_to_ns(stamp: Any) -> int:
+    """builtin_interfaces/Time -> integer nanoseconds (exact: for step arithmetic)."""
+    return stamp.sec * _NS_PER_S + stamp.nanosec
+
+
+def ns_to_stamp(time_ns: int) -> Time:
+    """Integer nanoseconds -> builtin_interfaces/Time, exactly."""
+    return Time(sec=time_ns // _NS_PER_S, nanosec=time_ns % _NS_PER_S)
 
 
 def duration_msg(seconds: float) -> Duration:
@@ -339,6 +363,8 @@ def engine_stats_msg(
         budget_s=float(budget_s),
         deadline_misses=int(deadline_misses),
         skipped_frames=int(skipped_frames),
+        handover=str(action.handover),
+        delay_steps=int(action.delay_steps),
     )
     if language is not None:
         msg.decode_s = float(language.decode_s)

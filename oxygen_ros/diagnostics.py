@@ -8,8 +8,19 @@ consistent with itself.
 A deadline miss is a frame whose action chunk did not go out within one frame period of
 its timer tick, measured on the steady clock: either it was published late, or the tick
 found the previous frame still running (an overrun; that tick's chunk never exists and
-the previous chunk stays valid). DDS deadline events are counted apart, because some
-RMWs (rmw_zenoh) never raise them and they also fire for skipped frames.
+the previous chunk stays valid). Only these are called misses, and only they turn the
+actions status WARN. DDS deadline events (the QoS deadline offered on ~/action_chunk,
+qos_deadline_factor x the frame period) are counted apart and never called misses: some
+RMWs (rmw_zenoh) never raise them, they also fire for skipped frames, and with a deadline
+of exactly one period ordinary timer jitter raised one for most chunks.
+
+The report runs on a steady-clock timer, so it keeps coming when the ROS clock stops
+(use_sim_time with no /clock). `ClockWatch` compares the ROS clock with the steady clock
+at each report and says when the ROS clock stalled (no advance for stall_after_s of steady
+time) or went backwards since the last report.
+
+Everything a peer sent that a report quotes (a refused instruction, ignored joint names)
+arrives here already cut to an excerpt (oxygen_core.text), so a report stays a few KB.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Header
 
 from oxygen_core.engine.types import LanguageResult
+from oxygen_core.text import excerpt_list
 from oxygen_ros.inputs import FrameAssembler, is_stale
 
 _RATE_WINDOW = 64  # frames over which the published frame rate is measured
@@ -39,6 +51,7 @@ class StatsSnapshot:
     overruns: int = 0
     qos_deadline_events: int = 0
     errors: int = 0
+    unknown_requests: int = 0  # ~/request messages naming no stream
     frame_rate_hz: float = 0.0
     last_latency_s: float = 0.0
     max_latency_s: float = 0.0  # over the rate window
@@ -50,6 +63,9 @@ class StatsSnapshot:
     pool_used: int = 0
     pool_capacity: int = 0
     last_skip: str = ""  # why the last skipped frame was skipped
+    handover_fallbacks: int = 0  # frames that wanted blend/rtc but had no row to meet
+    stamps_back: int = 0  # chunks stamped before the previous chunk
+    last_stamp_back: str = ""  # why the last of them was: clock_back or delay_shrank
 
 
 class NodeStats:
@@ -112,10 +128,29 @@ class NodeStats:
                 s, overruns=s.overruns + 1, deadline_misses=s.deadline_misses + 1
             )
 
+    def handover_fell_back(self) -> None:
+        """A frame wanted blend or rtc, but the previous chunk had no row left to meet."""
+        with self._lock:
+            s = self._state
+            self._state = dataclasses.replace(s, handover_fallbacks=s.handover_fallbacks + 1)
+
+    def stamp_went_back(self, reason: str) -> None:
+        """A chunk went out stamped before the previous one (see FrameLoop)."""
+        with self._lock:
+            s = self._state
+            self._state = dataclasses.replace(
+                s, stamps_back=s.stamps_back + 1, last_stamp_back=reason
+            )
+
     def qos_deadline_missed(self, count: int) -> None:
         with self._lock:
             s = self._state
             self._state = dataclasses.replace(s, qos_deadline_events=s.qos_deadline_events + count)
+
+    def unknown_request(self) -> None:
+        with self._lock:
+            s = self._state
+            self._state = dataclasses.replace(s, unknown_requests=s.unknown_requests + 1)
 
     def error(self) -> None:
         with self._lock:
@@ -140,14 +175,69 @@ class InputReport:
     skips: Mapping[str, int]  # skip reason -> frames skipped
     blanks: Mapping[str, int]  # image slot -> frames it was left blank ("blank" policy)
     stale_timeout_s: float
+    instruction_refusals: int = 0
+    instruction_refused: str = ""  # why the latest instruction was refused (an excerpt)
+    ignored_joints: str = ""  # JointState names the model does not use (an excerpt_list)
 
     @classmethod
     def of(cls, assembler: FrameAssembler, now_s: float) -> InputReport:
+        ignored = assembler.ignored_joints
         return cls(
             ages_s=assembler.freshness(now_s),
             skips=dict(assembler.skip_counts),
             blanks=dict(assembler.blank_counts),
             stale_timeout_s=assembler.stale_timeout_s,
+            instruction_refusals=assembler.instruction_refusals,
+            instruction_refused=assembler.instruction_refused,
+            ignored_joints=excerpt_list(ignored) if ignored else "",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockReport:
+    """What `ClockWatch` saw of the ROS clock at one report."""
+
+    ros_s: float
+    rate: float  # ROS seconds per steady second since the last report (1.0 on system time)
+    stalled_s: float  # steady time since the ROS clock last advanced
+    stalled: bool
+    backward_jumps: int  # total
+    last_jump_s: float  # how far the latest backward jump went
+
+
+class ClockWatch:
+    """The ROS clock against the steady clock, one observation per diagnostics report.
+
+    A backward jump is seen when a report reads an earlier ROS time than the report before
+    (a jump that comes back past the old reading within one period goes unseen)."""
+
+    def __init__(self, stall_after_s: float) -> None:
+        self.stall_after_s = stall_after_s
+        self._last: tuple[float, float] | None = None  # (ros_s, steady_s) of the last report
+        self._advanced_s: float | None = None  # steady time the ROS clock last advanced
+        self._jumps, self._jump_s = 0, 0.0
+
+    def observe(self, ros_s: float, steady_s: float) -> ClockReport:
+        rate = 0.0
+        if self._last is None:
+            self._advanced_s = steady_s
+        else:
+            last_ros, last_steady = self._last
+            if steady_s > last_steady:
+                rate = (ros_s - last_ros) / (steady_s - last_steady)
+            if ros_s < last_ros:
+                self._jumps, self._jump_s = self._jumps + 1, last_ros - ros_s
+            if ros_s != last_ros:
+                self._advanced_s = steady_s
+        self._last = (ros_s, steady_s)
+        stalled_s = steady_s - self._advanced_s
+        return ClockReport(
+            ros_s=ros_s,
+            rate=rate,
+            stalled_s=stalled_s,
+            stalled=stalled_s > self.stall_after_s,
+            backward_jumps=self._jumps,
+            last_jump_s=self._jump_s,
         )
 
 
@@ -158,21 +248,31 @@ class DiagnosticsReporter:
         self.name = name
         self.frame_period_s = frame_period_s
         self._previous = StatsSnapshot()
-        self._previous_skips = 0
+        self._previous_inputs: InputReport | None = None
+        self._previous_jumps = 0
 
-    def report(self, stamp: Time, stats: StatsSnapshot, inputs: InputReport) -> DiagnosticArray:
-        """Three statuses: actions, language and inputs."""
-        skips = sum(inputs.skips.values())
-        array = DiagnosticArray(
-            header=Header(stamp=stamp),
-            status=[
-                _actions_status(self.name, stats, self._previous, self.frame_period_s),
-                _language_status(self.name, stats),
-                _inputs_status(self.name, inputs, skips - self._previous_skips, stats.last_skip),
-            ],
+    def report(
+        self,
+        stamp: Time,
+        stats: StatsSnapshot,
+        inputs: InputReport,
+        clock: ClockReport | None = None,
+    ) -> DiagnosticArray:
+        """Statuses actions, language and inputs, and clock when `clock` is given (the
+        node's; a replay runs on the bag clock, which cannot stall)."""
+        previous = self._previous_inputs or dataclasses.replace(
+            inputs, skips={}, instruction_refusals=0
         )
-        self._previous, self._previous_skips = stats, skips
-        return array
+        status = [
+            _actions_status(self.name, stats, self._previous, self.frame_period_s),
+            _language_status(self.name, stats, self._previous),
+            _inputs_status(self.name, inputs, previous, stats.last_skip),
+        ]
+        if clock is not None:
+            status.append(_clock_status(self.name, clock, self._previous_jumps))
+            self._previous_jumps = clock.backward_jumps
+        self._previous, self._previous_inputs = stats, inputs
+        return DiagnosticArray(header=Header(stamp=stamp), status=status)
 
 
 def _actions_status(
@@ -194,16 +294,24 @@ def _actions_status(
         "deadline misses": s.deadline_misses,
         "late chunks": s.late_frames,
         "overruns": s.overruns,
-        "QoS deadline events": s.qos_deadline_events,
+        "QoS deadline events (DDS, not misses)": s.qos_deadline_events,
         "frame errors": s.errors,
+        "handover fallbacks to replace": s.handover_fallbacks,
+        "chunk stamps back in time": (
+            f"{s.stamps_back} (last: {s.last_stamp_back})" if s.stamps_back else 0
+        ),
     }
     return _status(level, f"{name}: actions", message, values)
 
 
-def _language_status(name: str, s: StatsSnapshot) -> DiagnosticStatus:
+def _language_status(name: str, s: StatsSnapshot, prev: StatsSnapshot) -> DiagnosticStatus:
     full = s.pool_capacity > 0 and s.pool_used >= s.pool_capacity
     level = DiagnosticStatus.WARN if full else DiagnosticStatus.OK
     message = "KV pool full" if full else f"{s.batch} requests decoding"
+    unknown = s.unknown_requests - prev.unknown_requests
+    if unknown > 0 and not full:
+        level = DiagnosticStatus.WARN
+        message = f"{unknown} requests named no stream since last report"
     values = {
         "k (tokens per frame)": s.k,
         "batch": s.batch,
@@ -211,23 +319,54 @@ def _language_status(name: str, s: StatsSnapshot) -> DiagnosticStatus:
         "rejected requests": s.rejected,
         "KV pool used": s.pool_used,
         "KV pool capacity": s.pool_capacity,
+        "unknown stream requests": s.unknown_requests,
     }
     return _status(level, f"{name}: language", message, values)
 
 
 def _inputs_status(
-    name: str, inputs: InputReport, new_skips: int, last_skip: str
+    name: str, inputs: InputReport, prev: InputReport, last_skip: str
 ) -> DiagnosticStatus:
     stale = [k for k, age in inputs.ages_s.items() if is_stale(age, inputs.stale_timeout_s)]
+    new_skips = sum(inputs.skips.values()) - sum(prev.skips.values())
+    refused = inputs.instruction_refusals - prev.instruction_refusals
     level, message = DiagnosticStatus.OK, "inputs fresh"
-    if new_skips > 0:
+    if refused > 0:
+        level = DiagnosticStatus.WARN
+        message = f"{refused} instructions refused, the previous one kept; last: "
+        message += inputs.instruction_refused or "(a later one was taken)"
+    elif new_skips > 0:
         level, message = DiagnosticStatus.WARN, f"{new_skips} frames skipped; last: {last_skip}"
     elif stale:
         level, message = DiagnosticStatus.WARN, f"stale inputs: {', '.join(stale)}"
     values: dict[str, object] = {f"age {k} (s)": f"{age:.3f}" for k, age in inputs.ages_s.items()}
     values.update({f"skipped {reason}": count for reason, count in inputs.skips.items()})
     values.update({f"blanked {slot}": count for slot, count in inputs.blanks.items()})
+    values["instructions refused"] = inputs.instruction_refusals
+    values["last instruction refusal"] = inputs.instruction_refused
+    values["joints ignored"] = inputs.ignored_joints
     return _status(level, f"{name}: inputs", message, values)
+
+
+def _clock_status(name: str, c: ClockReport, previous_jumps: int) -> DiagnosticStatus:
+    level, message = DiagnosticStatus.OK, "ROS clock advancing"
+    if c.backward_jumps > previous_jumps:
+        level = DiagnosticStatus.WARN
+        message = f"ROS clock jumped back {c.last_jump_s:.3f} s since last report"
+    elif c.stalled:
+        level = DiagnosticStatus.WARN
+        message = (
+            f"ROS clock stalled for {c.stalled_s:.1f} s at {c.ros_s:.3f} (use_sim_time: is "
+            "/clock published?): no frames run until it advances"
+        )
+    values = {
+        "ROS time (s)": f"{c.ros_s:.3f}",
+        "ROS clock rate (x steady)": f"{c.rate:.3f}",
+        "stalled for (s)": f"{c.stalled_s:.3f}",
+        "backward jumps": c.backward_jumps,
+        "last backward jump (s)": f"{c.last_jump_s:.3f}",
+    }
+    return _status(level, f"{name}: clock", message, values)
 
 
 def _status(

@@ -20,13 +20,20 @@ Camera topics fill the model's image slots in order. A camera without a usable i
 (missing, stale or undecodable) either skips the frame ("skip") or is left out of the
 observation ("blank"), which the model turns into a zero image with mask False, as openpi
 does for an absent camera; `blanked` then says why, for the log.
+
+Inputs from the graph are bounded here, since any peer may publish on these topics. An
+image over max_image_pixels is a `bad_image` before it is decoded. An instruction over
+max_instruction_chars, or one the policy says cannot fit its prompt (`instruction_check`,
+run once when the instruction arrives), is refused: the previous instruction stays in
+force, and `instruction_refusals` and `instruction_refused` (why, as a short excerpt)
+say so for /diagnostics.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -34,7 +41,10 @@ import numpy as np
 from oxygen_core.config import IMAGE_SLOTS
 from oxygen_core.image import resize_with_pad
 from oxygen_core.observation import Observation
+from oxygen_core.text import excerpt
 from oxygen_ros.convert import (
+    DEFAULT_MAX_IMAGE_PIXELS,
+    PILLOW_WARN_PIXELS,
     InputError,
     image_to_rgb,
     joint_positions,
@@ -56,6 +66,9 @@ SKIP_REASONS: tuple[SkipReason, ...] = typing.get_args(SkipReason)
 MissingCameraPolicy = Literal["skip", "blank"]
 MISSING_CAMERA_POLICIES: tuple[MissingCameraPolicy, ...] = typing.get_args(MissingCameraPolicy)
 JOINT_STATE = "joint_state"  # freshness() key of the joint state, next to the slot names
+# A spoken or typed task is a sentence or two; pi0.5's largest prompt is 200 tokens.
+DEFAULT_MAX_INSTRUCTION_CHARS = 1000
+InstructionCheck = Callable[[str], str | None]  # why an instruction is refused, or None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +100,9 @@ class FrameAssembler:
         stale_timeout_s: float,
         sync_slop_s: float,
         missing_camera: MissingCameraPolicy = "skip",
+        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+        max_instruction_chars: int = DEFAULT_MAX_INSTRUCTION_CHARS,
+        instruction_check: InstructionCheck | None = None,
     ) -> None:
         self.camera_topics = tuple(camera_topics)
         self.slots = IMAGE_SLOTS[: len(camera_topics)]
@@ -95,8 +111,13 @@ class FrameAssembler:
         self.stale_timeout_s = stale_timeout_s
         self.sync_slop_s = sync_slop_s
         self.missing_camera = missing_camera
+        self.max_image_pixels = max_image_pixels
+        self.max_instruction_chars = max_instruction_chars
+        self._instruction_check = instruction_check
         self._check_settings(state_dim)
         self.skip_counts: dict[SkipReason, int] = dict.fromkeys(SKIP_REASONS, 0)
+        self.instruction_refusals = 0
+        self.instruction_refused = ""  # why the latest instruction was refused; "" if taken
         self.blank_counts: dict[str, int] = dict.fromkeys(self.slots, 0)
         self.ignored_joints: tuple[str, ...] = ()  # joints of the last JointState not used
         self.blanked: tuple[str, ...] = ()  # why each camera left out of the last frame was
@@ -120,9 +141,31 @@ class FrameAssembler:
         """Keep the latest sensor_msgs/JointState."""
         self._joint_state = msg
 
-    def on_instruction(self, text: str) -> None:
-        """Keep the task instruction; blank text clears it (frames skip until a new one)."""
-        self._instruction = text.strip()
+    def on_instruction(self, text: str) -> str | None:
+        """Take a new task instruction, or refuse it and keep the previous one.
+
+        Blank text clears the instruction (frames skip until a new one). Returns why the
+        instruction was refused (also kept in `instruction_refused`), or None.
+        """
+        reason = self._instruction_problem(text)
+        if reason is None:
+            self._instruction = text.strip()
+            self.instruction_refused = ""
+            return None
+        self.instruction_refusals += 1
+        self.instruction_refused = reason
+        return reason
+
+    def _instruction_problem(self, text: str) -> str | None:
+        if len(text) > self.max_instruction_chars:  # before any pass over the text
+            return (
+                f"instruction of {len(text)} chars is over max_instruction_chars="
+                f"{self.max_instruction_chars}: {excerpt(text)}"
+            )
+        if not text.strip() or self._instruction_check is None:
+            return None
+        problem = self._instruction_check(text.strip())
+        return None if problem is None else f"{problem}: {excerpt(text)}"
 
     # The frame's gather step.
 
@@ -233,7 +276,7 @@ class FrameAssembler:
     def _decode_new(self, msg: Any) -> np.ndarray | str:
         """The model's image, or why the message does not give one."""
         try:
-            return resize_with_pad(image_to_rgb(msg), self.image_size)
+            return resize_with_pad(image_to_rgb(msg, self.max_image_pixels), self.image_size)
         except InputError as error:
             return str(error)
         except Exception as error:  # a decoder's own exception types: still a bad image
@@ -252,6 +295,15 @@ class FrameAssembler:
             raise ValueError(
                 f"missing_camera {self.missing_camera!r} is not one of "
                 f"{list(MISSING_CAMERA_POLICIES)}"
+            )
+        if not 1 <= self.max_image_pixels <= PILLOW_WARN_PIXELS:
+            raise ValueError(
+                f"max_image_pixels={self.max_image_pixels} is outside [1, {PILLOW_WARN_PIXELS}] "
+                "(above it Pillow's own decompression-bomb check would act first)"
+            )
+        if self.max_instruction_chars < 1:
+            raise ValueError(
+                f"max_instruction_chars must be >= 1, got {self.max_instruction_chars}"
             )
         if self.image_size < 1 or self.stale_timeout_s <= 0 or self.sync_slop_s < 0:
             raise ValueError(

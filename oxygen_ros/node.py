@@ -5,7 +5,7 @@ Each pair of lifecycle hooks creates and destroys the same resources:
 - configure / cleanup: parameters, the policy and engine (every shape compiled here, so
   nothing compiles while active), the frame assembler and the lifecycle publishers;
 - activate / deactivate: subscriptions, the frame worker thread, the frame timer and the
-  diagnostics timer.
+  diagnostics timer (on the steady clock, so /diagnostics keeps coming when /clock stops).
 
 Callbacks only store messages (in the FrameAssembler). The frame timer runs at the frame
 period (execute_horizon / control_rate_hz) on the node clock, so use_sim_time and bag
@@ -13,6 +13,11 @@ replay drive it; deadlines are measured on the steady clock. Its callback hands 
 to the one worker thread that owns the engine (oxygen_ros.worker); the frame itself is
 oxygen_ros.frame. A configure that cannot load what the parameters name logs them and
 returns FAILURE: the node stays up, unconfigured, and can be configured again.
+
+Warnings a peer can trigger at will (a refused instruction, a request for an unknown
+stream) are throttled and quote the peer's text as an excerpt (oxygen_core.text); both are
+also counted on /diagnostics. `main` ends in one line, not a traceback, when rcl cannot
+start, e.g. when SROS2 security is requested but cannot be set up.
 
 Topics (~ is /oxygen):
   in:  camera_topics (Image, or CompressedImage for .../compressed), joint_state_topic
@@ -26,23 +31,36 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import signal
 import sys
 import time
+import warnings
 from typing import Any
 
 import rclpy
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterTypeException, ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
+from oxygen_core.text import excerpt, excerpt_list
 from oxygen_ros import topics
-from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats, StatsSnapshot
+from oxygen_ros.diagnostics import (
+    ClockWatch,
+    DiagnosticsReporter,
+    InputReport,
+    NodeStats,
+    StatsSnapshot,
+)
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.inputs import FrameAssembler
 from oxygen_ros.params import NodeConfig, Settings, declare_parameters, read_settings
@@ -52,6 +70,8 @@ from oxygen_ros.topics import Gate
 from oxygen_ros.worker import FrameWorker
 
 _LOAD_PARAMETERS = ("preset", "robot", "checkpoint_dir", "tokenizer_path")
+_THROTTLE_S = 2.0  # at most one line per call site per this, for warnings a peer can trigger
+_STALL_PERIODS = 3  # frame periods without a ROS clock advance before it counts as stalled
 
 
 @dataclasses.dataclass
@@ -160,7 +180,7 @@ class OxygenNode(LifecycleNode):
                 self.resolve_topic_name(topic)
             except RuntimeError as error:  # rclpy's RCLError, with rcl's reason
                 raise ValueError(
-                    f"{parameter} {topic!r} is not a valid topic name: {error}"
+                    f"{parameter} {excerpt(topic)} is not a valid topic name: {error}"
                 ) from None
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -208,8 +228,11 @@ class OxygenNode(LifecycleNode):
             cfg = c.settings.node
             tick = functools.partial(self._on_tick, c, active.worker)
             active.timers.append(self.create_timer(cfg.frame_period_s, tick))
-            report = functools.partial(self._on_diagnostics, c)
-            active.timers.append(self.create_timer(cfg.diagnostics_period_s, report))
+            # Diagnostics on the steady clock: a stalled /clock must not silence them.
+            watch = ClockWatch(stall_after_s=_STALL_PERIODS * cfg.frame_period_s)
+            report = functools.partial(self._on_diagnostics, c, watch)
+            steady = Clock(clock_type=ClockType.STEADY_TIME)
+            active.timers.append(self.create_timer(cfg.diagnostics_period_s, report, clock=steady))
         except Exception:
             self._stop(active, c)
             raise
@@ -286,21 +309,30 @@ class OxygenNode(LifecycleNode):
             )
         )
         subscriptions.append(
-            subscribe(
-                String, cfg.instruction_topic, lambda msg: assembler.on_instruction(msg.data), 10
-            )
+            subscribe(String, cfg.instruction_topic, functools.partial(self._on_instruction, c), 10)
         )
         subscriptions.append(
             subscribe(String, topics.REQUEST, functools.partial(self._on_request, c), 10)
         )
         return subscriptions
 
+    def _on_instruction(self, c: _Configured, msg: String) -> None:
+        """A new task instruction; a refused one is logged (throttled) and counted."""
+        reason = c.assembler.on_instruction(msg.data)
+        if reason is not None:
+            self.get_logger().warning(
+                f"instruction refused, the previous one stays: {reason}",
+                throttle_duration_sec=_THROTTLE_S,
+            )
+
     def _on_request(self, c: _Configured, msg: String) -> None:
         """An on-demand language request: the stream's name as the message text."""
         if msg.data not in c.settings.node.stream_names:
+            c.stats.unknown_request()  # a flood of these costs one line per period
             self.get_logger().warning(
-                f"~/request: unknown stream {msg.data!r}; streams: "
-                f"{list(c.settings.node.stream_names)}"
+                f"~/request: unknown stream {excerpt(msg.data)}; streams: "
+                f"{excerpt_list(c.settings.node.stream_names)}",
+                throttle_duration_sec=_THROTTLE_S,
             )
             return
         c.loop.request(msg.data)
@@ -317,10 +349,13 @@ class OxygenNode(LifecycleNode):
         if not worker.submit(tick):
             c.stats.overrun()
 
-    def _on_diagnostics(self, c: _Configured) -> None:
+    def _on_diagnostics(self, c: _Configured, watch: ClockWatch) -> None:
+        """On the steady timer: reports even while the ROS clock stands still."""
         now = self.get_clock().now()
-        inputs = InputReport.of(c.assembler, now.nanoseconds * 1e-9)
-        array = c.reporter.report(now.to_msg(), c.stats.snapshot(), inputs)
+        now_s = now.nanoseconds * 1e-9
+        inputs = InputReport.of(c.assembler, now_s)
+        clock = watch.observe(now_s, time.monotonic())
+        array = c.reporter.report(now.to_msg(), c.stats.snapshot(), inputs, clock)
         c.outputs.publish(topics.DIAGNOSTICS, array)
 
     def _on_frame_error(self, c: _Configured, error: BaseException) -> None:
@@ -338,17 +373,61 @@ class OxygenNode(LifecycleNode):
         return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
 
 
+def _interrupt_once(signum: int, frame: Any) -> None:
+    """The first SIGINT stops the node; the ones after it are ignored.
+
+    A terminal under `ros2 launch` delivers Ctrl-C twice (to the group, then from launch).
+    A second KeyboardInterrupt would land in the middle of releasing the engine, or in
+    JAX's exit handler, and end the process with a traceback or status -2.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def cannot_start(error: Exception) -> str:
+    """One line for an rcl error at start-up, naming security when it was asked for.
+
+    With ROS_SECURITY_ENABLE=true rcl needs the enclave's keystore files and a DDS built
+    with the security plugins (the Fast DDS wheels on PyPI have none); either failing is
+    an rcl error spread over several lines.
+    """
+    reason = " ".join(str(error).split())
+    if os.environ.get("ROS_SECURITY_ENABLE", "").lower() != "true":
+        return f"cannot start ROS 2: {reason}"
+    strategy = os.environ.get("ROS_SECURITY_STRATEGY", "Permissive")
+    if not os.environ.get("ROS_SECURITY_KEYSTORE"):
+        reason += " (ROS_SECURITY_KEYSTORE is not set)"
+    return (
+        f"ROS 2 security is requested (ROS_SECURITY_ENABLE=true, ROS_SECURITY_STRATEGY="
+        f"{strategy}) but cannot be set up: {reason}. Create the node's enclave (README, "
+        "Access control) on a ROS 2 whose DDS has security plugins, or unset "
+        "ROS_SECURITY_ENABLE"
+    )
+
+
 def main(args: list[str] | None = None) -> int:
     """Console script `oxygen-node`: spin the node until Ctrl-C."""
-    rclpy.init(args=args)
+    # SIGINT is ours (_interrupt_once); rclpy keeps SIGTERM, which shuts its context down.
     try:
-        node = OxygenNode()
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.SIGTERM)
+    except _rclpy.RCLError as error:  # e.g. an SROS2 enclave that is not there
+        print(f"oxygen-node: {cannot_start(error)}", file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGINT, _interrupt_once)
+    try:
+        with warnings.catch_warnings():  # rclpy's own note on a node it could not create
+            warnings.filterwarnings("ignore", "Failed to fini rosout publisher", RuntimeWarning)
+            node = OxygenNode()
     except ParameterException as error:  # a mistyped or out-of-range value given at start
         print(f"oxygen-node: bad parameter: {error}", file=sys.stderr)
         if isinstance(error, InvalidParameterTypeException):
             print("  (doubles need a decimal point: 20.0, not 20)", file=sys.stderr)
         rclpy.try_shutdown()
         return 2
+    except _rclpy.RCLError as error:  # e.g. a DDS without the security plugins SROS2 needs
+        print(f"oxygen-node: {cannot_start(error)}", file=sys.stderr)
+        rclpy.try_shutdown()
+        return 1
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
@@ -358,6 +437,7 @@ def main(args: list[str] | None = None) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # also when spin ended by SIGTERM
         node.release()
         node.destroy_node()
         rclpy.try_shutdown()

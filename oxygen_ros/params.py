@@ -36,9 +36,13 @@ from oxygen_core.engine.types import (
     is_parameter,
     parameter,
 )
-from oxygen_ros.inputs import MISSING_CAMERA_POLICIES
+from oxygen_ros.convert import DEFAULT_MAX_IMAGE_PIXELS, PILLOW_WARN_PIXELS
+from oxygen_ros.inputs import DEFAULT_MAX_INSTRUCTION_CHARS, MISSING_CAMERA_POLICIES
 
 _ENGINE = EngineConfig()
+
+# Dynamically typed parameters that take an integer (at least this) or "auto".
+_INT_OR_AUTO = {"steps_per_frame": 1, "rtc_delay_steps": 0}
 
 
 class ConfigError(ValueError):
@@ -110,6 +114,25 @@ class NodeConfig:
     diagnostics_period_s: float = parameter(
         1.0, "Period of /diagnostics messages while active.", (0.05, 60.0)
     )
+    qos_deadline_factor: float = parameter(
+        1.5,
+        "QoS deadline offered on ~/action_chunk and ~/joint_trajectory, in frame periods: a "
+        "margin over the period, so timer jitter raises no DDS deadline event. Misses are "
+        "counted on the steady clock against one period, whatever this is.",
+        (1.0, 100.0),
+    )
+    max_image_pixels: int = parameter(
+        DEFAULT_MAX_IMAGE_PIXELS,
+        "Largest camera image (width x height) decoded; larger ones are bad_image, refused "
+        "from their header before decoding. Default: four 1920x1080 frames.",
+        (1, PILLOW_WARN_PIXELS),
+    )
+    max_instruction_chars: int = parameter(
+        DEFAULT_MAX_INSTRUCTION_CHARS,
+        "Longest instruction accepted; a longer one (or one over the model's prompt "
+        "tokens) is refused and the previous instruction kept.",
+        (1, 1_000_000),
+    )
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -126,6 +149,11 @@ class NodeConfig:
     def frame_period_s(self) -> float:
         """Time between frames: the robot executes execute_horizon rows per chunk."""
         return self.execute_horizon / self.control_rate_hz
+
+    @property
+    def qos_deadline_s(self) -> float:
+        """The QoS deadline offered on the action outputs (see qos_deadline_factor)."""
+        return self.qos_deadline_factor * self.frame_period_s
 
     @property
     def control_period_s(self) -> float:
@@ -191,9 +219,12 @@ def read_settings(node: Node) -> Settings:
     }
     for field, _ in _fields(EngineConfig):
         _check_field(field, engine_values[field.name])
-    k = engine_values["steps_per_frame"]
-    if k != "auto" and not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
-        raise ConfigError(f"steps_per_frame must be an integer >= 1 or 'auto', got {k!r}")
+    for name, least in _INT_OR_AUTO.items():
+        value = engine_values[name]
+        if value != "auto" and not (
+            isinstance(value, int) and not isinstance(value, bool) and value >= least
+        ):
+            raise ConfigError(f"{name} must be an integer >= {least} or 'auto', got {value!r}")
     buckets = engine_values["batch_buckets"]
     if not buckets or min(buckets) < 1:
         raise ConfigError(f"batch_buckets must be positive sizes, got {buckets}")
@@ -243,6 +274,19 @@ def fit_to_model(cfg: NodeConfig, model: ModelConfig, robot: RobotConfig) -> Chu
     return ChunkLayout(horizon=horizon, action_names=names)
 
 
+def check_delay(cfg: NodeConfig, engine: EngineConfig, model: ModelConfig) -> None:
+    """A fixed rtc_delay_steps must leave a chunk that lasts until the next one arrives:
+    the rows from d on (the ones published) hold at least execute_horizon rows."""
+    delay = engine.rtc_delay_steps
+    if engine.chunk_handover == "replace" or delay == "auto":
+        return
+    if delay + cfg.execute_horizon > model.action_horizon:
+        raise ConfigError(
+            f"rtc_delay_steps={delay} + execute_horizon={cfg.execute_horizon} exceeds the "
+            f"model's horizon {model.action_horizon}: the chunk would run out before the next"
+        )
+
+
 def _default_stream(name: str) -> StreamConfig:
     """The built-in stream of that name, or one whose prompt must be set."""
     builtin = {s.name: s for s in DEFAULT_STREAMS}
@@ -288,15 +332,16 @@ def _read(node: Node, name: str, default: Any, hint: Any) -> Any:
         value = node.get_parameter(name).value
     except ParameterUninitializedException:
         return default
-    if name == "steps_per_frame":
-        return _parse_k(value)
+    if name in _INT_OR_AUTO:
+        return _parse_int_or_auto(value)
     if isinstance(value, (list, tuple, array.array)):  # integer arrays come as array("q")
         return tuple(value)
     return value
 
 
-def _parse_k(value: Any) -> int | str:
-    """steps_per_frame comes as an int, 'auto', or a string of digits from the command line."""
+def _parse_int_or_auto(value: Any) -> int | str:
+    """An int-or-'auto' parameter comes as an int, 'auto', or a string of digits from the
+    command line."""
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
     return value

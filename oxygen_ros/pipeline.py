@@ -14,7 +14,14 @@ from oxygen_core.engine import Engine, make_engine
 from oxygen_core.observation import Observation
 from oxygen_core.policy import Policy, load_policy
 from oxygen_ros.inputs import FrameAssembler
-from oxygen_ros.params import ChunkLayout, Settings, fit_to_model
+from oxygen_ros.params import (
+    ChunkLayout,
+    ConfigError,
+    NodeConfig,
+    Settings,
+    check_delay,
+    fit_to_model,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +45,23 @@ def make_pipeline(settings: Settings) -> Pipeline:
         dtype=cfg.dtype,
     )
     layout = fit_to_model(cfg, policy.config, policy.robot)
+    check_delay(cfg, settings.engine, policy.config)
+    assembler = _assembler(cfg, policy)
+    engine = make_engine(policy, settings.engine)
+    engine.warmup(blank_observation(policy, assembler, cfg.instruction))
+    return Pipeline(settings, layout, assembler, engine)
+
+
+def restart_pipeline(pipeline: Pipeline) -> Pipeline:
+    """What make_pipeline(pipeline.settings) returns, without loading or compiling again:
+    the same engine restarted (Engine.restart) and a new assembler (no inputs, no skip
+    counts). An evaluation worker replays many bags with one compiled engine this way."""
+    pipeline.engine.restart()
+    assembler = _assembler(pipeline.settings.node, pipeline.engine.policy)
+    return dataclasses.replace(pipeline, assembler=assembler)
+
+
+def _assembler(cfg: NodeConfig, policy: Policy) -> FrameAssembler:
     assembler = FrameAssembler(
         camera_topics=cfg.camera_topics,
         joint_names=cfg.joint_names,
@@ -46,11 +70,14 @@ def make_pipeline(settings: Settings) -> Pipeline:
         stale_timeout_s=cfg.stale_timeout_s,
         sync_slop_s=cfg.sync_slop_s,
         missing_camera=cfg.missing_camera,
+        max_image_pixels=cfg.max_image_pixels,
+        max_instruction_chars=cfg.max_instruction_chars,
+        instruction_check=policy.instruction_problem,
     )
-    assembler.on_instruction(cfg.instruction)
-    engine = make_engine(policy, settings.engine)
-    engine.warmup(blank_observation(policy, assembler, cfg.instruction))
-    return Pipeline(settings, layout, assembler, engine)
+    refused = assembler.on_instruction(cfg.instruction)
+    if refused:
+        raise ConfigError(f"instruction parameter refused: {refused}")
+    return assembler
 
 
 def blank_observation(policy: Policy, assembler: FrameAssembler, prompt: str) -> Observation:

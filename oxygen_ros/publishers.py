@@ -32,9 +32,12 @@ class LifecyclePublishers:
     ) -> None:
         self._node, self._gate = node, gate
         self._on_deadline_missed = on_deadline_missed
-        # The robot needs a chunk every frame period: a QoS deadline of that period lets
-        # DDS flag a silent publisher, and subscribers may ask for the same deadline.
-        # Misses are counted once, on the chunk publisher; the trajectory has the same frames.
+        # The robot needs a chunk every frame period: a QoS deadline lets DDS flag a silent
+        # publisher, and subscribers may ask for one. It is offered with a margin
+        # (qos_deadline_factor x the period): chunks go out one period apart only on
+        # average, and a deadline of exactly one period fired for most of them with no
+        # real miss. Events are counted once, on the chunk publisher (the trajectory has the
+        # same frames), and apart from the misses the node measures itself.
         events = PublisherEventCallbacks(deadline=self._deadline_missed)
         self._publishers: dict[Key, LifecyclePublisher] = {}
         for t in topics.output_topics(cfg):
@@ -43,7 +46,7 @@ class LifecyclePublishers:
                 qos = QoSProfile(
                     depth=t.output.depth,
                     reliability=ReliabilityPolicy.RELIABLE,
-                    deadline=Duration(seconds=cfg.frame_period_s),
+                    deadline=Duration(seconds=cfg.qos_deadline_s),
                 )
             extra = {"event_callbacks": events} if t.output.name == topics.ACTION_CHUNK else {}
             self._publishers[t.key] = node.create_lifecycle_publisher(

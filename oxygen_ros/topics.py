@@ -50,7 +50,7 @@ class Output:
     msg_class: type
     depth: int  # history depth of the publisher (reliable)
     doc: str  # the README's "type" column after the message type
-    deadline: bool = False  # QoS deadline of one frame period (the robot needs every chunk)
+    deadline: bool = False  # QoS deadline of qos_deadline_factor frame periods (every chunk)
     per_stream: bool = False  # one topic per language stream
     when: str | None = None  # NodeConfig bool field that switches the output on
 
@@ -132,7 +132,7 @@ def markdown_table(streams: tuple[str, ...]) -> str:
         names = [o.topic.format(stream=s) for s in streams] if o.per_stream else [o.topic]
         topic = ", ".join(f"`{n}`" for n in names)
         if o.deadline:
-            topic += " (QoS deadline = frame period)"
+            topic += " (QoS deadline = `qos_deadline_factor` x frame period)"
         if o.when is not None:
             topic += f" (if `{o.when}`)"
         package, _, name = o.msgtype.split("/")

@@ -133,6 +133,7 @@ class SensorFaults:
     silent_camera: int | None = None  # index of a camera that stops publishing
     nan_joint: bool = False
     rename_joints: bool = False  # joint names the node does not know
+    extra_joints: int = 0  # names the node does not use, after the ones it needs
 
 
 class Probe(Node):
@@ -244,10 +245,11 @@ class Probe(Node):
         positions = [0.1 * (i + 1) for i in range(len(names))]
         if self.faults.nan_joint:
             positions[2] = float("nan")
+        extra = [f"extra_{i}" for i in range(self.faults.extra_joints)]
         return JointState(
             header=_header(stamp),
-            name=[*reversed(names), "finger_extra"],
-            position=[*reversed(positions), 0.5],
+            name=[*reversed(names), "finger_extra", *extra],
+            position=[*reversed(positions), 0.5, *[0.0] * len(extra)],
         )
 
     def _image(self, stamp: Any, camera: int) -> Image:

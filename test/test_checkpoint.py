@@ -24,8 +24,9 @@ import pytest
 from oxygen_core.config import model_preset
 from oxygen_core.model import pi05
 from oxygen_core.model import weights as P
-from oxygen_core.model.checkpoint import find_norm_stats, save_checkpoint
+from oxygen_core.model.checkpoint import EMBEDDING, find_norm_stats, save_checkpoint
 from oxygen_core.model.normalize import NormStats, Stats, identity_stats, read_norm_stats
+from oxygen_core.model.tokenizer import bundled_model_path
 from oxygen_core.observation import Observation
 from oxygen_core.policy import Policy, load_policy
 
@@ -184,6 +185,23 @@ def test_missing_parameter_is_named(tree: P.Tree, tmp_path: Path):
 def test_checkpoint_of_another_preset_is_rejected(ckpt: Path):
     with pytest.raises(ValueError, match="preset 'small'.*expected"):
         load_policy(preset="small", robot="demo", checkpoint_dir=ckpt)
+
+
+def test_checkpoint_of_another_vocabulary_fails_in_one_line(tree: P.Tree, tmp_path: Path):
+    """PaliGemma-sized embeddings (257,152 rows) with the bundled 512-piece tokenizer: the
+    pairing is refused before the preset's shapes, naming both sizes and both files."""
+    flat = P.flatten(tree)
+    flat[EMBEDDING] = np.zeros((model_preset("pi05").vocab_size, CFG.vlm.width), np.float32)
+    save_variant(tmp_path / "ckpt", flat)
+    with pytest.raises(ValueError) as err:
+        load_policy(preset="tiny", robot="demo", checkpoint_dir=tmp_path / "ckpt")
+    message = str(err.value)
+    bundled = bundled_model_path()
+    assert message == (
+        f"checkpoint {tmp_path / 'ckpt' / 'params'} has a vocabulary of 257152 tokens but "
+        f"tokenizer {bundled} has 512: set tokenizer_path to the tokenizer the checkpoint "
+        f"was trained with"
+    )
 
 
 def test_missing_checkpoint_directory_is_named(tmp_path: Path):

@@ -2,11 +2,14 @@
 
 import io
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 from builtin_interfaces.msg import Duration, Time
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image as PilImage
 from rclpy.serialization import deserialize_message, serialize_message
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
@@ -15,7 +18,6 @@ from std_msgs.msg import Header
 from visualization_msgs.msg import Marker
 
 from oxygen_core.engine.types import ActionResult, LanguageResult, TokenEvent
-from oxygen_ros import convert
 from oxygen_ros.convert import (
     InputError,
     action_chunk_msg,
@@ -31,6 +33,7 @@ from oxygen_ros.convert import (
     stamp_to_seconds,
     unused_joints,
 )
+from oxygen_ros.image_header import JPEG_SIGNATURE, PNG_SIGNATURE, HeaderError, declared_size
 from oxygen_ros.msg import ActionChunk
 
 MSG_DIR = Path(__file__).resolve().parents[1] / "msg"
@@ -176,16 +179,40 @@ def test_bad_compressed_images_raise_input_error(data, message):
         image_to_rgb(CompressedImage(format="jpeg", data=data))
 
 
-@pytest.mark.skipif(
-    convert._decode is convert._pillow_decode,
-    reason="ROS 2 cv_bridge is not installed here: only the Pillow decoder can run",
+def cv2_to_imgmsg_layout(parent: np.ndarray, width: int, encoding: str) -> Image:
+    """An Image laid out as cv_bridge's cv2_to_imgmsg fills one from an OpenCV array that is
+    a crop of a wider image: height and width from the crop, `step` the parent's row length
+    (the rest of each row is padding), is_bigendian from the dtype's byte order and data
+    the parent's bytes as stored (byte-swapped for a big-endian dtype). Built from the
+    sensor_msgs/Image definition; cv_bridge itself is not used (see convert's docstring)."""
+    return Image(
+        height=parent.shape[0],
+        width=width,
+        encoding=encoding,
+        is_bigendian=int(parent.dtype.byteorder == ">"),
+        step=parent.strides[0],
+        data=parent.tobytes(),
+    )
+
+
+@pytest.mark.parametrize(
+    ("encoding", "parent", "expected"),
+    [
+        ("rgb8", np.concatenate([RGB, RGB[:, :2]], axis=1), RGB),
+        ("bgr8", np.concatenate([RGB[:, :, ::-1], RGB[:, :1]], axis=1), RGB),
+        ("mono8", np.concatenate([GREY, GREY[:, :3]], axis=1), grey3(GREY)),
+        ("mono16", np.concatenate([wide(GREY), wide(GREY)[:, :1]], axis=1).astype(">u2"), None),
+        ("rgb16", np.concatenate([wide(RGB), wide(RGB)[:, :2]], axis=1).astype(">u2"), RGB),
+        ("bgr16", np.concatenate([wide(RGB[:, :, ::-1])] * 2, axis=1).astype(">u2"), RGB),
+    ],
 )
-def test_cv_bridge_and_pillow_decode_alike():
-    msg = compressed(RGB, "PNG")
-    np.testing.assert_array_equal(image_to_rgb(msg), RGB)
-    jpeg = compressed(RGB, "JPEG", quality=90)
-    pillow = convert._to_rgb8(*convert._pillow_decode(jpeg))
-    assert np.abs(image_to_rgb(jpeg).astype(int) - pillow).max() <= 2
+def test_cv_bridge_style_messages_give_exact_pixels(encoding, parent, expected):
+    """Padded rows (a crop's stride) and byte-swapped big-endian samples, over rclpy's
+    serialisation as a subscriber receives them."""
+    msg = cv2_to_imgmsg_layout(parent, RGB.shape[1], encoding)
+    received = deserialize_message(serialize_message(msg), Image)
+    expected = grey3(GREY) if expected is None else expected
+    np.testing.assert_array_equal(image_to_rgb(received), expected)
 
 
 def test_rosbags_messages_convert_like_rclpy_messages():
@@ -448,3 +475,110 @@ def test_long_narration_wraps_and_pushes_the_next_stream_up():
     assert lines >= 3 and max(len(line) for line in markers[0].text.split("\n")) <= 60
     gap = markers[1].pose.position.z - markers[0].pose.position.z
     assert gap == pytest.approx(0.12 * (lines + 1) / 2)
+
+
+# ------------------------------------------------------------------------ bounds
+
+
+def with_png_size(png: bytes, width: int, height: int) -> bytes:
+    """The PNG with its IHDR declaring width x height (CRC fixed), pixel data unchanged."""
+    ihdr = b"IHDR" + struct.pack(">II", width, height) + png[24:29]
+    return png[:12] + ihdr + struct.pack(">I", zlib.crc32(ihdr)) + png[33:]
+
+
+def with_jpeg_size(jpeg: bytes, width: int, height: int) -> bytes:
+    at = next(i for i in range(2, len(jpeg)) if jpeg[i] == 0xFF and jpeg[i + 1] in (0xC0, 0xC2))
+    return jpeg[: at + 5] + struct.pack(">HH", height, width) + jpeg[at + 9 :]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "save"),
+    [
+        ("PNG", {}),
+        ("JPEG", {}),
+        ("JPEG", {"progressive": True}),  # SOF2
+        ("JPEG", {"exif": b"Exif\0\0" + bytes(3000), "icc_profile": bytes(5000)}),  # APPn first
+    ],
+)
+def test_declared_size_is_read_from_the_header(fmt, save):
+    pixels = RNG.integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    data = compressed(pixels, fmt, **save).data.tobytes()
+    assert declared_size(data) == (53, 37)
+    assert declared_size(compressed(pixels[:, :, 0], fmt, **save).data.tobytes()) == (53, 37)
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
+def test_an_image_declaring_too_many_pixels_is_refused_before_decoding(fmt):
+    """8000 x 8000 declared over 3 x 5 pixels of data: a decoder would fail on the data, so
+    the pixel count in the error shows the header alone decided."""
+    data = compressed(RGB, fmt).data.tobytes()
+    lying = with_png_size(data, 8000, 8000) if fmt == "PNG" else with_jpeg_size(data, 8000, 8000)
+    with pytest.raises(InputError) as err:
+        image_to_rgb(CompressedImage(format="png", data=lying))
+    assert str(err.value) == (
+        "CompressedImage is 8000x8000 = 64000000 pixels, over max_image_pixels=8294400"
+    )
+
+
+def test_an_image_at_the_pixel_limit_decodes_and_one_above_does_not():
+    msg = compressed(RGB, "PNG")
+    np.testing.assert_array_equal(image_to_rgb(msg, max_pixels=15), RGB)
+    with pytest.raises(
+        InputError, match="CompressedImage is 5x3 = 15 pixels, over max_image_pixels=14"
+    ):
+        image_to_rgb(msg, max_pixels=14)
+    raw = raw_image(RGB, "rgb8")
+    np.testing.assert_array_equal(image_to_rgb(raw, max_pixels=15), RGB)
+    with pytest.raises(InputError, match="Image is 5x3 = 15 pixels, over max_image_pixels=14"):
+        image_to_rgb(raw, max_pixels=14)
+
+
+def test_a_huge_raw_image_is_refused_before_its_data_is_looked_at():
+    msg = Image(height=100_000, width=100_000, encoding="rgb8", step=300_000, data=b"")
+    with pytest.raises(InputError, match="100000x100000 = 10000000000 pixels, over max_image"):
+        image_to_rgb(msg)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tail=st.binary(max_size=40), png=st.booleans())
+def test_a_mangled_header_is_a_header_error_never_a_crash(tail: bytes, png: bool):
+    data = (PNG_SIGNATURE if png else JPEG_SIGNATURE) + tail
+    try:
+        width, height = declared_size(data)
+    except HeaderError:
+        return
+    assert 0 <= width < 2**32 and 0 <= height < 2**32
+
+
+def test_a_jpeg_without_a_frame_header_is_undecodable():
+    data = JPEG_SIGNATURE + b"\xe0\x00\x04ab\xff\xda\x00\x02"
+    with pytest.raises(InputError, match="does not decode: JPEG has no frame header"):
+        image_to_rgb(CompressedImage(format="jpeg", data=data))
+
+
+def test_quoted_message_text_is_an_excerpt_with_its_length():
+    """A 1 MB encoding or format, 100,000 joint names: errors stay short and say how long."""
+    huge = "x" * 1_048_576
+    messages = []
+    for msg in (
+        raw_image(RGB, "rgb8"),
+        CompressedImage(format=huge, data=b"GIF89a"),
+        CompressedImage(format=huge, data=b""),
+    ):
+        if isinstance(msg, Image):
+            msg.encoding = huge
+        with pytest.raises(InputError) as err:
+            image_to_rgb(msg)
+        messages.append(str(err.value))
+    names = [f"joint_{i}" for i in range(100_000)]
+    for state in (
+        JointState(name=names, position=[0.0] * len(names)),
+        JointState(name=["a", "a"] * 50_000, position=[0.0] * 100_000),
+    ):
+        with pytest.raises(InputError) as err:
+            joint_positions(state, ["a", "b"])
+        messages.append(str(err.value))
+    assert all("(1048576 chars)" in m for m in messages[:3])
+    assert "(100000 items)" in messages[3]
+    assert messages[4] == "JointState names joints more than once: ['a']"
+    assert max(map(len, messages)) < 1000

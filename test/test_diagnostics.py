@@ -9,7 +9,9 @@ from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticStatus
 
 from oxygen_core.engine.types import LanguageResult
-from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
+from oxygen_core.text import excerpt, excerpt_list
+from oxygen_ros.diagnostics import ClockWatch, DiagnosticsReporter, InputReport, NodeStats
+from oxygen_ros.inputs import FrameAssembler
 
 pytestmark = pytest.mark.ros
 
@@ -30,8 +32,10 @@ def _language(**fields) -> LanguageResult:
     return LanguageResult(**{**base, **fields})
 
 
-def _statuses(reporter: DiagnosticsReporter, stats: NodeStats, inputs: InputReport = FRESH):
-    array = reporter.report(Time(sec=5), stats.snapshot(), inputs)
+def _statuses(
+    reporter: DiagnosticsReporter, stats: NodeStats, inputs: InputReport = FRESH, clock=None
+):
+    array = reporter.report(Time(sec=5), stats.snapshot(), inputs, clock)
     return {s.name.split(": ")[1]: s for s in array.status}
 
 
@@ -124,3 +128,83 @@ def test_language_status_warns_when_the_kv_pool_is_full():
     assert (status.level, status.message) == (WARN, "KV pool full")
     assert _values(status)["KV pool used"] == "8"
     assert status.hardware_id == "/oxygen"
+
+
+def test_qos_deadline_events_alone_never_read_as_misses():
+    stats, reporter = NodeStats(), DiagnosticsReporter("/oxygen", frame_period_s=0.1)
+    stats.chunk_published(at_s=1.0, latency_s=0.02, deadline_met=True)
+    stats.qos_deadline_missed(7)
+    status = _statuses(reporter, stats)["actions"]
+    assert (status.level, status.message) == (OK, "action chunks on time")
+    values = _values(status)
+    assert (values["deadline misses"], values["QoS deadline events (DDS, not misses)"]) == (
+        "0",
+        "7",
+    )
+
+
+def test_refused_instructions_warn_once_with_the_reason_and_stay_counted():
+    stats, reporter = NodeStats(), DiagnosticsReporter("/oxygen", frame_period_s=0.1)
+    assembler = FrameAssembler(
+        camera_topics=["/cam"], joint_names=["a", "b"], state_dim=2, image_size=8,
+        stale_timeout_s=0.5, sync_slop_s=0.05, max_instruction_chars=100,
+    )  # fmt: skip
+    assert assembler.on_instruction("stack the cups") is None
+    hostile = "x" * 10_000_000
+    assert assembler.on_instruction(hostile) is not None
+    status = _statuses(reporter, stats, InputReport.of(assembler, 0.0))["inputs"]
+    reason = f"instruction of 10000000 chars is over max_instruction_chars=100: {excerpt(hostile)}"
+    assert status.level == WARN
+    assert status.message == f"1 instructions refused, the previous one kept; last: {reason}"
+    assert _values(status)["instructions refused"] == "1"
+    assert _values(status)["last instruction refusal"] == reason
+    assert len(status.message) < 256  # not 10 MB
+    again = _statuses(reporter, stats, InputReport.of(assembler, 0.0))["inputs"]
+    assert again.message != status.message and _values(again)["instructions refused"] == "1"
+
+
+def test_a_hundred_thousand_ignored_joints_are_reported_as_an_excerpt():
+    stats, reporter = NodeStats(), DiagnosticsReporter("/oxygen", frame_period_s=0.1)
+    names = [f"joint_{i}" for i in range(100_000)]
+    inputs = dataclasses.replace(FRESH, ignored_joints=excerpt_list(names))
+    array = reporter.report(Time(sec=5), stats.snapshot(), inputs)
+    values = _values(array.status[2])
+    assert values["joints ignored"].endswith("... (100000 items)]")
+    assert sum(len(kv.key) + len(kv.value) for st in array.status for kv in st.values) < 4096
+
+
+def test_unknown_stream_requests_are_counted_and_warned_once_per_report():
+    stats, reporter = NodeStats(), DiagnosticsReporter("/oxygen", frame_period_s=0.1)
+    for _ in range(13_257):
+        stats.unknown_request()
+    status = _statuses(reporter, stats)["language"]
+    assert (status.level, status.message) == (
+        WARN,
+        "13257 requests named no stream since last report",
+    )
+    assert _statuses(reporter, stats)["language"].level == OK
+
+
+def test_clock_watch_reports_a_stall_and_a_backward_jump_against_steady_time():
+    watch = ClockWatch(stall_after_s=0.3)
+    reporter = DiagnosticsReporter("/oxygen", frame_period_s=0.1)
+    stats = NodeStats()
+
+    def clock_status(ros_s, steady_s):
+        return _statuses(reporter, stats, FRESH, watch.observe(ros_s, steady_s))["clock"]
+
+    first = clock_status(100.0, 5.0)
+    assert (first.level, first.message) == (OK, "ROS clock advancing")
+    running = clock_status(101.0, 6.0)
+    assert _values(running)["ROS clock rate (x steady)"] == "1.000"
+    stopped = clock_status(101.0, 7.0)  # /clock stopped: ROS time stands, steady time runs
+    assert stopped.level == WARN and stopped.message.startswith(
+        "ROS clock stalled for 1.0 s at 101.000"
+    )
+    assert clock_status(101.0, 8.0).message.startswith("ROS clock stalled for 2.0 s")
+    back = clock_status(40.0, 9.0)
+    assert (back.level, back.message) == (WARN, "ROS clock jumped back 61.000 s since last report")
+    assert _values(back)["backward jumps"] == "1"
+    resumed = clock_status(41.0, 10.0)
+    assert (resumed.level, resumed.message) == (OK, "ROS clock advancing")
+    assert _values(resumed)["backward jumps"] == "1"

@@ -335,6 +335,33 @@ def test_reset_drops_every_request_and_the_next_frame_starts_clean(policy, obser
     assert [e.token_ids for e in after.events] == [e.token_ids for e in clean.events]
 
 
+@pytest.mark.parametrize("mode", ["oxygen", "isolated"])
+def test_restart_runs_like_a_new_engine(policy, observations, mode):
+    """What an evaluation worker relies on to reuse one compiled engine across bags: after
+    restart, frames and request ids count from 0 again, so sampled tokens (their keys are
+    (seed, request id)) are those of a new engine."""
+    cfg = engine_config(
+        engine_mode=mode, steps_per_frame=1, streams=streams(MAX_NEW, temperature=0.8)
+    )
+
+    def frames(engine) -> list:
+        out = []
+        for obs in observations[:3]:
+            action = engine.act(obs)
+            events = engine.language().events
+            out.append((action.frame, [(e.request_id, e.stream, e.token_ids) for e in events]))
+        return out
+
+    engine = make_engine(policy, cfg)
+    first = frames(engine)
+    engine.restart()
+    again = frames(engine)
+    assert again == first == frames(make_engine(policy, cfg))
+    assert [f for f, _ in again] == [0, 1, 2] and again[0][1][0][0] == 0
+    engine.reset()  # reset alone keeps counting, as a reactivated node does
+    assert frames(engine)[0][0] == 3
+
+
 def test_buckets_larger_than_the_pool_are_clipped_to_it(policy, observations):
     """A robot config may keep power-of-two buckets over a pool of any size."""
     engine = make_engine(

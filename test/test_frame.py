@@ -16,7 +16,14 @@ import pytest
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Header
 
-from oxygen_core.engine.types import ActionResult, EngineConfig, LanguageResult, TokenEvent
+from oxygen_core.engine.types import (
+    ActionResult,
+    EngineConfig,
+    Handover,
+    LanguageResult,
+    TokenEvent,
+)
+from oxygen_core.model.rtc import DelayEstimator
 from oxygen_core.observation import Observation
 from oxygen_ros import topics
 from oxygen_ros.convert import seconds_to_stamp
@@ -55,24 +62,46 @@ class FakeEngine:
     act: chunk [MODEL_HORIZON, 2] with value 10 * frame + row. language: on frame 0 one
     narration event "n0" (running), on frame 1 that request finishes ("n0 n1", eos) and a
     memory request starts and finishes at once ("m1", max_tokens); nothing after.
+    Hand-over: with chunk_handover other than replace, act records the handover it gets
+    and answers with the next of `delays` as d; mode is the configured one when the
+    handover still has a row at `executed`, else replace, as the real engine decides.
+    `delay` is the real DelayEstimator, so what the loop feeds it is observable.
     """
 
-    def __init__(self, clock: FakeClock, act_s: list[float], language_s: float = 0.02) -> None:
-        self.cfg = EngineConfig(max_active_requests=1, max_queued_requests=1)
+    def __init__(
+        self,
+        clock: FakeClock,
+        act_s: list[float],
+        language_s: float = 0.02,
+        handover: str = "replace",
+        delays: list[int] = (),
+    ) -> None:
+        self.cfg = EngineConfig(
+            max_active_requests=1, max_queued_requests=1, chunk_handover=handover
+        )
         self.clock, self.act_s, self.language_s = clock, list(act_s), language_s
+        self.delays = list(delays)
         self.frame = -1
         self.requested: list[str] = []
         self.time_left: list[float] = []
+        self.handovers: list[Handover | None] = []
+        self.delay = DelayEstimator()
         self.on_act = lambda: None  # a test's hook: what happens while phase 1 runs
 
-    def act(self, obs: Observation) -> ActionResult:
+    def act(self, obs: Observation, handover: Handover | None = None) -> ActionResult:
         assert obs.prompt == "stack" and obs.state.tolist() == [0.5, -0.5]
         self.frame += 1
+        self.handovers.append(handover)
         self.clock.now_s += self.act_s[self.frame]
         self.on_act()
         rows = np.arange(MODEL_HORIZON, dtype=np.float32)[:, None]
         actions = np.hstack([rows, -rows]) + 10 * self.frame
-        return ActionResult(self.frame, actions, prefill_s=0.001, denoise_s=0.002)
+        if handover is None:
+            return ActionResult(self.frame, actions, prefill_s=0.001, denoise_s=0.002)
+        overlaps = handover.executed < len(handover.previous)
+        mode = self.cfg.chunk_handover if overlaps else "replace"
+        delay = self.delays[self.frame]
+        return ActionResult(self.frame, actions, 0.001, 0.002, mode, delay)
 
     def request(self, stream: str) -> None:
         self.requested.append(stream)
@@ -140,9 +169,9 @@ class Rig:
         self.assembler.on_image(0, image)
 
 
-def rig(act_s: list[float], *, open_gate: bool = True) -> Rig:
+def rig(act_s: list[float], *, open_gate: bool = True, handover: str = "replace", delays=()) -> Rig:
     clock = FakeClock()
-    engine = FakeEngine(clock, act_s)
+    engine = FakeEngine(clock, act_s, handover=handover, delays=list(delays))
     gate = Gate()
     if open_gate:
         gate.open()
@@ -229,10 +258,23 @@ def test_skips_are_counted_by_reason_and_publish_nothing():
     assert counts == {"no_instruction": 2, "missing_joint_state": 1, "stale_joint_state": 1}
     assert r.port.sent == [] and r.engine.frame == -1
     assert r.stats.snapshot().frames == 0
-    assert len(r.log.warnings) == 4 and r.log.warnings[0].startswith("frame skipped: no instr")
-    r.tick(now_s=10.2)  # fresh again: one frame, and the stats count the four skips
+    # One line per reason per throttle period: the second no_instruction skip is held back.
+    assert [w.split(":")[0:2] for w in r.log.warnings] == [
+        ["frame skipped", " no instruction received yet, or it was blank"],
+        ["frame skipped", " no JointState received yet"],
+        ["frame skipped", " JointState is 1.000 s old (stale_timeout_s=0.5)"],
+    ]
+    r.clock.now_s += 2.0  # a throttle period later the reason logs again, with the count
+    r.assembler.on_instruction("")
+    r.tick(now_s=10.2)
+    assert r.log.warnings[-1] == (
+        "frame skipped: no instruction received yet, or it was blank (1 more held back since "
+        "the last)"
+    )
+    r.assembler.on_instruction("stack")
+    r.tick(now_s=10.2)  # fresh again: one frame, and the stats count the five skips
     stats = [m for name, _, m in r.port.sent if name == topics.STATS]
-    assert len(stats) == 1 and stats[0].skipped_frames == 4
+    assert len(stats) == 1 and stats[0].skipped_frames == 5
 
 
 def test_nothing_is_published_while_the_gate_is_closed():
@@ -263,3 +305,102 @@ def test_requests_pass_to_the_engine_at_the_next_frame_up_to_pool_plus_queue():
     r.feed()
     r.tick()
     assert r.engine.requested == ["memory", "memory"]
+
+
+# ------------------------------------------------------------------ chunk hand-over
+
+
+def _sent(r: Rig, name: str) -> list:
+    return [m for n, _, m in r.port.sent if n == name]
+
+
+def _ns(stamp) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+def test_handover_counts_executed_steps_from_the_last_chunks_row_0_and_stamps_with_d():
+    """Control period 20 ms. Each frame's handover is the rows the previous frame sent,
+    with the steps from their row-0 stamp to the tick, rounded to the nearest row and
+    clamped at 0; each chunk starts at row d and is stamped d steps after the time of
+    the previous row its row 0 continues (the tick, without a handover)."""
+    delays = [0, 2, 1, 0, 1, 0]
+    r = rig(act_s=[0.01, 0.01, 0.05, 0.01, 0.01, 0.01], handover="rtc", delays=delays)
+    r.assembler.on_instruction("stack")
+    r.feed()
+    for now_s in (10.00, 10.03, 10.099, 10.11, 10.30, 10.20):
+        r.tick(now_s)
+    chunks = _sent(r, topics.ACTION_CHUNK)
+    trajectories = _sent(r, topics.JOINT_TRAJECTORY)
+    ms = 1_000_000
+    # 10.03: 1.5 steps after 10.00 -> row 2 (10.04), + d 2. 10.099: 0.95 steps after 10.08
+    # (a tick 1 ms early) -> row 1 (10.10), + d 1. 10.11: before 10.12 -> row 0, + d 0.
+    # 10.30: 9 rows after 10.12, past the 4 sent: replace, on the grid at 10.30, + d 1.
+    # 10.20: the tick went back: no handover, stamped at the tick.
+    row0 = [10_000 * ms, 10_080 * ms, 10_120 * ms, 10_120 * ms, 10_320 * ms, 10_200 * ms]
+    assert [_ns(c.header.stamp) for c in chunks] == row0
+    assert [_ns(t.header.stamp) for t in trajectories] == row0
+    # Frame f's rows are 10 f + row (first column); published from row d, HORIZON at most.
+    firsts = [
+        [10 * f + i for i in range(d, min(d + HORIZON, MODEL_HORIZON))]
+        for f, d in enumerate(delays)
+    ]
+    assert [list(c.actions)[::2] for c in chunks] == firsts
+    assert [[p.positions[0] for p in t.points] for t in trajectories] == firsts
+    assert [t.points[1].time_from_start.nanosec for t in trajectories] == [20 * ms] * 6
+    handovers = r.engine.handovers
+    assert handovers[0] is None and handovers[5] is None
+    assert [h.executed for h in handovers[1:5]] == [2, 1, 0, 9]
+    for h, f in zip(handovers[1:5], range(4), strict=True):
+        np.testing.assert_array_equal(h.previous[:, 0], firsts[f])  # exactly the rows sent
+        np.testing.assert_array_equal(h.previous[:, 1], [20 * f - v for v in firsts[f]])
+        assert h.control_period_s == pytest.approx(0.02)
+    stats = _sent(r, topics.STATS)
+    assert [(m.handover, m.delay_steps) for m in stats] == [
+        ("replace", 0), ("rtc", 2), ("rtc", 1), ("rtc", 0), ("replace", 1), ("replace", 0)
+    ]  # fmt: skip
+    s = r.stats.snapshot()
+    assert (s.handover_fallbacks, s.stamps_back, s.last_stamp_back) == (1, 1, "clock_back")
+    backwards = [w for w in r.log.warnings if "before the previous" in w]
+    assert backwards == ["action chunk stamped 0.120 s before the previous one (clock_back)"]
+    # The loop feeds its tick-to-publish latencies (here the fake act times) to the
+    # engine's delay estimate: the largest is 50 ms, 5 steps of 10 ms.
+    assert r.engine.delay.steps(0.01) == 5
+
+
+def test_no_handover_after_a_reset_and_a_stamp_before_the_last_is_counted():
+    r = rig(act_s=[0.01] * 4, handover="blend", delays=[0, 4, 0, 9])
+    r.assembler.on_instruction("stack")
+    r.feed()
+    r.tick(10.0)
+    r.tick(10.1)  # 5 rows after 10.0, past the 4 sent: replace, d 4 -> 2 rows from 10.18
+    r.loop.reset()  # deactivate: the robot may be anywhere when frames start again
+    r.assembler.on_instruction("stack")
+    r.tick(10.12)  # no handover, d 0: stamped at the tick, before 10.18
+    r.tick(10.3)  # d 9 is past the 6 rows: only the last row goes out, with a warning
+    assert [h is None for h in r.engine.handovers] == [True, False, True, False]
+    chunks = _sent(r, topics.ACTION_CHUNK)
+    assert [(c.horizon, list(c.actions)[::2]) for c in chunks] == [
+        (4, [0, 1, 2, 3]), (2, [14, 15]), (4, [20, 21, 22, 23]), (1, [35])
+    ]  # fmt: skip
+    ms = 1_000_000
+    assert [_ns(c.header.stamp) for c in chunks] == [
+        10_000 * ms, 10_180 * ms, 10_120 * ms, 10_300 * ms + 5 * 20 * ms
+    ]  # fmt: skip
+    s = r.stats.snapshot()
+    assert (s.handover_fallbacks, s.stamps_back, s.last_stamp_back) == (2, 1, "delay_shrank")
+    assert "0.060 s before the previous one (delay_shrank)" in r.log.warnings[0]
+    assert "exceeds the chunk's 6 rows" in r.log.warnings[1]
+
+
+def test_replace_hands_nothing_over_and_stamps_every_chunk_at_its_tick():
+    r = rig(act_s=[0.01] * 3)
+    r.assembler.on_instruction("stack")
+    r.feed()
+    for now_s in (10.0, 10.1, 10.2):
+        r.tick(now_s)
+    assert r.engine.handovers == [None, None, None]
+    chunks = _sent(r, topics.ACTION_CHUNK)
+    assert [_ns(c.header.stamp) for c in chunks] == [10_000_000_000, 10_100_000_000, 10_200_000_000]
+    assert [c.horizon for c in chunks] == [HORIZON] * 3
+    assert [(m.handover, m.delay_steps) for m in _sent(r, topics.STATS)] == [("replace", 0)] * 3
+    assert r.stats.snapshot().stamps_back == 0

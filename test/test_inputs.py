@@ -7,6 +7,8 @@ from std_msgs.msg import Header
 
 from oxygen_core.config import IMAGE_SLOTS
 from oxygen_core.observation import Observation, validate
+from oxygen_core.policy import load_policy
+from oxygen_core.text import excerpt
 from oxygen_ros.convert import seconds_to_stamp
 from oxygen_ros.inputs import SKIP_REASONS, FrameAssembler, Skip
 
@@ -135,6 +137,57 @@ def test_blank_instruction_clears_the_instruction():
     assert reason(frames.assemble(10.0)) == "no_instruction"
 
 
+def test_an_image_over_max_image_pixels_is_a_bad_image_and_the_next_frame_recovers():
+    frames = FrameAssembler(**SETTINGS, max_image_pixels=32)  # the 4x8 test images fit exactly
+    frames.on_instruction("go")
+    frames.on_joint_state(joints(10.0))
+    frames.on_image(0, image(10.0, 1))
+    frames.on_image(1, image(10.0, 2, height=8, width=8))
+    skip = frames.assemble(10.0)
+    assert reason(skip) == "bad_image"
+    assert skip.detail == (
+        "/cam/left (left_wrist_0_rgb): Image is 8x8 = 64 pixels, over max_image_pixels=32"
+    )
+    frames.on_image(1, image(10.0, 2))
+    assert isinstance(frames.assemble(10.0), Observation)
+    assert frames.skip_counts["bad_image"] == 1
+
+
+def test_an_over_long_instruction_is_refused_and_the_previous_one_kept():
+    frames = FrameAssembler(**SETTINGS, max_instruction_chars=20)
+    frames.on_joint_state(joints(10.0))
+    frames.on_image(0, image(10.0, 1))
+    frames.on_image(1, image(10.0, 2))
+    assert frames.on_instruction("pick up the cup") is None
+    huge = "x" * 10_000_000
+    why = frames.on_instruction(huge)
+    assert why == (
+        "instruction of 10000000 chars is over max_instruction_chars=20: "
+        f"'{'x' * 60}...' (10000000 chars)"
+    )
+    assert (frames.instruction_refusals, frames.instruction_refused) == (1, why)
+    assert frames.assemble(10.0).prompt == "pick up the cup"
+    assert frames.on_instruction("place it") is None
+    assert (frames.instruction_refusals, frames.instruction_refused) == (1, "")
+    assert frames.assemble(10.0).prompt == "place it"
+
+
+def test_an_instruction_the_model_cannot_fit_is_refused_with_the_policy_reason():
+    policy = load_policy(preset="tiny", robot="demo")
+    frames = FrameAssembler(**SETTINGS, instruction_check=policy.instruction_problem)
+    assert frames.on_instruction("pick up the cup") is None
+    long = "pick up the red block and put it in the bowl " * 3
+    why = frames.on_instruction(long)
+    need = policy.tokenizer.prompt_len_bound(long, 7)
+    assert why == (
+        f"instruction needs up to {need} prompt tokens with the state, over the model's "
+        f"max_token_len=48: {excerpt(long)}"
+    )
+    assert frames.instruction_refusals == 1
+    assert frames.on_instruction("") is None  # blank still clears, unchecked
+    assert reason(frames.assemble(10.0)) == "no_instruction"
+
+
 @pytest.mark.parametrize(
     ("old", "expected"), [("camera", "stale_camera"), ("joint", "stale_joint_state")]
 )
@@ -224,7 +277,7 @@ def test_a_decoder_raising_its_own_exception_type_is_a_bad_image(monkeypatch):
 
     calls = []
 
-    def decoder_bug(msg):
+    def decoder_bug(msg, max_pixels):
         calls.append(msg)
         raise SyntaxError("broken PNG file")
 
@@ -280,6 +333,9 @@ def test_freshness_reports_ages_by_slot():
         ({"image_size": 0}, "image_size >= 1"),
         ({"stale_timeout_s": 0.0}, "stale_timeout_s > 0"),
         ({"sync_slop_s": -0.1}, "sync_slop_s >= 0"),
+        ({"max_image_pixels": 0}, "max_image_pixels=0 is outside \\[1, 89478485\\]"),
+        ({"max_image_pixels": 89478486}, "Pillow's own decompression-bomb check"),
+        ({"max_instruction_chars": 0}, "max_instruction_chars must be >= 1, got 0"),
     ],
 )
 def test_misconfiguration_fails_at_construction(change, message):

@@ -1,11 +1,16 @@
-"""launch/oxygen.launch.py on a full ROS 2 install: the node comes up active and publishes.
+"""The installed oxygen.launch.py on a full ROS 2 install: the node comes up active and publishes.
 
 The launch file configures the node, then activates it when it reaches `inactive`, all
 through lifecycle events; this test feeds it synthetic sensors and waits for action
-chunks. It needs launch, launch_ros and launch_testing, which the development venv does
-not have, so it skips there. On a robot, after `colcon build`:
+chunks. Launch file, params and executable all come from the install (share/oxygen_ros
+and lib/oxygen_ros, found through the ament index), so this tests what `colcon build`
+installed, not the checkout. It needs launch, launch_ros and launch_testing, which the
+development venv does not have, so it skips there. On a robot, after `colcon build` and
+`source install/setup.bash`:
 
-    python -m pytest test/test_launch.py    (pin pytest<9 next to launch_testing)
+    colcon test --packages-select oxygen_ros       # or, directly:
+    launch_test test/test_launch.py
+    python -m pytest test/test_launch.py           (pytest<9: launch_testing's plugin)
 """
 
 from __future__ import annotations
@@ -33,15 +38,20 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from node_harness import Probe, SensorFaults  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "config" / "tiny.yaml"
+from oxygen_ros.tools.share import installed_share  # noqa: E402
+
+SHARE = installed_share()
+if SHARE is None or not (SHARE / "launch" / "oxygen.launch.py").is_file():
+    pytest.skip("oxygen_ros is not installed with its launch files", allow_module_level=True)
+LAUNCH = SHARE / "launch" / "oxygen.launch.py"
+TINY = SHARE / "config" / "tiny.yaml"
 PARAMS = yaml.safe_load(TINY.read_text())["/**"]["ros__parameters"]
 
 
 @pytest.mark.launch_test
 def generate_test_description() -> LaunchDescription:
     oxygen = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(str(ROOT / "launch" / "oxygen.launch.py")),
+        PythonLaunchDescriptionSource(str(LAUNCH)),
         launch_arguments={"params_file": str(TINY), "autostart": "true"}.items(),
     )
     return LaunchDescription([oxygen, launch_testing.actions.ReadyToTest()])

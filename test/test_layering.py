@@ -83,3 +83,13 @@ PACKAGES = ("oxygen_core", "oxygen_ros", "test", "launch")
 def test_every_module_has_a_docstring(path):
     docstring = ast.get_docstring(ast.parse(path.read_text()))
     assert docstring and docstring.strip(), f"{path.relative_to(ROOT)} has no module docstring"
+
+
+@pytest.mark.ros
+def test_tools_find_the_checkout_from_their_own_place():
+    """The tools sit one folder deeper than the node: paths they derive must still resolve."""
+    from oxygen_ros.tools import bagio, demo
+
+    assert demo.DEMO_BAG == ROOT / "data" / "demo_bag" and demo.DEMO_BAG.is_dir()
+    assert demo.DEMO_PARAMS.is_file()
+    assert bagio.interface_dir() == ROOT / "msg"

@@ -33,6 +33,9 @@ from rcl_interfaces.msg import Log
 from rclpy.parameter import Parameter
 from std_msgs.msg import String
 
+from oxygen_core.config import model_preset
+from oxygen_core.model import weights as P
+from oxygen_core.model.checkpoint import EMBEDDING, save_checkpoint
 from oxygen_ros.node import OxygenNode
 
 pytestmark = pytest.mark.ros
@@ -127,16 +130,53 @@ def test_a_bad_topic_name_fails_configure_not_activate_and_names_the_parameter(r
     rig.node.set_parameters([Parameter("camera_topics", value=PARAMS["camera_topics"])])
 
 
+def _configure_error(rig, containing: str) -> str:
+    """Configure fails; the one ERROR line from oxygen that names `containing`."""
+    start = len(rig.inbox("/rosout").items())
+    assert rig.probe.transition("configure", timeout_s=120) is False
+    assert rig.probe.state() == "unconfigured"
+    items = rig.inbox("/rosout").wait(
+        lambda xs: any(containing in x.msg.msg for x in xs[start:]), 10, containing
+    )
+    [line] = [x.msg.msg for x in items[start:] if x.msg.name == "oxygen" and x.msg.level >= 40]
+    assert "\n" not in line and "Traceback" not in line
+    return line
+
+
+def test_a_refused_instruction_parameter_fails_configure_in_one_line(rig):
+    rig.node.set_parameters([Parameter("instruction", value="y" * 5000)])
+    line = _configure_error(rig, "instruction parameter refused")
+    assert line.startswith(
+        "configure failed: ConfigError: instruction parameter refused: instruction of 5000 "
+        "chars is over max_instruction_chars=1000: 'yyy"
+    )
+    assert len(line) < 512
+    rig.node.set_parameters([Parameter("instruction", value=PARAMS["instruction"])])
+
+
+def test_a_checkpoint_of_another_vocabulary_fails_configure_in_one_line(rig, tmp_path):
+    """PaliGemma's 257,152-row embedding with the bundled 512-piece tokenizer."""
+    flat = P.flatten(P.init_params(model_preset("tiny"), seed=0))
+    flat[EMBEDDING] = np.zeros((257_152, flat[EMBEDDING].shape[1]), np.float32)
+    save_checkpoint(tmp_path / "ckpt", P.unflatten(flat))
+    rig.node.set_parameters([Parameter("checkpoint_dir", value=str(tmp_path / "ckpt"))])
+    line = _configure_error(rig, "has a vocabulary of 257152 tokens")
+    assert line.startswith(f"configure failed: ValueError: checkpoint {tmp_path / 'ckpt'}")
+    assert "set tokenizer_path to the tokenizer the checkpoint was trained with" in line
+    rig.node.set_parameters([Parameter("checkpoint_dir", value="")])
+
+
 def test_configure_succeeds_once_the_parameter_is_fixed(rig):
     assert rig.probe.transition("configure", timeout_s=300) is True
     assert rig.probe.state() == "inactive"
 
 
-def test_action_publishers_offer_the_frame_period_as_qos_deadline(rig):
+def test_action_publishers_offer_a_qos_deadline_with_a_margin_over_the_frame_period(rig):
+    """qos_deadline_factor (default 1.5) frame periods: jitter raises no DDS event."""
     for topic in ("/oxygen/action_chunk", "/oxygen/joint_trajectory"):
         infos = rig.probe.get_publishers_info_by_topic(topic)
         assert len(infos) == 1, topic
-        assert infos[0].qos_profile.deadline.nanoseconds == round(PERIOD_S * 1e9), topic
+        assert infos[0].qos_profile.deadline.nanoseconds == round(1.5 * PERIOD_S * 1e9), topic
 
 
 def test_activation_skips_frames_until_every_input_arrived(rig):
@@ -306,6 +346,86 @@ def test_bad_input_skips_frames_with_a_diagnostic_and_the_node_stays_active(rig,
     rig.inbox("/oxygen/action_chunk").wait_count(1, timeout_s=10)
 
 
+def _oxygen_lines(rig, start: int, containing: str) -> list[str]:
+    return [
+        x.msg.msg
+        for x in rig.inbox("/rosout").items()[start:]
+        if x.msg.name == "oxygen" and containing in x.msg.msg
+    ]
+
+
+def _report_bytes(array) -> int:
+    """Characters of text in one /diagnostics message."""
+    return sum(
+        len(s.name) + len(s.message) + sum(len(kv.key) + len(kv.value) for kv in s.values)
+        for s in array.status
+    )
+
+
+def test_a_megabyte_encoding_and_100000_joint_names_stay_excerpts_in_logs_and_diagnostics(rig):
+    log_start = len(rig.inbox("/rosout").items())
+    diagnostics_start = len(rig.inbox("/diagnostics").items())
+    rig.probe.faults = dataclasses.replace(HEALTHY, encoding="e" * 1_000_000, extra_joints=100_000)
+    try:
+        _, values = rig.wait_diagnostics(
+            "inputs",
+            lambda level, values: (
+                "(100001 items)" in values["joints ignored"] and "skipped bad_image" in values
+            ),
+            "100,001 ignored joints and a bad image reported",
+        )
+        rig.inbox("/rosout").wait(
+            lambda xs: any("Image encoding 'eee" in x.msg.msg for x in xs[log_start:]),
+            10,
+            "the skip line",
+        )
+    finally:
+        rig.probe.faults = HEALTHY
+    assert values["joints ignored"].startswith("['finger_extra', 'extra_0', 'extra_1'")
+    lines = _oxygen_lines(rig, log_start, "")
+    assert lines and max(len(line) for line in lines) < 1024
+    reports = [x.msg for x in rig.inbox("/diagnostics").items()[diagnostics_start:]]
+    assert max(_report_bytes(r) for r in reports) < 4096
+    rig.inbox("/oxygen/action_chunk").wait_count(1, timeout_s=10)
+
+
+def test_a_10_mb_instruction_is_refused_and_the_previous_one_kept(rig):
+    log_start = len(rig.inbox("/rosout").items())
+    _, before = rig.wait_diagnostics("inputs", lambda level, values: True, "a report")
+    refused = int(before["instructions refused"])
+    rig.probe.instruction.publish(String(data="x" * 10_000_000))
+    level, values = rig.wait_diagnostics(
+        "inputs",
+        lambda level, values: int(values["instructions refused"]) == refused + 1,
+        "the refusal counted",
+    )
+    assert level == ord(DiagnosticStatus.WARN)
+    assert values["last instruction refusal"].startswith(
+        "instruction of 10000000 chars is over max_instruction_chars=1000: 'xxx"
+    )
+    [line] = _oxygen_lines(rig, log_start, "instruction refused")
+    assert line.startswith("instruction refused, the previous one stays: instruction of 100")
+    assert len(line) < 512
+    rig.inbox("/oxygen/action_chunk").wait_count(3, timeout_s=10)  # the old task goes on
+
+
+def test_a_flood_of_unknown_requests_is_counted_and_logged_once_per_period(rig):
+    log_start = len(rig.inbox("/rosout").items())
+    _, before = rig.wait_diagnostics("language", lambda level, values: True, "a report")
+    start = int(before["unknown stream requests"])
+    for i in range(1000):  # keep-last-10 queues drop some: at least 10 arrive
+        rig.probe.request.publish(String(data=f"nope_{i}" * 1000))
+    level, _ = rig.wait_diagnostics(
+        "language",
+        lambda level, values: int(values["unknown stream requests"]) >= start + 10,
+        "the unknown requests counted",
+    )
+    assert level == ord(DiagnosticStatus.WARN)
+    lines = _oxygen_lines(rig, log_start, "unknown stream")
+    assert 1 <= len(lines) <= 3  # one per 2 s throttle period while the flood lasts
+    assert all(len(line) < 512 for line in lines)
+
+
 def test_slow_frames_are_reported_as_deadline_misses(rig):
     """A 2 ms frame period (500 Hz, one action per frame): shorter than any tiny frame."""
     assert rig.probe.transition("deactivate") is True
@@ -323,7 +443,7 @@ def test_slow_frames_are_reported_as_deadline_misses(rig):
     )
 
     def missed(level, values):
-        counts = ("deadline misses", "overruns", "QoS deadline events")
+        counts = ("deadline misses", "overruns", "QoS deadline events (DDS, not misses)")
         return level == ord(DiagnosticStatus.WARN) and all(int(values[k]) > 0 for k in counts)
 
     rig.wait_diagnostics("actions", missed, "deadline misses reported")

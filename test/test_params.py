@@ -17,9 +17,11 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from oxygen_core.config import model_preset, robot_preset
+from oxygen_core.engine.types import EngineConfig
 from oxygen_ros.params import (
     ConfigError,
     NodeConfig,
+    check_delay,
     declare_parameters,
     fit_to_model,
     read_settings,
@@ -70,6 +72,8 @@ def test_robot_yaml_reads_into_configs_that_fit_its_model(path):
     assert cfg.frame_period_s == pytest.approx(raw["execute_horizon"] / raw["control_rate_hz"])
     assert engine.frame_budget_s == pytest.approx(cfg.frame_period_s)
     assert engine.steps_per_frame == raw["steps_per_frame"]
+    handover = (engine.chunk_handover, engine.rtc_max_guidance, engine.rtc_delay_steps)
+    assert handover == (raw["chunk_handover"], raw["rtc_max_guidance"], raw["rtc_delay_steps"])
     assert [s.name for s in engine.streams] == raw["stream_names"]
     for stream in engine.streams:
         for key, value in raw["streams"][stream.name].items():
@@ -98,7 +102,11 @@ def test_tiny_yaml_maps_onto_the_engine_config():
 
 def test_every_field_is_a_described_parameter_with_its_range():
     node = _node()
-    for field in dataclasses.fields(NodeConfig):
+    engine_fields = [f for f in dataclasses.fields(EngineConfig) if "doc" in f.metadata]
+    assert {"chunk_handover", "rtc_max_guidance", "rtc_delay_steps"} <= {
+        f.name for f in engine_fields
+    }
+    for field in [*dataclasses.fields(NodeConfig), *engine_fields]:
         descriptor = node.describe_parameter(field.name)
         assert descriptor.description, field.name
         span = field.metadata["span"]
@@ -111,19 +119,29 @@ def test_every_field_is_a_described_parameter_with_its_range():
     assert node.describe_parameter("pool_full_policy").additional_constraints == (
         "one of: queue, skip, evict_oldest"
     )
+    assert node.describe_parameter("chunk_handover").additional_constraints == (
+        "one of: replace, blend, rtc"
+    )
+    assert node.describe_parameter("rtc_delay_steps").dynamic_typing
 
 
 def test_out_of_range_values_are_refused_by_ros():
     node = _node()
-    names = ("control_rate_hz", "denoise_steps", "streams.narration.max_tokens")
+    names = (
+        "control_rate_hz",
+        "denoise_steps",
+        "streams.narration.max_tokens",
+        "rtc_max_guidance",
+    )
     results = node.set_parameters(
         [
             Parameter(names[0], value=5000.0),
             Parameter(names[1], value=0),
             Parameter(names[2], value=0),
+            Parameter(names[3], value=0.0),
         ]
     )
-    assert [r.successful for r in results] == [False, False, False]
+    assert [r.successful for r in results] == [False, False, False, False]
     assert all(name in r.reason for name, r in zip(names, results, strict=True))
     with pytest.raises(InvalidParameterValueException, match="execute_horizon"):
         _node(execute_horizon=0)  # a bad override fails when the node declares it
@@ -134,11 +152,20 @@ def test_steps_per_frame_takes_an_int_or_auto(value, expected):
     assert read_settings(_node(steps_per_frame=value)).engine.steps_per_frame == expected
 
 
+@pytest.mark.parametrize(("value", "expected"), [("auto", "auto"), (0, 0), (3, 3), ("2", 2)])
+def test_rtc_delay_steps_takes_an_int_or_auto(value, expected):
+    engine = read_settings(_node(rtc_delay_steps=value, chunk_handover="rtc")).engine
+    assert (engine.rtc_delay_steps, engine.chunk_handover) == (expected, "rtc")
+
+
 @pytest.mark.parametrize(
     ("overrides", "named"),
     [
         ({"steps_per_frame": "fast"}, "steps_per_frame"),
         ({"steps_per_frame": 0}, "steps_per_frame"),
+        ({"rtc_delay_steps": -1}, "rtc_delay_steps must be an integer >= 0 or 'auto'"),
+        ({"rtc_delay_steps": "soon"}, "rtc_delay_steps"),
+        ({"chunk_handover": "smooth"}, "chunk_handover"),
         ({"pool_full_policy": "drop"}, "pool_full_policy"),
         ({"missing_camera": "zero"}, "missing_camera"),
         ({"engine_mode": "turbo"}, "engine_mode"),
@@ -195,3 +222,20 @@ def test_fit_defaults_to_the_model_horizon_and_joint_names():
 def test_fit_refuses_parameters_the_model_cannot_serve(changes, message):
     with pytest.raises(ConfigError, match=message):
         _fit(**changes)
+
+
+@pytest.mark.parametrize(
+    ("handover", "delay", "refused"),
+    [("rtc", 2, False), ("rtc", 3, True), ("blend", 3, True), ("replace", 3, False),
+     ("rtc", "auto", False)],
+)  # fmt: skip
+def test_a_fixed_delay_must_leave_a_chunk_that_lasts_the_frame(handover, delay, refused):
+    """tiny: horizon 4, 2 rows per frame. Rows from d on are published: d <= 4 - 2."""
+    settings = read_settings(_node(CONFIG / "tiny.yaml"))
+    engine = dataclasses.replace(settings.engine, chunk_handover=handover, rtc_delay_steps=delay)
+    model = model_preset("tiny")
+    if not refused:
+        check_delay(settings.node, engine, model)
+        return
+    with pytest.raises(ConfigError, match=f"rtc_delay_steps={delay} \\+ execute_horizon=2"):
+        check_delay(settings.node, engine, model)

@@ -162,3 +162,17 @@ def test_robot_overrides_reach_the_model():
     actions = jax.block_until_ready(actions)
     assert actions.shape == (1, 6, 32)
     assert arm.robot_actions(np.asarray(actions), obs.state).shape == (1, 6, 5)
+
+
+def test_instruction_that_cannot_fit_the_prompt_is_named(policy: Policy):
+    """tiny's prompt holds 48 tokens; the demo robot's 7 state bins take up to 21 of them."""
+    assert policy.instruction_problem("pick up the red block") is None
+    words = "pick up the red block and put it in the bowl " * 3
+    need = policy.tokenizer.prompt_len_bound(words, STATE_DIM)
+    assert need > 48
+    assert policy.instruction_problem(words) == (
+        f"instruction needs up to {need} prompt tokens with the state, over the model's "
+        "max_token_len=48"
+    )
+    longest = max(len(policy.tokenizer.prompt_ids(words, np.full(STATE_DIM, v))) for v in (-1, 0))
+    assert longest <= need

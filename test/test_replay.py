@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from rosbags.rosbag2 import Reader
 
 from oxygen_ros.tools import replay
 from oxygen_ros.tools.bagio import (
@@ -384,29 +385,114 @@ def test_isolated_mode_acts_the_same_and_finishes_the_same_texts(
     assert all(np.array_equal(isolated[s], oxygen_actions[s]) for s in oxygen_actions)
 
 
-def test_sigterm_leaves_a_readable_output_bag(tmp_path, clean_bag, names):
-    """`kill` or a CI timeout mid-run: the output bag is closed on the way out."""
+def _replay_process(bag: Path, out: Path, *args: str) -> subprocess.Popen:
     script = Path(sys.executable).with_name("oxygen-replay")
     if not script.exists():
         pytest.skip("oxygen-replay is not installed (run the project's setup)")
-    out = tmp_path / "killed"
-    argv = [str(script), str(clean_bag), "--params", str(TINY), "--out", str(out)]
-    process = subprocess.Popen(
-        [*argv, "--rate", "0.25", "--no-progress"], stderr=subprocess.PIPE, text=True
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not (out / "replay.log").exists() or "frame" not in _log_text(out):
-            assert process.poll() is None and time.monotonic() < deadline, "replay never ran"
-            time.sleep(0.2)
-        time.sleep(3.0)  # about 7 frames at a quarter of real time
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 143
+    argv = [str(script), str(bag), "--params", str(TINY), "--out", str(out), "--no-progress"]
+    return subprocess.Popen([*argv, *args], stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(condition: Callable[[], bool], process: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert process.poll() is None, f"replay ended before {what}: {process.stderr.read()}"
+        assert time.monotonic() < deadline, f"no {what} within 120 s"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_and_sigint_leave_a_readable_bag_and_a_partial_report(
+    tmp_path, clean_bag, names, signum
+):
+    """`kill`, a CI timeout or Ctrl-C mid-run: the bag is closed and the report written."""
+    out = tmp_path / "stopped"
+    process = _replay_process(clean_bag, out, "--rate", "0.5", "--split-s", "0.5")
+    try:  # two closed output files: frames ran
+        _wait_for(lambda: len(list((out / OUTPUT_BAG).glob("*.mcap"))) >= 2, process, "frames")
+        process.send_signal(signum)
+        assert process.wait(timeout=60) == 128 + signum
     finally:
         if process.poll() is None:
             process.kill()
-    assert outputs(out, names.output(ACTION_CHUNK))  # metadata and index written: it reads back
+    [line] = process.stderr.read().strip().splitlines()
+    report = json.loads((out / "report.json").read_text())
+    name = signal.Signals(signum).name
+    assert report["partial"] is True
+    assert report["partial_reason"].startswith(f"stopped by {name} after ")
+    assert line.startswith(f"oxygen-replay: partial: stopped by {name} after ")
+    assert f"**Warning:** partial: stopped by {name}" in (out / "report.md").read_text()
+    chunks = outputs(out, names.output(ACTION_CHUNK))  # metadata and index written
+    assert len(chunks) == report["frames"] > 0
+    assert [c.sequence for c in chunks] == list(range(len(chunks)))
 
 
-def _log_text(out: Path) -> str:
-    return (out / "replay.log").read_text() if (out / "replay.log").exists() else ""
+@pytest.mark.slow
+def test_a_sigkilled_replay_leaves_a_bag_rosbags_reads_with_all_but_the_last_file(
+    tmp_path, clean_bag, names
+):
+    """Output files of 0.5 s: SIGKILL loses the file being written, nothing before it."""
+    out = tmp_path / "killed"
+    process = _replay_process(clean_bag, out, "--rate", "1.0", "--split-s", "0.5")
+    bag = out / OUTPUT_BAG
+    try:
+        _wait_for(lambda: len(list(bag.glob("*.mcap"))) >= 4, process, "four closed files")
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    with Reader(bag) as reader:  # rosbags opens the folder as the kill left it
+        assert reader.message_count > 0
+    chunks = outputs(out, names.output(ACTION_CHUNK))
+    assert [c.sequence for c in chunks] == list(range(len(chunks)))  # no gap before the loss
+    assert len(chunks) >= 3 * 4  # at least three closed files of ~5 frames each (10 Hz)
+
+
+def _corrupt(bag: Path, out: Path) -> Path:
+    """The bag as one mcap file, then 64 KiB overwritten at 40% of it."""
+    with BagWriter(out, split_s=None) as writer:
+        for message in read_bag(bag):
+            writer.write(message)
+    [path] = out.glob("*.mcap")
+    data = bytearray(path.read_bytes())
+    at = int(len(data) * 0.4)
+    data[at : at + 65536] = b"\xa5" * 65536
+    path.write_bytes(bytes(data))
+    return out
+
+
+def test_a_corrupt_input_bag_ends_in_one_line_with_a_partial_report(
+    tmp_path, clean_bag, names, capsys
+):
+    bag = _corrupt(clean_bag, tmp_path / "corrupt")
+    out = tmp_path / "out"
+    argv = [str(bag), "--params", str(TINY), "--out", str(out), "--no-progress"]
+    assert replay.main(argv) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"oxygen-replay: partial: bag {bag} is unreadable after message ")
+    report = json.loads((out / "report.json").read_text())
+    assert report["partial"] is True and "is unreadable after message" in report["partial_reason"]
+    assert 0 < report["frames"] < TICKS and report["ticks"] < TICKS
+    assert len(outputs(out, names.output(ACTION_CHUNK))) == report["frames"]
+
+
+def test_a_bag_whose_images_are_all_the_wrong_size_exits_non_zero_with_the_reason(
+    tmp_path, clean_bag, names, capsys
+):
+    def truncated(message: BagMessage) -> BagMessage:
+        if message.msgtype != IMAGE:
+            return message
+        msg = typestore().deserialize_cdr(message.data, IMAGE)
+        return _rewrite(message, data=msg.data[: len(msg.data) // 2])
+
+    bag = _write_bag(tmp_path / "wrong_size", _edit(read_bag(clean_bag), truncated))
+    out = tmp_path / "out"
+    argv = [str(bag), "--params", str(TINY), "--out", str(out), "--no-progress"]
+    assert replay.main(argv) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    # tick 0.0 has no joint state yet; every later tick has a bad image
+    expected = f"0 frames, {TICKS} skipped: bad_image ({TICKS - 1}), missing_joint_state (1)"
+    assert line == f"oxygen-replay: {expected}; report: {out}"
+    report = json.loads((out / "report.json").read_text())
+    assert report["frames"] == 0 and report["warnings"] == [expected]
+    assert report["partial"] is False

@@ -8,11 +8,14 @@ here on the presets and on a loaded policy.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from oxygen_core import robot_io
-from oxygen_core.config import BOS_ID, IMAGE_SLOTS, RobotConfig, robot_preset
+from oxygen_core.config import BOS_ID, IMAGE_SLOTS, ROBOT_PRESETS, RobotConfig, robot_preset
+from oxygen_core.model.normalize import NormStats, Stats
 from oxygen_core.observation import Observation
 from oxygen_core.policy import load_policy
 
@@ -92,3 +95,37 @@ def test_robots_without_steps_pass_actions_through():
 def test_bad_robot_settings_are_refused(changes, message):
     with pytest.raises(ValueError, match=message):
         RobotConfig("arm", cameras=IMAGE_SLOTS[:1], action_dim=6, state_dim=6, **changes)
+
+
+def random_norm(dims: int, seed: int) -> NormStats:
+    """Quantiles far from identity, so a missed (un)normalisation shows."""
+    rng = np.random.default_rng(seed)
+    q01 = rng.uniform(-3.0, 1.0, dims).astype(np.float32)
+    q99 = (q01 + rng.uniform(0.5, 4.0, dims)).astype(np.float32)
+    stats = Stats(q01=q01, q99=q99, mean=0 * q01, std=1 + 0 * q01)
+    return NormStats(state=stats, actions=stats)
+
+
+@pytest.mark.parametrize("name", sorted(ROBOT_PRESETS))
+def test_model_actions_inverts_robot_actions_for_every_robot(name):
+    """Real-time chunking turns the chunk in execution back into the model's space: the
+    exact inverse, relative to whichever state the deltas are taken from."""
+    policy = dataclasses.replace(load_policy("tiny", name), norm=random_norm(32, 3))
+    robot, horizon = policy.robot, policy.config.action_horizon
+    rng = np.random.default_rng(7)
+    states = rng.uniform(-1.0, 1.0, (2, robot.state_dim)).astype(np.float32)
+    if robot.space == "aloha":
+        states[:, [6, 13]] = rng.uniform(0.1, 0.9, (2, 2))  # gripper openings
+    raw = rng.uniform(-1.0, 1.0, (horizon, 32)).astype(np.float32)
+    commands = policy.robot_actions(raw, states[0])
+    back = policy.model_actions(commands, states[0])
+    np.testing.assert_allclose(back[:, : robot.action_dim], raw[:, : robot.action_dim], atol=2e-5)
+    np.testing.assert_array_equal(back[:, robot.action_dim :], 0.0)
+    # Relative to a new state, the commands are the same commands.
+    again = policy.robot_actions(policy.model_actions(commands, states[1]), states[1])
+    np.testing.assert_allclose(again, commands, atol=2e-5)
+    moved = np.abs(policy.model_actions(commands, states[1]) - back).max(axis=0)
+    deltas = list(robot.delta_actions)
+    assert np.all(moved[deltas] > 1e-3)  # deltas are re-taken from the new state...
+    absolute = [i for i in range(robot.action_dim) if i not in deltas]
+    np.testing.assert_array_equal(moved[absolute], 0.0)  # ...absolute dims are not

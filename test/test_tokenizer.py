@@ -207,6 +207,78 @@ def test_long_prompt_is_truncated_with_a_warning(tok: Tokenizer, caplog):
     assert "truncated to max_len=5" in caplog.text
 
 
+def test_truncation_is_logged_once_per_instruction_and_bounded(tok: Tokenizer, caplog):
+    huge = "stack the cups " * 10_000
+    with caplog.at_level(logging.WARNING, logger=tokenizer_module.__name__):
+        for value in np.linspace(-1, 1, 5):
+            tok.tokenize_prompt(huge, np.full(7, value), max_len=48)
+        tok.tokenize_prompt("put the red block in the bowl", np.zeros(7), max_len=5)
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        f"prompt is {len(tok.prompt_ids(huge, np.full(7, -1.0)))} tokens, truncated to max_len=48",
+        "prompt is 30 tokens, truncated to max_len=5",
+    ]
+    assert max(len(r.getMessage()) for r in caplog.records) < 200
+    assert f"({len(huge)} chars)" in caplog.records[0].getMessage()
+
+
+SEAM_STATES = st.lists(st.floats(-1.5, 1.5), min_size=1, max_size=14).map(np.array)
+
+
+@settings(max_examples=150, deadline=None)
+@given(prompt=st.text(max_size=40), state=SEAM_STATES)
+def test_cached_instruction_ids_equal_encoding_the_whole_prompt(
+    bundled: Tokenizer, prompt: str, state: np.ndarray
+):
+    """Joining the cached instruction part and the state part is exactly one encode."""
+    bins = " ".join(map(str, discretize_state(state)))
+    cleaned = prompt.strip().replace("_", " ").replace("\n", " ")
+    whole = bundled.encode(f"Task: {cleaned}, State: {bins};\nAction: ", bos=True)
+    assert bundled.prompt_ids(prompt, state) == whole
+
+
+def test_an_instruction_is_encoded_once_across_frames(tok: Tokenizer):
+    prompt = "wipe the table with the green sponge"
+    misses = tok._head_ids.cache_info().misses
+    for value in np.linspace(-1, 1, 50):  # a moving robot: the state changes every frame
+        tok.tokenize_prompt(prompt, np.full(7, value), max_len=64)
+    assert tok._head_ids.cache_info().misses == misses + 1
+
+
+def seam_crossing_model(tmp_path: Path) -> Tokenizer:
+    """A model with a piece spanning ":" and the following space (SentencePiece's U+2581),
+    where a split encode would differ from the whole."""
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS_LINES),
+        model_writer=out,
+        minloglevel=2,
+        **{**tokenizer_module._TRAINER_SETTINGS, "user_defined_symbols": ["\n", ":\u25811"]},
+    )
+    path = tmp_path / "seam.model"
+    path.write_bytes(out.getvalue())
+    return load_tokenizer(path)
+
+
+def test_a_vocabulary_crossing_the_seam_encodes_whole_prompts(tmp_path: Path):
+    tok = seam_crossing_model(tmp_path)
+    state = np.full(7, 0.0)  # bin 128: " 128 ..." starts with the ":▁1" piece
+    whole = tok.encode("Task: pick up the cup, State: 128 128 128 128 128 128 128;\nAction: ")
+    split = tok.encode("Task: pick up the cup, State:") + tok.encode(
+        " 128 128 128 128 128 128 128;\nAction: "
+    )
+    assert whole != split  # the seam matters for this vocabulary ...
+    assert tok.prompt_ids("pick up the cup", state) == [BOS_ID, *whole]  # ... and is avoided
+    assert tok.prompt_len_bound("pick up the cup", 7) >= len(whole) + 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(prompt=st.text(max_size=30), state=st.lists(st.floats(-1.5, 1.5), min_size=7, max_size=7))
+def test_prompt_len_bound_covers_every_state(bundled: Tokenizer, prompt: str, state: list):
+    bound = bundled.prompt_len_bound(prompt, 7)
+    assert len(bundled.prompt_ids(prompt, np.array(state))) <= bound
+    assert bundled.prompt_len_bound(prompt, None) == len(bundled.prompt_ids(prompt, None))
+
+
 def test_max_len_must_be_positive(tok: Tokenizer):
     with pytest.raises(ValueError, match="max_len must be at least 1, got 0"):
         tok.tokenize_prompt("pick up the cup", None, max_len=0)

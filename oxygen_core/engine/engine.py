@@ -28,10 +28,17 @@ import numpy as np
 from oxygen_core.config import EOS_ID
 from oxygen_core.engine import kv_pool
 from oxygen_core.engine.generate import generate
+from oxygen_core.engine.handover import check_handover_config, guidance_target, handover_plan
 from oxygen_core.engine.latency import LatencyModel, StepBudget
 from oxygen_core.engine.scheduler import Plan, Request, Scheduler
-from oxygen_core.engine.types import ActionResult, EngineConfig, LanguageResult, TokenEvent
-from oxygen_core.model import pi05
+from oxygen_core.engine.types import (
+    ActionResult,
+    EngineConfig,
+    Handover,
+    LanguageResult,
+    TokenEvent,
+)
+from oxygen_core.model import pi05, rtc
 from oxygen_core.observation import Observation
 from oxygen_core.policy import Policy
 
@@ -100,24 +107,51 @@ class Engine(abc.ABC):
         self._cache: pi05.PrefixCache | None = None
         self._inputs: pi05.PrefixInputs | None = None
         self._act_s = 0.0
+        check_handover_config(cfg)
+        self.delay = rtc.DelayEstimator()  # act latencies, for rtc_delay_steps="auto"
 
     # ------------------------------------------------------------------ phase 1
-    def act(self, obs: Observation) -> ActionResult:
-        """Prefill once, denoise S steps; raises ObservationError on unusable input."""
+    def act(self, obs: Observation, handover: Handover | None = None) -> ActionResult:
+        """Prefill once, denoise S steps; raises ObservationError on unusable input.
+
+        handover: the chunk the robot is executing; cfg.chunk_handover says what to do with
+        it ("replace", the default, ignores it; "rtc" guides the denoising toward it:
+        `handover.py`, `model/rtc.py`). Raises ValueError on a malformed one.
+        """
         inputs = self.policy.prefix_inputs(obs)
+        delay, meet = handover_plan(self.cfg, self.delay, self.policy, handover)
+        mode = self.cfg.chunk_handover if meet is not None else "replace"
         self.frame += 1
         t0 = time.perf_counter()
         cache = jax.block_until_ready(pi05.prefill(self.policy.params, self.model, inputs))
         t1 = time.perf_counter()
         noise = self.policy.noise((self.cfg.seed, self.frame))
-        raw = np.asarray(
-            pi05.denoise(self.policy.params, self.model, cache, noise, self.cfg.denoise_steps)
-        )
+        if mode == "rtc":
+            target, weights = guidance_target(self.policy, meet, obs.state)
+            raw = np.asarray(
+                rtc.guided_denoise(
+                    self.policy.params,
+                    self.model,
+                    cache,
+                    noise,
+                    target,
+                    weights,
+                    np.float32(self.cfg.rtc_max_guidance),
+                    self.cfg.denoise_steps,
+                )
+            )
+        else:
+            raw = np.asarray(
+                pi05.denoise(self.policy.params, self.model, cache, noise, self.cfg.denoise_steps)
+            )
         t2 = time.perf_counter()
         self._cache, self._inputs, self._act_s = cache, inputs, t2 - t0
+        self.delay.observe(self._act_s)
         self.scheduler.trigger(self.frame, obs.prompt)
         actions = self.policy.robot_actions(raw[0], obs.state)
-        return ActionResult(self.frame, actions, t1 - t0, t2 - t1)
+        if mode == "blend":
+            actions = rtc.blend(actions, meet)
+        return ActionResult(self.frame, actions, t1 - t0, t2 - t1, mode, delay)
 
     def request(self, stream: str, max_tokens: int | None = None) -> None:
         """Start a request of `stream` with the next language phase (on demand)."""
@@ -134,18 +168,32 @@ class Engine(abc.ABC):
         self.text.clear()
         self._cache = self._inputs = None
 
-    def warmup(self, obs: Observation) -> None:
-        """Compile every shape with one real observation, then forget it."""
-        self.act(obs)
-        self._warm_language()
+    def restart(self) -> None:
+        """Back to the state warm-up leaves: no requests, frame -1, request ids from 0,
+        so the next run acts and samples exactly as a new engine with the same config
+        would, without compiling again. (`reset` keeps frame and request ids counting,
+        as a node reactivated mid-session needs.) The latency model keeps what it has
+        learnt: only k="auto" reads it, and that choice depends on measured times anyway.
+        """
         self.reset()
         self.frame = -1
+        self.scheduler.restart()
+
+    def warmup(self, obs: Observation) -> None:
+        """Compile every shape with one real observation, then forget it."""
+        result = self.act(obs)
+        if self.cfg.chunk_handover == "rtc":  # the guided denoise is a shape of its own
+            self.act(obs, Handover(result.actions, executed=0, control_period_s=1.0))
+        self._warm_language()
+        self.restart()
+        self.delay.clear()  # compilation is no latency the robot will see again
 
     def compile_count(self) -> int:
         """Compiled executables across the engine's jitted functions (flat after warm-up)."""
         fns = (
             pi05.prefill,
             pi05.denoise,
+            rtc.guided_denoise,
             kv_pool.admit_row,
             kv_pool.decode,
             kv_pool.release,

@@ -122,6 +122,11 @@ class Scheduler:
         self.queue.clear()
         self._instruction = None
 
+    def restart(self) -> None:
+        """As new: no requests, and ids count from 0 again (they seed sampling keys)."""
+        self.clear()
+        self._next_id = 0
+
     @property
     def slots(self) -> dict[int, Request]:
         return {r.slot: r for r in self.active.values()}

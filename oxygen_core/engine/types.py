@@ -17,6 +17,7 @@ Trigger = Literal["every", "instruction_change", "on_demand"]
 PoolFullPolicy = Literal["queue", "skip", "evict_oldest"]
 FinishReason = Literal["eos", "max_tokens", "evicted"]
 Mode = Literal["oxygen", "shared", "isolated"]
+ChunkHandover = Literal["replace", "blend", "rtc"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +79,14 @@ class EngineConfig:
         after decoding, and a frame still running at the next tick turns that tick into an
         overrun (no chunk); 10 ms covers publishing and scheduling jitter on the CPUs
         measured. Offline measurements of the engine alone (bench, verify) pass 0.
+    chunk_handover: what `act` does with a `Handover` (the chunk the robot is executing):
+        "replace" ignores it; "blend" cross-fades the new chunk into it over their
+        overlap; "rtc" guides the denoising toward it (real-time chunking,
+        `oxygen_core.model.rtc`).
+    rtc_max_guidance: the guidance weight's clip (the paper's beta).
+    rtc_delay_steps: d, control steps that run before a new chunk arrives (frozen to the
+        previous chunk), or "auto": the largest recent latency in `Engine.delay` rounded
+        up to control steps (act times; the node adds its tick-to-publish latencies).
     """
 
     engine_mode: Mode = parameter(
@@ -113,8 +122,37 @@ class EngineConfig:
         64, "Requests waiting for a pool row (pool_full_policy queue).", (0, 4096)
     )
     seed: int = parameter(0, "Seed of random weights and of language sampling.", (0, 2**31 - 1))
+    chunk_handover: ChunkHandover = parameter(
+        "replace",
+        "How a new chunk meets the one the robot executes: replace (ignore it), blend "
+        "(cross-fade the overlap), rtc (real-time chunking: guided denoising).",
+        choices=typing.get_args(ChunkHandover),
+    )
+    rtc_max_guidance: float = parameter(
+        5.0, "rtc: clip of the guidance weight (the paper's beta).", (0.001, 1000.0)
+    )
+    rtc_delay_steps: int | Literal["auto"] = parameter(
+        "auto",
+        "rtc/blend: control steps that run before a new chunk arrives (d, an integer >= 0), "
+        "or 'auto': recent tick-to-publish latencies rounded up to control steps.",
+        dynamic=True,
+    )
     frame_budget_s: float | None = None  # the node's frame period
     streams: tuple[StreamConfig, ...] = DEFAULT_STREAMS  # parameters streams.<name>.*
+
+
+@dataclasses.dataclass(frozen=True)
+class Handover:
+    """The chunk the robot is executing when a frame's observation is taken.
+
+    previous: float32 [rows <= horizon, robot action_dim], robot units, as it was sent.
+    executed: its rows already run at the observation's time (0: it just started).
+    control_period_s: time between its rows (converts an "auto" delay into steps).
+    """
+
+    previous: np.ndarray
+    executed: int
+    control_period_s: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,12 +160,18 @@ class ActionResult:
     """Phase 1 of a frame: the action chunk, ready to publish before any language work.
 
     actions: float32 [horizon, robot action_dim], unnormalised robot units.
+    handover: how the chunk met the previous one: "replace" when no handover was given
+        or it had no rows left to meet; else the configured chunk_handover.
+    delay_steps: d, the control steps expected to run before this chunk arrives (0
+        without a handover); its first d rows are the previous chunk's, to guidance.
     """
 
     frame: int
     actions: np.ndarray
     prefill_s: float
     denoise_s: float
+    handover: ChunkHandover = "replace"
+    delay_steps: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,6 +5,11 @@ openpi's parameter names with stacked layers; training checkpoints may wrap ever
 in a `value` key, which is stripped. `<ckpt>/assets/<asset_id>/norm_stats.json` holds the
 quantile statistics. Weights cannot be downloaded here, so tests write a checkpoint in
 this exact layout at tiny size with `save_checkpoint` and load it back.
+
+A checkpoint is only usable with the tokenizer it was trained with: the embedding table
+(`PaliGemma/llm/embedder/input_embedding`) has one row per token id. Its row count is
+checked against the tokenizer before the preset's shapes, so a wrong pairing fails in
+one line naming both sizes and both files rather than in a list of shape mismatches.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ import orbax.checkpoint as ocp
 from oxygen_core.config import ModelConfig
 from oxygen_core.model import weights as P
 from oxygen_core.model.normalize import NormStats, read_norm_stats, write_norm_stats
+from oxygen_core.model.tokenizer import Tokenizer
+
+EMBEDDING = f"{P.LLM_PREFIX}/embedder/input_embedding"
 
 
 def save_checkpoint(
@@ -32,8 +40,9 @@ def save_checkpoint(
         write_norm_stats(ckpt_dir / "assets" / asset_id / "norm_stats.json", norm_stats)
 
 
-def load_params(ckpt_dir: Path, config: ModelConfig) -> P.Tree:
-    """Restore parameters as numpy arrays and check them against the preset's shapes."""
+def load_params(ckpt_dir: Path, config: ModelConfig, tokenizer: Tokenizer | None = None) -> P.Tree:
+    """Restore parameters as numpy arrays and check them against the tokenizer's
+    vocabulary (when given) and the preset's shapes."""
     params_dir = Path(ckpt_dir).resolve() / "params"
     if not params_dir.is_dir():
         raise FileNotFoundError(
@@ -52,9 +61,24 @@ def load_params(ckpt_dir: Path, config: ModelConfig) -> P.Tree:
     flat = P.flatten(tree)
     if flat and all(p.endswith("/value") for p in flat):
         flat = {p[: -len("/value")]: v for p, v in flat.items()}
+    if tokenizer is not None:
+        check_vocabulary(flat, tokenizer, params_dir)
     tree = P.unflatten({p: np.asarray(v) for p, v in flat.items()})
     P.check_shapes(tree, config)
     return tree
+
+
+def check_vocabulary(flat: dict[str, object], tokenizer: Tokenizer, params_dir: Path) -> None:
+    """Raise ValueError in one line when the embedding rows and the tokenizer disagree."""
+    if EMBEDDING not in flat:
+        return  # check_shapes names the missing parameter
+    rows = np.shape(flat[EMBEDDING])[0]
+    if rows != tokenizer.vocab_size:
+        raise ValueError(
+            f"checkpoint {params_dir} has a vocabulary of {rows} tokens but tokenizer "
+            f"{tokenizer.name} has {tokenizer.vocab_size}: set tokenizer_path to the "
+            f"tokenizer the checkpoint was trained with"
+        )
 
 
 def find_norm_stats(ckpt_dir: Path, asset_id: str | None = None) -> NormStats | None:

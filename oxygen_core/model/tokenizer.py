@@ -18,11 +18,20 @@ presets' 48-token prompts.
 
 pi0.5 puts the robot state into the prompt as 256-bin integers. `tokenize_prompt` follows
 openpi's `PaligemmaTokenizer` so that checkpoints see the prompt they were trained on.
+
+The prompt is tokenised every frame, but only its state part changes between frames: the
+instruction part ("Task: <instruction>, State:") is encoded once and cached, and each frame
+encodes the short rest (" <bins>;\nAction: "). Joining the two encodings gives exactly the
+ids of encoding the whole prompt when no piece of the vocabulary spans the seam (":" then a
+space): BPE then never merges across it, and both sides merge in the same order as they
+would together. `Tokenizer` checks that once per model and encodes whole prompts (still
+cached by text and state) for a vocabulary that has such a piece.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -36,6 +45,7 @@ import numpy as np
 import sentencepiece as spm
 
 from oxygen_core.config import BOS_ID, EOS_ID, PAD_ID
+from oxygen_core.text import excerpt
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +54,10 @@ STATE_BINS = 256
 # Left edges of the state bins over [-1, 1]; fixed by pi0.5 training, kept for compatibility.
 _STATE_BIN_EDGES = np.linspace(-1.0, 1.0, STATE_BINS + 1)[:-1]
 _CORPUS = Path(__file__).parent / "assets" / "corpus.txt"
+# Where a pi0.5 prompt with state is split: the cached instruction part ends in ":", the
+# per-frame state part starts with a space (SentencePiece's "\u2581").
+_SEAM = ":\u2581"
+_PROMPT_CACHE = 8  # instructions (and, without a clean seam, prompts) kept encoded
 
 # Every option that shapes the model; all of it goes into the cache key.
 _TRAINER_SETTINGS: dict[str, object] = {
@@ -83,6 +97,13 @@ class Tokenizer:
                 f"{name} has pad/eos/bos ids {found}; pi0.5 needs {(PAD_ID, EOS_ID, BOS_ID)}"
             )
         self.name = name
+        pieces = (self._sp.id_to_piece(i) for i in range(self._sp.vocab_size()))
+        self._clean_seam = not any(_SEAM in piece for piece in pieces)
+        # Keyed by the prompt as given: a frame passes the same string object each time,
+        # so a hit costs neither cleaning nor hashing the text again (str caches its hash).
+        self._head_ids = functools.lru_cache(maxsize=_PROMPT_CACHE)(self._encode_head)
+        self._whole_ids = functools.lru_cache(maxsize=_PROMPT_CACHE)(self._encode_whole)
+        self._truncated_warned = ""  # the last prompt whose truncation was logged
 
     @property
     def vocab_size(self) -> int:
@@ -111,36 +132,91 @@ class Tokenizer:
     ) -> tuple[np.ndarray, np.ndarray]:
         """pi0.5 prompt ids int32 [max_len] and their mask bool [max_len].
 
-        Padded with PAD_ID (mask False). A prompt longer than max_len is cut to max_len with
-        a logged warning rather than an error: a robot should act on a long instruction.
+        Padded with PAD_ID (mask False). A prompt longer than max_len is cut to max_len
+        with a warning, logged once per instruction: callers refuse instructions that
+        cannot fit beforehand (`prompt_len_bound`), so this is a last resort.
         """
         if max_len < 1:
             raise ValueError(f"max_len must be at least 1, got {max_len}")
-        ids = self._prompt_ids(prompt, state)
-        if len(ids) > max_len:
-            logger.warning(
-                "prompt is %d tokens, truncated to max_len=%d: %r", len(ids), max_len, prompt
-            )
-            ids = ids[:max_len]
+        head, tail = self._prompt_parts(prompt, state)
+        length = len(head) + len(tail)
+        if length > max_len:
+            if prompt != self._truncated_warned:
+                self._truncated_warned = prompt
+                logger.warning(
+                    "prompt is %d tokens, truncated to max_len=%d: %s",
+                    length,
+                    max_len,
+                    excerpt(prompt),
+                )
+        # Cut the cached part before joining: a long instruction costs nothing per frame.
+        ids = [*head[:max_len], *tail][:max_len]
         tokens = np.full(max_len, PAD_ID, dtype=np.int32)
         tokens[: len(ids)] = ids
         return tokens, np.arange(max_len) < len(ids)
 
-    def _prompt_ids(self, prompt: str, state: np.ndarray | None) -> list[int]:
+    def prompt_ids(self, prompt: str, state: np.ndarray | None) -> list[int]:
+        """The ids of the pi0.5 prompt, untruncated."""
+        head, tail = self._prompt_parts(prompt, state)
+        return [*head, *tail]
+
+    def _prompt_parts(
+        self, prompt: str, state: np.ndarray | None
+    ) -> tuple[tuple[int, ...], list[int]]:
+        """(cached ids of the instruction part, ids encoded for this frame's state)."""
         if state is None:
             # "\n" encoded on its own marks the start of the answer, as in PaliGemma.
-            return self.encode(prompt_text(prompt, None), bos=True) + self.encode("\n")
-        return self.encode(prompt_text(prompt, state), bos=True)
+            return self._head_ids(prompt, False), self.encode("\n")
+        bins = " ".join(map(str, discretize_state(state)))
+        if self._clean_seam:
+            return self._head_ids(prompt, True), self.encode(_state_tail(bins))
+        return self._whole_ids(prompt, bins), []
+
+    def prompt_len_bound(self, prompt: str, state_dim: int | None) -> int:
+        """Prompt tokens of `prompt` with the longest-encoding state of state_dim values
+        (None: no state in the prompt). Each bin is a number between spaces; a state of one
+        bin repeated takes as many tokens as the longest mixed state when, as in the models
+        pi0.5 uses, no piece joins two numbers."""
+        if state_dim is None:
+            return len(self.prompt_ids(prompt, None))
+        states = [" ".join([str(b)] * state_dim) for b in range(-1, STATE_BINS)]
+        if self._clean_seam:
+            tail = max(len(self.encode(_state_tail(bins))) for bins in states)
+            return len(self._head_ids(prompt, True)) + tail
+        return max(len(self._encode_whole(prompt, bins)) for bins in states)
+
+    def _encode_head(self, prompt: str, with_state: bool) -> tuple[int, ...]:
+        """The cached part: BOS and the instruction (with "Task: ... State:" around it)."""
+        cleaned = _clean(prompt)
+        return tuple(self.encode(_task_head(cleaned) if with_state else cleaned, bos=True))
+
+    def _encode_whole(self, prompt: str, bins: str) -> tuple[int, ...]:
+        """A whole prompt with state, for a vocabulary whose pieces cross the seam."""
+        return tuple(self.encode(_task_head(_clean(prompt)) + _state_tail(bins), bos=True))
+
+
+def _clean(prompt: str) -> str:
+    """The instruction as pi0.5 was trained on it: one line, underscores as spaces."""
+    return prompt.strip().replace("_", " ").replace("\n", " ")
+
+
+def _task_head(cleaned: str) -> str:
+    """The instruction part of a prompt with state, encoded once per instruction."""
+    return f"Task: {cleaned}, State:"
+
+
+def _state_tail(bins: str) -> str:
+    """The per-frame part of a prompt with state, after the cached instruction part."""
+    return f" {bins};\nAction: "
 
 
 def prompt_text(prompt: str, state: np.ndarray | None) -> str:
-    """The text of a pi0.5 prompt (before the "\n" that ends a stateless one): the cleaned
-    instruction, with the normalised state's bins when there is a state."""
-    cleaned = prompt.strip().replace("_", " ").replace("\n", " ")
+    """The text of a pi0.5 prompt (before the "\n" that ends a stateless one), as the
+    tokenizer sees it: the corpus a tokenizer for this prompt format is trained on."""
+    cleaned = _clean(prompt)
     if state is None:
         return cleaned
-    bins = " ".join(map(str, discretize_state(state)))
-    return f"Task: {cleaned}, State: {bins};\nAction: "
+    return _task_head(cleaned) + _state_tail(" ".join(map(str, discretize_state(state))))
 
 
 def discretize_state(state: np.ndarray) -> np.ndarray:

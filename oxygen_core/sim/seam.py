@@ -26,6 +26,7 @@ from oxygen_core.sim.executor import Handover
 @dataclasses.dataclass(frozen=True)
 class SeamSummary:
     seams: int
+    jerks: int  # seams with a jerk value (a full stencil); jerk_mean is over these
     jump_mean: float
     jump_max: float
     jerk_mean: float  # over the seams with at least one full stencil
@@ -33,6 +34,20 @@ class SeamSummary:
 
     def as_dict(self) -> dict[str, float | int]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def pooled(cls, parts: list[SeamSummary]) -> SeamSummary:
+        """The summary of several runs (episodes) together, as one meter over all would give."""
+        seams = sum(p.seams for p in parts)
+        jerks = sum(p.jerks for p in parts)
+        return cls(
+            seams=seams,
+            jerks=jerks,
+            jump_mean=sum(p.jump_mean * p.seams for p in parts) / seams if seams else 0.0,
+            jump_max=max((p.jump_max for p in parts), default=0.0),
+            jerk_mean=sum(p.jerk_mean * p.jerks for p in parts) / jerks if jerks else 0.0,
+            jerk_max=max((p.jerk_max for p in parts), default=0.0),
+        )
 
 
 @dataclasses.dataclass
@@ -79,6 +94,7 @@ class SeamMeter:
         jerks = [s.jerk for s in seams if s.jerk is not None]
         return SeamSummary(
             seams=len(seams),
+            jerks=len(jerks),
             jump_mean=float(np.mean(jumps)) if jumps else 0.0,
             jump_max=max(jumps, default=0.0),
             jerk_mean=float(np.mean(jerks)) if jerks else 0.0,

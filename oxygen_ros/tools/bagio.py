@@ -13,6 +13,15 @@ One rclpy quirk is handled here: `rclpy.serialization.serialize_message` returns
 serializer's estimated size, which can exceed the real CDR size by a few trailing bytes
 (a JointTrajectory with empty velocity arrays gets 12). Those bytes are never sent over
 DDS, and rosbags rejects them; `to_cdr` cuts them off.
+
+Output bags survive a killed writer. `BagWriter` splits a bag into storage files as
+rosbag2 does (`<bag>_0.mcap`, `<bag>_1.mcap`, ...), closing one every `split_s` seconds of
+wall time and rewriting metadata.yaml after each (`bag_recover`), so SIGKILL loses only
+the file still open. A reader sees a normal multi-file rosbag2 bag; files are read in
+order, as rosbag2's sequential reader does.
+
+Reading fails in one line: a corrupt input bag raises `BagReadError` naming the bag and
+how many messages were read, so a tool can stop cleanly and keep what it processed.
 """
 
 from __future__ import annotations
@@ -21,7 +30,9 @@ import dataclasses
 import functools
 import importlib
 import os
+import shutil
 import sys
+import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
 from types import TracebackType
@@ -33,9 +44,16 @@ from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, StorageP
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
+from oxygen_ros.tools.bag_recover import CORRUPT, FileSummary, Topic, write_metadata
+
 Storage = Literal["mcap", "sqlite3"]
 STORAGES: tuple[Storage, ...] = ("mcap", "sqlite3")
 INTERFACE_PACKAGE = "oxygen_ros"
+DEFAULT_SPLIT_S = 2.0  # wall-clock seconds of output a killed writer may lose
+
+
+class BagReadError(RuntimeError):
+    """An input bag that cannot be read further; the message names it and where."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +71,7 @@ class BagMessage:
 
 def interface_dir() -> Path:
     """The folder of this package's .msg files: the checkout, the venv, or a colcon install."""
-    candidates = [Path(__file__).resolve().parents[1] / "msg"]
+    candidates = [Path(__file__).resolve().parents[2] / "msg"]  # oxygen_ros/tools/bagio.py
     prefixes = [sys.prefix, *os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)]
     candidates += [Path(p) / "share" / INTERFACE_PACKAGE / "msg" for p in prefixes if p]
     for folder in candidates:
@@ -123,35 +141,54 @@ def bag_span_ns(path: Path) -> tuple[int, int]:
 
 
 def read_bag(path: Path, topics: Collection[str] | None = None) -> Iterator[BagMessage]:
-    """Messages in log-time order (all topics, or those listed), mcap or sqlite3."""
-    with Reader(path) as reader:
-        connections = [c for c in reader.connections if topics is None or c.topic in topics]
-        if not connections:
-            return
-        for connection, time_ns, data in reader.messages(connections=connections):
-            yield BagMessage(connection.topic, connection.msgtype, time_ns, bytes(data))
+    """Messages in log-time order (all topics, or those listed), mcap or sqlite3.
+
+    Raises BagReadError naming the bag and the messages read before the damage.
+    """
+    read, last_ns = 0, None
+    try:
+        with Reader(path) as reader:
+            connections = [c for c in reader.connections if topics is None or c.topic in topics]
+            if not connections:
+                return
+            for connection, time_ns, data in reader.messages(connections=connections):
+                yield BagMessage(connection.topic, connection.msgtype, time_ns, bytes(data))
+                read, last_ns = read + 1, time_ns
+    except CORRUPT as error:
+        where = f"after message {read} (log time {last_ns} ns)" if read else "before any message"
+        raise BagReadError(
+            f"bag {path} is unreadable {where}: {type(error).__name__}: {error}"
+        ) from error
 
 
 # --------------------------------------------------------------------------- writing
 
 
 class BagWriter:
-    """A new rosbag2 folder; connections are added as topics first appear.
+    """A new rosbag2 folder written as closed storage files; connections are added as
+    topics first appear.
 
-    Use as a context manager: the metadata is written when it closes.
+    Use as a context manager: the last file is closed and the metadata written when it
+    closes. split_s: wall-clock seconds per file (None: one file, metadata at the end).
     """
 
-    def __init__(self, path: Path, storage: Storage = "mcap") -> None:
+    def __init__(
+        self, path: Path, storage: Storage = "mcap", split_s: float | None = DEFAULT_SPLIT_S
+    ) -> None:
         if storage not in STORAGES:
             raise ValueError(f"storage {storage!r} is not one of {list(STORAGES)}")
-        plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
-        self._writer = Writer(Path(path), version=9, storage_plugin=plugin)
-        if storage == "mcap":
-            self._writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
-        self._connections: dict[str, Connection] = {}
+        if split_s is not None and split_s <= 0:
+            raise ValueError(f"split_s must be positive or None, got {split_s}")
+        self.path = Path(path)
+        self._storage = storage
+        self._split_s = split_s
+        self._types: dict[str, str] = {}  # topic -> msgtype, across files
+        self._closed: list[FileSummary] = []
+        self._file: _OpenFile | None = None
 
     def __enter__(self) -> BagWriter:
-        self._writer.open()
+        self.path.mkdir(parents=True)  # FileExistsError: never overwrite a bag
+        self._file = self._open_file()
         return self
 
     def __exit__(
@@ -160,22 +197,80 @@ class BagWriter:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self._writer.close()
+        self._close_file()
 
     def write(self, message: BagMessage) -> None:
         """Append CDR bytes; a topic keeps the type it first appeared with."""
+        known = self._types.setdefault(message.topic, message.msgtype)
+        if known != message.msgtype:
+            raise ValueError(f"topic {message.topic} has type {known}, got {message.msgtype}")
+        if self._file is None:
+            raise RuntimeError(f"bag {self.path} is not open")
+        if self._split_s is not None and self._file.due(self._split_s):
+            self._close_file()
+            self._file = self._open_file()
+        self._file.write(message)
+
+    def write_ros(self, topic: str, time_ns: int, msg: Any) -> None:
+        """Append an rclpy message."""
+        self.write(BagMessage(topic, type_name(msg), time_ns, to_cdr(msg)))
+
+    def _open_file(self) -> _OpenFile:
+        return _OpenFile(self.path, f"{self.path.name}_{len(self._closed)}", self._storage)
+
+    def _close_file(self) -> None:
+        """Close the open file, move it into the bag and list it in metadata.yaml."""
+        if self._file is None:
+            return
+        summary = self._file.close(self.path)
+        self._file = None
+        if summary.count or not self._closed:  # an empty file only for an empty bag
+            self._closed.append(summary)
+        else:
+            (self.path / summary.name).unlink()
+        write_metadata(self.path, self._closed)
+
+
+class _OpenFile:
+    """One storage file being written, in a hidden folder of its own until closed."""
+
+    def __init__(self, bag: Path, name: str, storage: Storage) -> None:
+        plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+        self._name = name
+        self._hidden = bag / f".{name}"  # rosbags writes <folder>/<folder name>.<suffix>
+        self._writer = Writer(self._hidden, version=9, storage_plugin=plugin)
+        if storage == "mcap":
+            self._writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
+        self._writer.open()
+        self._connections: dict[str, Connection] = {}
+        self._counts: dict[Topic, int] = {}
+        self._first_ns, self._last_ns = 2**63 - 1, -(2**63)
+        self._opened = time.monotonic()
+
+    def due(self, split_s: float) -> bool:
+        """Whether the file holds messages and has been open split_s or longer."""
+        return bool(self._counts) and time.monotonic() - self._opened >= split_s
+
+    def write(self, message: BagMessage) -> None:
         connection = self._connections.get(message.topic)
         if connection is None:
             connection = self._writer.add_connection(
                 message.topic, message.msgtype, typestore=typestore()
             )
             self._connections[message.topic] = connection
-        elif connection.msgtype != message.msgtype:
-            raise ValueError(
-                f"topic {message.topic} has type {connection.msgtype}, got {message.msgtype}"
-            )
         self._writer.write(connection, message.time_ns, message.data)
+        topic = Topic(message.topic, message.msgtype, connection.digest)
+        self._counts[topic] = self._counts.get(topic, 0) + 1
+        self._first_ns = min(self._first_ns, message.time_ns)
+        self._last_ns = max(self._last_ns, message.time_ns)
 
-    def write_ros(self, topic: str, time_ns: int, msg: Any) -> None:
-        """Append an rclpy message."""
-        self.write(BagMessage(topic, type_name(msg), time_ns, to_cdr(msg)))
+    def close(self, bag: Path) -> FileSummary:
+        """Finish the file (footer, summary) and move it into `bag`."""
+        self._writer.close()
+        (stored,) = [p for p in self._hidden.iterdir() if p.name != "metadata.yaml"]
+        name = f"{self._name}{stored.suffix}"
+        os.replace(stored, bag / name)
+        shutil.rmtree(self._hidden)
+        if not self._counts:
+            return FileSummary(name, 0, 0, {})
+        return FileSummary(name, self._first_ns, self._last_ns, dict(self._counts))

@@ -21,7 +21,7 @@ from rclpy.context import Context
 from rclpy.node import Node
 
 from oxygen_ros import topics
-from oxygen_ros.params import Settings, declare_parameters, read_settings
+from oxygen_ros.params import ConfigError, Settings, declare_parameters, read_settings
 
 NODE_NAME = "oxygen"  # the node's name: its `~/` topics resolve under it
 
@@ -59,12 +59,13 @@ class TopicNames:
 
 
 def load_settings(
-    params: Path, overrides: Mapping[str, object] | None = None
+    params: Path, overrides: Mapping[str, object] | None = None, namespace: str = ""
 ) -> tuple[Settings, TopicNames]:
     """The node's settings and topics from its params YAML, read by the node's own code.
 
     overrides: parameter values as `-p name:=value` would set them (e.g. seed, engine_mode).
-    Raises FileNotFoundError, or params.ConfigError naming a bad parameter.
+    namespace: the node's namespace (launch's `namespace:=`): relative topics resolve in it.
+    Raises FileNotFoundError, or params.ConfigError naming a bad or unknown parameter.
     """
     if not Path(params).is_file():
         raise FileNotFoundError(f"params file {params} does not exist")
@@ -76,6 +77,7 @@ def load_settings(
     try:
         node = rclpy.create_node(
             NODE_NAME,
+            namespace=namespace,
             context=context,
             cli_args=args,
             start_parameter_services=False,
@@ -83,6 +85,10 @@ def load_settings(
         )
         try:
             declare_parameters(node)
+            # rclpy ignores a -p override of an undeclared name: refuse it instead.
+            unknown = [name for name in overrides or {} if not node.has_parameter(name)]
+            if unknown:
+                raise ConfigError(f"{unknown[0]!r} is not a parameter of the node")
             settings = read_settings(node)
             return settings, _topic_names(node, settings)
         finally:

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -36,10 +36,11 @@ from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.job import Job
 from oxygen_ros.tools.live import replay_live
 from oxygen_ros.tools.replay import summary
+from oxygen_ros.tools.share import resource
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO_BAG = ROOT / "data" / "demo_bag"
-DEMO_PARAMS = ROOT / "config" / "tiny.yaml"
+# share/oxygen_ros after `colcon build`, else the checkout (oxygen_ros.tools.share)
+DEMO_BAG = resource("data/demo_bag")
+DEMO_PARAMS = resource("config/tiny.yaml")
 _STATUS_PERIOD_S = 1.0  # wall seconds between status lines
 _STOP_TIMEOUT_S = 15.0  # for the node to shut down cleanly after Ctrl-C
 
@@ -99,14 +100,24 @@ class Console:
         print(line, file=self._out, flush=True)
 
 
-def start_node(params: Path, log: IO[bytes]) -> subprocess.Popen:
-    """The node as its own process: autostart, on the simulated clock of the player."""
+def start_node(
+    params: Path,
+    log: IO[bytes],
+    overrides: Mapping[str, object] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen:
+    """The node as its own process: autostart, on the simulated clock of the player.
+
+    overrides: parameter values after the params file, as `-p name:=value`.
+    env: the process's environment (default: this one's), e.g. with its own ROS_DOMAIN_ID."""
     command = [
         sys.executable, "-m", "oxygen_ros.node",
         "--ros-args", "--params-file", str(params),
         "-p", "use_sim_time:=true", "-p", "autostart:=true",
     ]  # fmt: skip
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    for name, value in (overrides or {}).items():
+        command += ["-p", f"{name}:={value}"]
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 def stop_node(node: subprocess.Popen) -> None:
@@ -131,7 +142,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--wait-s", type=float, default=300.0, help="how long the node may take to activate"
     )
+    parser.add_argument(
+        "--foxglove",
+        action="store_true",
+        help="also serve the topics to Foxglove (oxygen-foxglove)",
+    )
     return parser
+
+
+def start_foxglove(params: Path, log: IO[bytes]) -> subprocess.Popen:
+    """oxygen-foxglove as its own process, on its default port (the URL is printed)."""
+    command = [sys.executable, "-m", "oxygen_ros.tools.foxglove", "--params", str(params)]
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -139,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # node and player share a host
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = args.out or ROOT / "out" / "demo" / stamp
+    out = args.out or Path("out") / "demo" / stamp
     try:
         job = Job.load(args.bag, args.params, out)
     except (OSError, ValueError) as error:
@@ -150,6 +172,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = (job.span_ns()[1] - job.span_ns()[0]) / 1e9
     with open(out / "node.log", "wb") as log:
         node = start_node(args.params, log)
+        viewer = start_foxglove(args.params, log) if args.foxglove else None
+        if viewer is not None:
+            print(
+                "Foxglove: open it in a browser, connect to ws://127.0.0.1:8765 and import "
+                f"the layout config/viewers/{args.params.stem}.foxglove.json"
+            )
         print(
             f"oxygen node starting (pid {node.pid}, log {out / 'node.log'}): it loads the "
             f"{job.settings.node.preset} model and compiles every shape before it activates"
@@ -169,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         finally:
             stop_node(node)
+            if viewer is not None:
+                stop_node(viewer)
     print(summary(report, out))
     return 0
 

@@ -24,6 +24,7 @@ from rosbags.rosbag2 import ReaderError
 from oxygen_ros.params import Settings
 from oxygen_ros.tools.bagio import (
     BagMessage,
+    BagReadError,
     BagWriter,
     bag_span_ns,
     bag_topics,
@@ -109,14 +110,18 @@ def instructions(
     bag: Path, topic: str, initial: str, origin_ns: int
 ) -> tuple[tuple[int, str], ...]:
     """(bag time, text) of the instruction parameter at origin_ns, then wherever the
-    bag's instruction topic changes it."""
+    bag's instruction topic changes it; up to the damage in a corrupt bag (the replay
+    reports that damage itself)."""
     current = initial.strip()
     changes = [(origin_ns, current)] if current else []
-    for message in read_bag(bag, [topic]):
-        text = from_cdr(message.data, message.msgtype).data.strip()
-        if text and text != current:
-            changes.append((message.time_ns, text))
-        current = text
+    try:
+        for message in read_bag(bag, [topic]):
+            text = from_cdr(message.data, message.msgtype).data.strip()
+            if text and text != current:
+                changes.append((message.time_ns, text))
+            current = text
+    except BagReadError:
+        pass
     return tuple(changes)
 
 

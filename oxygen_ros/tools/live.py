@@ -27,7 +27,7 @@ import functools
 import heapq
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from tqdm import tqdm
 from oxygen_ros.tools.bagio import BagMessage, BagWriter, bag_topics, message_class, read_bag
 from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns, stamp
 from oxygen_ros.tools.report import Counts, Recording, build_report, write_report
+from oxygen_ros.topics import DIAGNOSTICS
 
 # Reliable writers match reliable and best-effort readers alike (the node reads sensors
 # best effort, instructions reliably, /clock best effort).
@@ -154,7 +155,10 @@ class OutputRecorder(Node):
         sink: Callable[[BagMessage], None],
         *,
         context: Context,
+        periodic: Collection[str] = (),
     ) -> None:
+        """periodic: topics the node publishes on a steady timer whatever its clock does
+        (/diagnostics): recorded, but they never make the node look busy to wait_quiet."""
         super().__init__(
             "oxygen_output_recorder",
             context=context,
@@ -162,6 +166,7 @@ class OutputRecorder(Node):
             parameter_overrides=[Parameter("use_sim_time", value=True)],
         )
         self._sink = sink
+        self._periodic = frozenset(periodic)
         self.last_arrival_s = time.monotonic()
         for topic, msgtype in topics.items():
             self.create_subscription(
@@ -173,11 +178,12 @@ class OutputRecorder(Node):
             )
 
     def _on_message(self, topic: str, msgtype: str, data: bytes) -> None:
-        self.last_arrival_s = time.monotonic()
+        if topic not in self._periodic:
+            self.last_arrival_s = time.monotonic()
         self._sink(BagMessage(topic, msgtype, self.get_clock().now().nanoseconds, data))
 
     def wait_quiet(self, quiet_s: float, timeout_s: float) -> None:
-        """Block until nothing arrived for quiet_s (the node's last frame is in)."""
+        """Block until no frame output arrived for quiet_s (the node's last frame is in)."""
         wait_until(
             lambda: time.monotonic() - self.last_arrival_s >= quiet_s,
             timeout_s,
@@ -225,7 +231,8 @@ def replay_live(
             _play(player, span, ticks, rate, progress)
             period = job.settings.node.frame_period_s
             recorder.wait_quiet(quiet_s=max(1.0, 3 * period), timeout_s=60.0)
-    report = build_report(sink.recording, job.info("live"), _live_counts(sink.recording, job))
+    counts = node_counts(sink.recording, job.names.node)
+    report = build_report(sink.recording, job.info("live"), counts)
     write_report(report, job.out)
     return report
 
@@ -243,7 +250,10 @@ def _live_nodes(
     try:
         player = BagPlayer(job.bag, inputs, context=context)
         nodes.append(player)
-        recorder = OutputRecorder(job.names.outputs(), record, context=context)
+        diagnostics = job.names.output(DIAGNOSTICS)
+        recorder = OutputRecorder(
+            job.names.outputs(), record, context=context, periodic=(diagnostics,)
+        )
         nodes.append(recorder)
         executor.add_node(recorder)
         spinner.start()
@@ -269,9 +279,8 @@ def _play(
         player.play(clock_times(span, ticks, period_ns(CLOCK_STEP_S)), rate, advance)
 
 
-def _live_counts(rec: Recording, job: Job) -> Counts:
-    """What the node last reported on /diagnostics (skips by reason, misses, overruns)."""
-    node = job.names.node
+def node_counts(rec: Recording, node: str) -> Counts:
+    """What `node` last reported on /diagnostics (skips by reason, misses, overruns)."""
     return Counts(
         skipped=rec.node_skips(node),
         deadline_misses=rec.node_count(node, "deadline misses"),

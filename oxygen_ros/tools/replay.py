@@ -19,6 +19,14 @@ with use_sim_time, records its outputs and reports them the same way (oxygen_ros
 DIR gets `output_bag/` (mcap: every output topic of the node, /diagnostics included),
 report.json, report.md, timeline.png (oxygen_ros.tools.report) and replay.log (why frames
 were skipped).
+
+A replay that cannot finish still leaves what it did. The output bag is written as closed
+files of `--split-s` seconds each (tools.bagio.BagWriter), so even SIGKILL loses at most
+the last one (`oxygen-bag-recover` writes the metadata a killed run could not). SIGTERM
+and SIGINT, and a corrupt input bag (BagReadError), end the frame loop where it is: the
+bag is closed and report.json / report.md are written with `partial: true` and the reason,
+and the command ends in one line saying why. A run with 0 frames exits 1, naming the skip
+reasons (also in the report's warnings).
 """
 
 from __future__ import annotations
@@ -38,17 +46,66 @@ from rclpy.exceptions import ParameterException
 from rosbags.rosbag2 import ReaderError, WriterError
 from tqdm import tqdm
 
+from oxygen_core.text import excerpt
 from oxygen_ros import topics
 from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
 from oxygen_ros.frame import FrameLoop, Tick
-from oxygen_ros.pipeline import Pipeline, make_pipeline
-from oxygen_ros.tools.bagio import BagMessage, BagWriter, from_cdr, read_bag
+from oxygen_ros.pipeline import Pipeline, make_pipeline, restart_pipeline
+from oxygen_ros.tools.bagio import (
+    DEFAULT_SPLIT_S,
+    BagMessage,
+    BagReadError,
+    BagWriter,
+    from_cdr,
+    read_bag,
+)
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns, stamp, timer_grid
 from oxygen_ros.tools.live import Pacer, replay_live
-from oxygen_ros.tools.report import Counts, build_report, write_report
+from oxygen_ros.tools.report import Counts, build_report, no_frames, write_report
 
 _NS = 1_000_000_000
+_EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}  # 128 + the signal, as a shell reports it
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGINT: ends the run (see `_StopRequest` for where it is raised).
+
+    A KeyboardInterrupt, so no `except Exception` on the way swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+class _StopRequest:
+    """The first SIGTERM or SIGINT of the process (the write-out is not interrupted).
+
+    Outside the frame loop (loading the model, writing the report) the handler raises
+    `Stopped` at once. Inside it the signal is only recorded, and the loop stops between
+    two events: an exception raised at an arbitrary point would land inside JAX, rclpy or
+    the bag writer, whose state it can break (a half-written storage file) or whose C code
+    turns it into another error.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.in_loop = False
+
+    def handle(self, signum: int, frame: Any) -> None:
+        for handled in _EXIT:
+            signal.signal(handled, signal.SIG_IGN)
+        self.signum = signum
+        if not self.in_loop:
+            raise Stopped(signum)
+
+    def check(self) -> None:
+        """Raise `Stopped` if a signal came while the loop ran."""
+        if self.signum is not None:
+            raise Stopped(self.signum)
+
+
+_STOP = _StopRequest()  # signals are per process: so is the request
 
 
 # --------------------------------------------------------------------------- outputs
@@ -124,6 +181,8 @@ class OfflineReplay:
         for i, topic in enumerate(job.names.cameras):
             self.slots.setdefault(topic, []).append(i)
         self._frame_s = (float("-inf"), float("-inf"))  # steady start and end of the last frame
+        self.stopped = ""  # why the run ended before the bag did ("" when it did not)
+        self.stop_signal: int | None = None
         self.loop = FrameLoop(
             engine=pipeline.engine,
             assembler=pipeline.assembler,
@@ -135,9 +194,12 @@ class OfflineReplay:
         )
 
     def run(self, rate: float | None, progress: bool, ticks: Sequence[int]) -> Counts:
-        """Every message, diagnostics period and frame tick in bag-time order."""
+        """Every message, diagnostics period and frame tick in bag-time order, until the
+        bag ends, a signal stops the run or the input bag turns out corrupt."""
         bar = tqdm(total=len(ticks), unit="frame", desc="replay", disable=not progress)
         pacer = Pacer(rate, ticks[0])
+        done = 0
+        _STOP.in_loop = True
         try:
             for time_ns, kind, message in self._events(ticks):
                 self.outputs.now_ns = time_ns
@@ -147,13 +209,26 @@ class OfflineReplay:
                     self._diagnostics(time_ns)
                 else:
                     self._tick(time_ns, on_time=self._free_at(pacer.wait(time_ns)))
+                    done += 1
                     bar.update()
                     bar.set_postfix_str(self._progress(), refresh=False)
                 self.outputs.flush()
+                _STOP.check()
+        except Stopped as stop:
+            self.stopped, self.stop_signal = (
+                f"{stop} after {done} of {len(ticks)} ticks",
+                stop.signum,
+            )
+        except BagReadError as error:
+            self.stopped = f"{error}; stopped after {done} of {len(ticks)} ticks"
         finally:
+            _STOP.in_loop = False
+            self.outputs.flush()  # a frame cut short still leaves what it published
             bar.close()
+            if self.stopped:
+                self.log.error(self.stopped)
             self.log.close()
-        return self._counts(len(ticks))
+        return self._counts(done)
 
     def _events(self, ticks: Sequence[int]) -> Iterator[tuple[int, int, BagMessage | None]]:
         cfg = self.pipeline.settings.node
@@ -179,7 +254,7 @@ class OfflineReplay:
         elif msg.data in self.pipeline.settings.node.stream_names:  # ~/request: a stream name
             self.loop.request(msg.data)
         else:
-            self.log.warning(f"{message.topic}: unknown stream {msg.data!r}")
+            self.log.warning(f"{message.topic}: unknown stream {excerpt(msg.data)}")
 
     def _free_at(self, due_s: float | None) -> bool:
         """Whether the node's worker would take a tick due at `due_s`: not while the last
@@ -226,6 +301,7 @@ class OfflineReplay:
             overruns=s.overruns,
             errors=s.errors,
             ticks=ticks,
+            stopped=self.stopped,
         )
 
 
@@ -235,19 +311,28 @@ def replay_offline(
     rate: float | None = None,
     progress: bool = True,
     ticks: Sequence[int] | None = None,
+    pipeline: Pipeline | None = None,
+    split_s: float | None = DEFAULT_SPLIT_S,
 ) -> dict:
     """Replay the job's bag through a new pipeline; the report (also written to job.out).
 
     ticks: bag times of the frames, ascending; default the node's timer grid over the
     bag. Giving the stamps of a live run's frames recomputes exactly those frames.
+    pipeline: one built earlier for the same settings, restarted here instead of
+    compiling a new one (an evaluation worker replaying many bags); same report.
+    split_s: seconds of wall time per output bag file (BagWriter; None: one file).
+    A run stopped early still writes its report, marked partial (report["partial"]).
     """
+    if pipeline is not None and pipeline.settings != job.settings:
+        raise ValueError("the pipeline given was built for other settings than the job's")
     job.out.mkdir(parents=True, exist_ok=True)
-    pipeline = make_pipeline(job.settings)
-    with BagWriter(job.out / OUTPUT_BAG) as writer:
+    pipeline = make_pipeline(job.settings) if pipeline is None else restart_pipeline(pipeline)
+    with BagWriter(job.out / OUTPUT_BAG, split_s=split_s) as writer:
         sink = OutputSink(writer)
         replay = OfflineReplay(job, pipeline, sink)
         counts = replay.run(rate, progress, job.ticks() if ticks is None else ticks)
     report = build_report(sink.recording, job.info("offline"), counts)
+    report["stop_signal"] = replay.stop_signal
     write_report(report, job.out)
     return report
 
@@ -291,6 +376,13 @@ def _parser() -> argparse.ArgumentParser:
         default=120.0,
         help="--live: how long to wait for the node to become active",
     )
+    parser.add_argument(
+        "--split-s",
+        type=float,
+        default=DEFAULT_SPLIT_S,
+        help="close an output bag file every this many wall seconds, so a killed run "
+        f"loses at most that much (default {DEFAULT_SPLIT_S:g}; 0: one file)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -306,9 +398,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if not args.live:  # an offline replay talks to no one: keep its DDS participant local
         os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    # `kill` and a CI timeout send SIGTERM: exit through the `with` blocks, so the output
-    # bag gets its index and metadata and stays readable.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # `kill`, a CI timeout and Ctrl-C: the frame loop stops between two events, the output bag is
+    # closed and a partial report written (OfflineReplay.run).
+    for signum in _EXIT:
+        signal.signal(signum, _STOP.handle)
+    split_s = args.split_s or None
     overrides = {"engine_mode": args.mode, "seed": args.seed}
     try:
         job = Job.load(
@@ -324,17 +418,39 @@ def main(argv: Sequence[str] | None = None) -> int:
                 job, rate=args.rate or 1.0, wait_s=args.wait_s, progress=not args.no_progress
             )
         else:
-            report = replay_offline(job, rate=args.rate, progress=not args.no_progress)
+            report = replay_offline(
+                job, rate=args.rate, progress=not args.no_progress, split_s=split_s
+            )
     except (OSError, ValueError, TimeoutError, RuntimeError, ParameterException) as error:
         print(f"oxygen-replay: {error}", file=sys.stderr)
         return 1
     except (ReaderError, WriterError) as error:  # rosbags' own: a damaged bag, a full disk
         print(f"oxygen-replay: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # the output bag was closed on the way out: it stays readable
+    except Stopped as stop:  # before the frame loop (loading) or after it (the report)
+        print(f"oxygen-replay: {stop}; output in {args.out}", file=sys.stderr)
+        return _EXIT[stop.signum]
+    except KeyboardInterrupt:  # --live: the output bag was closed on the way out
         print(f"oxygen-replay: interrupted; partial output bag in {args.out}", file=sys.stderr)
         return 130
-    print(summary(report, args.out))
+    return _outcome(report, args.out)
+
+
+def _outcome(report: Mapping[str, Any], out: Path) -> int:
+    """Print the summary, or the one line saying why the run is not whole; the exit code."""
+    if report.get("partial"):
+        print(
+            f"oxygen-replay: partial: {report['partial_reason']}; "
+            f"{report['frames']} frames kept in {out}",
+            file=sys.stderr,
+        )
+        return _EXIT.get(report.get("stop_signal"), 1)
+    if report["frames"] == 0:
+        print(
+            f"oxygen-replay: {no_frames(report['skipped_frames'])}; report: {out}", file=sys.stderr
+        )
+        return 1
+    print(summary(report, out))
     return 0
 
 

@@ -145,6 +145,7 @@ class Counts:
     overruns: int = 0
     errors: int = 0
     ticks: int | None = None  # frame timer ticks (known offline)
+    stopped: str = ""  # why the run ended early (a signal, a corrupt input bag); "" if not
 
 
 def warmup_frames(engine: EngineConfig) -> int:
@@ -158,16 +159,31 @@ def warmup_frames(engine: EngineConfig) -> int:
 # --------------------------------------------------------------------------- report.json
 
 
-def _warnings(frames: list[_Frame]) -> list[str]:
-    """What makes this report less than it seems (a live node that ran before)."""
+def _warnings(frames: list[_Frame], counts: Counts) -> list[str]:
+    """What makes this report less than it seems: a partial run, no frames at all, a live
+    node that ran before."""
+    warnings = [f"partial: {counts.stopped}"] if counts.stopped else []
+    if not frames:
+        warnings.append(no_frames(counts.skipped))
     first = min((f.frame for f in frames), default=0)
-    if first == 0:
-        return []
-    return [
-        f"the node's first frame in this run is #{first}: it ran before, so the counts it "
-        "reports on /diagnostics (skips, misses, overruns) include that earlier run; "
-        "restart the node for a clean report"
-    ]
+    if first != 0:
+        warnings.append(
+            f"the node's first frame in this run is #{first}: it ran before, so the counts it "
+            "reports on /diagnostics (skips, misses, overruns) include that earlier run; "
+            "restart the node for a clean report"
+        )
+    return warnings
+
+
+def no_frames(skipped: Mapping[str, int]) -> str:
+    """Why a run produced no frame, e.g. "0 frames, 100 skipped: bad_image"."""
+    reasons = sorted(((n, r) for r, n in skipped.items() if n), reverse=True)
+    total = sum(n for n, _ in reasons)
+    if not reasons:
+        return "0 frames: no frame tick ran"
+    return f"0 frames, {total} skipped: " + ", ".join(
+        r if len(reasons) == 1 else f"{r} ({n})" for n, r in reasons
+    )
 
 
 def build_report(rec: Recording, info: RunInfo, counts: Counts) -> dict[str, Any]:
@@ -183,7 +199,9 @@ def build_report(rec: Recording, info: RunInfo, counts: Counts) -> dict[str, Any
         reasons[stream][reason] += 1
         texts[stream].append(text)
     return {
-        "warnings": _warnings(frames),
+        "warnings": _warnings(frames, counts),
+        "partial": bool(counts.stopped),
+        "partial_reason": counts.stopped,
         "source": info.source,
         "bag": info.bag,
         "params": info.params,
@@ -352,7 +370,8 @@ def plot_timeline(report: Mapping[str, Any], path: Path) -> None:
         bottom += np.asarray(t[key], float)
     ax_tokens.set_ylabel("tokens / frame")
     ax_tokens.set_xlabel("bag time (s)")
-    ax_tokens.legend(loc="upper right", fontsize=8, ncols=3)
+    if ax_tokens.get_legend_handles_labels()[0]:  # no streams ran: no legend, no warning
+        ax_tokens.legend(loc="upper right", fontsize=8, ncols=3)
     for change in report["instructions"]:
         for ax in (ax_time, ax_batch, ax_tokens):
             ax.axvline(change["time_s"], color="grey", lw=0.8, ls=":")

@@ -1,0 +1,284 @@
+"""The evaluation's report across tasks, from the per-task report.json files only.
+
+Numbers come from what every task wrote (report.json; task.json and error.json only say
+whether it finished), so the report can be rebuilt, and tested, from known files. Per
+configuration, each metric's spread over the inputs: n, mean, sample standard deviation
+(n - 1; none for a single input), min and max. A metric is read where a task's report
+has it: replays have no success or seams, the expert policy's sim reports no node
+figures (action Hz, tok/s, misses). Success rate and seams are closed-loop metrics, from
+oxygen-sim-eval's report.json (`success.all.rate`, `seams`): the rate's spread is over
+the configuration's sim tasks, and `success` adds, per family and for all, the episodes
+and successes pooled over the tasks (successes / episodes, exact when batch sizes
+differ) next to that spread. Outputs, in the output root: eval_report.json (everything),
+eval_report.md (the tables) and eval_comparison.png (one panel per metric,
+configurations side by side).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from oxygen_ros.tools.eval.manifest import Task
+from oxygen_ros.tools.eval.tasks import ERRORS, MARKER, read_json, task_dir
+
+REPORT = "report.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    value: Callable[[Mapping[str, Any]], float | None]
+
+
+def _skipped(report: Mapping[str, Any]) -> int | None:
+    skipped = report.get("skipped_frames")
+    return None if skipped is None else sum(skipped.values())
+
+
+def _success_rate(report: Mapping[str, Any]) -> float | None:
+    return report["success"]["all"]["rate"] if "success" in report else None
+
+
+def _seams(key: str) -> Callable[[Mapping[str, Any]], float | None]:
+    return lambda r: r["seams"][key] if "seams" in r else None
+
+
+METRICS = (
+    Metric("action_hz", "action Hz", lambda r: r.get("action_hz")),
+    Metric("lang_tps", "language tok/s", lambda r: r.get("lang_tps")),
+    Metric("deadline_misses", "deadline misses", lambda r: r.get("deadline_misses")),
+    Metric("skipped_frames", "skipped frames", _skipped),
+    Metric("frames", "frames", lambda r: r.get("frames")),
+    Metric("tokens", "tokens", lambda r: r.get("tokens")),
+    Metric("success_rate", "success rate", _success_rate),
+    Metric("seams", "seams", _seams("seams")),
+    Metric("seam_jump_mean", "seam jump (rad)", _seams("jump_mean")),
+)
+PLOTTED = ("action_hz", "lang_tps", "deadline_misses", "skipped_frames", "success_rate", "seams")
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """Where one task stands, read from its folder."""
+
+    task: str
+    input: str
+    configuration: str
+    status: str  # "done", "failed" (an error.json, no marker) or "pending"
+    report: Mapping[str, Any] | None = None
+    error: str | None = None  # the last attempt's "Type: message"
+
+
+def collect(root: Path, tasks: Sequence[Task]) -> list[Outcome]:
+    """Every task's outcome, in manifest order."""
+    outcomes = []
+    for task in tasks:
+        folder = task_dir(root, task)
+        ids = {"task": task.id, "input": task.input.name, "configuration": task.config.name}
+        errors = read_json(folder / ERRORS)
+        if (folder / MARKER).is_file():
+            outcomes.append(Outcome(**ids, status="done", report=read_json(folder / REPORT)))
+        elif errors:
+            last = errors["attempts"][-1]
+            message = f"{last['type']}: {last['message']}"
+            outcomes.append(Outcome(**ids, status="failed", error=message))
+        else:
+            outcomes.append(Outcome(**ids, status="pending"))
+    return outcomes
+
+
+def spread(values: Sequence[float]) -> dict[str, float | int | None]:
+    """n, mean, sample std (None for one value), min, max."""
+    return {
+        "n": len(values),
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else None,
+        "min": min(values),
+        "max": max(values),
+    }
+
+
+def aggregate(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """The aggregate report as plain JSON data."""
+    configs: dict[str, dict[str, Any]] = {}
+    for outcome in outcomes:
+        entry = configs.setdefault(
+            outcome.configuration,
+            {"tasks": {"done": 0, "failed": 0, "pending": 0}, "inputs": {}},
+        )
+        entry["tasks"][outcome.status] += 1
+        if outcome.report is not None:
+            values = {m.key: m.value(outcome.report) for m in METRICS}
+            entry["inputs"][outcome.input] = {k: v for k, v in values.items() if v is not None}
+    for name, entry in configs.items():
+        entry["metrics"] = {}
+        for metric in METRICS:
+            values = [v[metric.key] for v in entry["inputs"].values() if metric.key in v]
+            if values:
+                entry["metrics"][metric.key] = spread(values)
+        reports = [o.report for o in outcomes if o.configuration == name and o.report]
+        success = success_by_family([r for r in reports if "success" in r])
+        if success:
+            entry["success"] = success
+    return {
+        "tasks": {
+            status: sum(o.status == status for o in outcomes)
+            for status in ("done", "failed", "pending")
+        },
+        "configurations": configs,
+        "failed": [{"task": o.task, "error": o.error} for o in outcomes if o.status == "failed"],
+    }
+
+
+def success_by_family(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per family (and "all"): tasks, episodes and successes pooled, their rate, and the
+    spread of the tasks' own rates."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for report in reports:
+        for family, rate in report["success"].items():
+            groups.setdefault(family, []).append(rate)
+    if "all" in groups:
+        groups["all"] = groups.pop("all")  # last, after the families
+    result = {}
+    for family, rates in groups.items():
+        episodes = sum(r["episodes"] for r in rates)
+        successes = sum(r["successes"] for r in rates)
+        result[family] = {
+            "tasks": len(rates),
+            "episodes": episodes,
+            "successes": successes,
+            "rate": successes / episodes if episodes else 0.0,
+            "task_rate": spread([r["rate"] for r in rates]),
+        }
+    return result
+
+
+# --------------------------------------------------------------------------- files
+
+
+def write_aggregate(summary: Mapping[str, Any], root: Path) -> dict[str, Path]:
+    """eval_report.json, eval_report.md and eval_comparison.png in `root`."""
+    paths = {
+        "json": root / "eval_report.json",
+        "md": root / "eval_report.md",
+        "png": root / "eval_comparison.png",
+    }
+    paths["json"].write_text(json.dumps(summary, indent=1, allow_nan=False))
+    plot_comparison(summary, paths["png"])
+    paths["md"].write_text(markdown(summary, paths["png"].name))
+    return paths
+
+
+def _cell(stats: Mapping[str, Any] | None) -> str:
+    if stats is None:
+        return "-"
+    std = "" if stats["std"] is None else f" ± {stats['std']:.3g}"
+    return f"{stats['mean']:.4g}{std}"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def markdown(summary: Mapping[str, Any], png_name: str) -> str:
+    configs = summary["configurations"]
+    metrics = [m for m in METRICS if any(m.key in c["metrics"] for c in configs.values())]
+    t = summary["tasks"]
+    lines = [
+        "# oxygen-eval",
+        "",
+        f"{t['done']} tasks done, {t['failed']} failed, {t['pending']} pending; "
+        "values are mean ± sample std over the inputs.",
+        "",
+        "## Comparison",
+        "",
+        "| configuration | inputs | " + " | ".join(m.label for m in metrics) + " |",
+        "|---|---|" + "---|" * len(metrics),
+    ]
+    for name, entry in configs.items():
+        cells = [_cell(entry["metrics"].get(m.key)) for m in metrics]
+        lines.append(f"| {name} | {len(entry['inputs'])} | " + " | ".join(cells) + " |")
+    lines += ["", f"![comparison]({png_name})", ""]
+    lines += _success_table(configs)
+    for name, entry in configs.items():
+        tasks = entry["tasks"]
+        lines += [
+            f"## {name}",
+            "",
+            f"{tasks['done']} done, {tasks['failed']} failed, {tasks['pending']} pending.",
+            "",
+            "| metric | n | mean | std | min | max |",
+            "|---|---|---|---|---|---|",
+        ]
+        for metric in metrics:
+            s = entry["metrics"].get(metric.key)
+            if s is not None:
+                row = [s["n"], _number(s["mean"]), _number(s["std"]), _number(s["min"])]
+                lines.append(
+                    f"| {metric.label} | " + " | ".join(map(str, row)) + f" | {_number(s['max'])} |"
+                )
+        lines.append("")
+    if summary["failed"]:
+        lines += ["## Failed tasks", "", "Every attempt is in the task's error.json.", ""]
+        lines += [f"- {f['task']}: {f['error']}" for f in summary["failed"]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _success_table(configs: Mapping[str, Any]) -> list[str]:
+    """Closed-loop success per configuration and family, pooled and over tasks."""
+    rows = [
+        f"| {name} | {family} | {s['tasks']} | {s['episodes']} | {s['successes']} | "
+        f"{s['rate']:.4g} | {_cell(s['task_rate'])} |"
+        for name, entry in configs.items()
+        for family, s in entry.get("success", {}).items()
+    ]
+    if not rows:
+        return []
+    return [
+        "## Closed-loop success",
+        "",
+        "Rate: successes / episodes over the tasks; per task: mean ± sample std of the "
+        "tasks' rates.",
+        "",
+        "| configuration | family | tasks | episodes | successes | rate | per task |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def plot_comparison(summary: Mapping[str, Any], path: Path) -> None:
+    """Per metric: each configuration's mean (bar), min-max (whisker), inputs (dots)."""
+    configs = summary["configurations"]
+    metrics = [
+        m
+        for m in METRICS
+        if m.key in PLOTTED and any(m.key in c["metrics"] for c in configs.values())
+    ]
+    fig = Figure(figsize=(3.2 * max(len(metrics), 1), 3.6), layout="constrained")
+    axes = fig.subplots(1, max(len(metrics), 1), squeeze=False)[0]
+    names = list(configs)
+    for ax, metric in zip(axes, metrics, strict=False):
+        for x, name in enumerate(names):
+            stats = configs[name]["metrics"].get(metric.key)
+            if stats is None:
+                continue
+            mean = stats["mean"]
+            low, high = mean - stats["min"], stats["max"] - mean
+            ax.bar(x, mean, color=f"C{x}", alpha=0.6, yerr=[[low], [high]], capsize=4)
+            values = [v[metric.key] for v in configs[name]["inputs"].values() if metric.key in v]
+            ax.plot([x] * len(values), values, "k.", ms=4)
+        ax.set_title(metric.label, fontsize=10)
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+        ax.set_ylim(bottom=0)
+    fig.suptitle("configurations over inputs: mean (bar), min-max, each input (dot)", fontsize=10)
+    fig.savefig(path, dpi=100)

@@ -1,0 +1,280 @@
+"""The simulated robot's control loop, one tick per control period, without an rclpy node.
+
+Each `tick` at sim time t:
+
+1. the episode over at the last tick is closed (its outcome published) and the next one
+   starts: a fresh world from (family, seed), the executor reset to the home pose (the
+   first trajectory after a reset is not a seam), the instruction published;
+2. what a robot's drivers publish, stamped t: the joint states, the cameras (every
+   `camera_every` ticks), the instruction again every second; then /clock = t. Sensors go
+   before the clock, so a node whose frame timer fires at t already has them;
+3. trajectories: with an external policy, every JointTrajectory received since the last
+   tick goes to the executor (`replace` at its stamp, a zero stamp meaning now); one whose
+   stamp is older than the episode is dropped as `previous_episode`; a rejected one is
+   counted by reason and the arm keeps its current command. With the expert, its targets
+   for this tick are wrapped as a one-point trajectory and go the same way (and are
+   published, with its narration and memory lines, on /sim/expert/...);
+4. success or the time limit ends the episode (checked after the policy saw the world, as
+   `oxygen_core.sim.runner` does); otherwise the executor's command at t goes into the seam
+   meter and the world steps one period.
+
+Publishing goes through a `SimPort` by the keys of `messages.SIM_TOPICS`, with the tick's
+sim time: the rclpy node's publishers, or a bag (`record.py`). The same loop thus drives a
+live closed-loop run and a deterministic recording.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from trajectory_msgs.msg import JointTrajectory
+
+from oxygen_core.sim.executor import TrajectoryExecutor
+from oxygen_core.sim.expert import Expert
+from oxygen_core.sim.render import Renderer
+from oxygen_core.sim.seam import SeamMeter
+from oxygen_core.sim.tasks import FAMILIES, Task, make_task
+from oxygen_core.sim.world import World
+from oxygen_ros.tools.sim import messages as m
+
+POLICIES = ("external", "expert")
+_NS = 1_000_000_000
+_INSTRUCTION_PERIOD_NS = _NS
+
+
+@dataclasses.dataclass(frozen=True)
+class SimConfig:
+    """One run of the simulated robot."""
+
+    episodes: tuple[tuple[str, int], ...]  # (family, seed) in run order
+    policy: str = "external"
+    control_rate_hz: float = 20.0
+    camera_rate_hz: float = 10.0
+    camera_size: int = 224
+    start_s: float = 1.0  # sim time of the first tick (a zero stamp would mean "now")
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy {self.policy!r} is not one of {POLICIES}")
+        if not self.episodes:
+            raise ValueError("no episodes to run")
+        for family, _ in self.episodes:
+            if family not in FAMILIES:
+                raise ValueError(f"unknown task family {family!r}; choose from {FAMILIES}")
+        if not 0 < self.camera_rate_hz <= self.control_rate_hz:
+            raise ValueError(
+                f"camera_rate_hz {self.camera_rate_hz} must be in (0, control_rate_hz "
+                f"{self.control_rate_hz}]"
+            )
+
+    @property
+    def period_ns(self) -> int:
+        return round(_NS / self.control_rate_hz)
+
+    @property
+    def camera_every(self) -> int:
+        """Ticks between camera frames (the camera rate rounded to a divisor of the control
+        rate, so frames fall on ticks)."""
+        return max(1, round(self.control_rate_hz / self.camera_rate_hz))
+
+
+def episode_plan(
+    families: tuple[str, ...], seed: int, episodes: int
+) -> tuple[tuple[str, int], ...]:
+    """`episodes` seeds from `seed` per family, families interleaved seed by seed (a run cut
+    short has covered every family alike)."""
+    return tuple((f, s) for s in range(seed, seed + episodes) for f in families)
+
+
+class SimPort(Protocol):
+    def publish(self, key: str, msg: Any, time_ns: int) -> None:
+        """Send `msg` on the topic of `key` (a row of SIM_TOPICS) at sim time `time_ns`."""
+        ...
+
+
+def reject_kind(reason: str) -> str:
+    """A key to count an executor's rejection reason by (its text names the problem)."""
+    for kind, words in (
+        ("joint_names", "joint names"),
+        ("non_finite", "finite"),
+        ("times", "time_from_start"),
+        ("late", "in the past"),
+        ("points", "point"),
+    ):
+        if words in reason:
+            return kind
+    return "other"
+
+
+@dataclasses.dataclass
+class _Episode:
+    index: int
+    task: Task
+    world: World
+    start_ns: int
+    start_wall_s: float
+    max_steps: int  # world steps until the time limit
+    seams: SeamMeter
+    expert: Expert | None
+    steps: int = 0
+    accepted: int = 0
+    rejected: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    narration: list[str] = dataclasses.field(default_factory=list)
+    memory: list[str] = dataclasses.field(default_factory=list)
+    success: bool = False
+    renders: int = 0
+    render_wall_s: float = 0.0
+    end_ns: int | None = None  # set when the episode is over
+
+
+class SimLoop:
+    """The world, its executor and its cameras, advanced one control tick at a time."""
+
+    def __init__(
+        self,
+        cfg: SimConfig,
+        port: SimPort,
+        warn: Callable[[str], None] = lambda text: None,
+    ) -> None:
+        self.cfg = cfg
+        self._port = port
+        self._warn = warn
+        self._renderer = Renderer(cfg.camera_size, cfg.camera_size)
+        self._dt = cfg.period_ns / _NS
+        self.now_ns = round(cfg.start_s * _NS)
+        self._inbox: collections.deque[JointTrajectory] = collections.deque()
+        self._next = 0
+        self.ticks = 0
+        self.episode: _Episode | None = None
+        self.executor: TrajectoryExecutor | None = None
+        self.outcomes: list[m.Outcome] = []
+
+    @property
+    def done(self) -> bool:
+        return self.episode is None and self._next >= len(self.cfg.episodes)
+
+    def receive(self, msg: JointTrajectory) -> None:
+        """A trajectory from the policy (any thread); applied at the next tick."""
+        self._inbox.append(msg)
+
+    def tick(self) -> bool:
+        """One control period; False once every episode has ended (nothing was done)."""
+        if self.episode is None or self.episode.end_ns is not None:
+            if self.episode is not None:
+                self._finish(self.episode)
+            if self._next >= len(self.cfg.episodes):
+                return False
+            self._start()
+        ep, t = self.episode, self.now_ns
+        self._publish_sensors(ep, t)
+        self._port.publish("clock", m.clock_msg(t), t)
+        if ep.expert is not None:
+            self._expert_acts(ep, t)
+        else:
+            while self._inbox:
+                self._apply(ep, self._inbox.popleft(), t)
+        if ep.task.succeeded(ep.world) or ep.steps >= ep.max_steps:
+            ep.success, ep.end_ns = bool(ep.task.succeeded(ep.world)), t
+        else:
+            command = self.executor.command(t / _NS)
+            ep.seams.observe(command, self.executor.last_handover)
+            ep.world.step(command, self._dt)
+            ep.steps += 1
+        self.now_ns += self.cfg.period_ns
+        self.ticks += 1
+        return True
+
+    # ------------------------------------------------------------------ episodes
+
+    def _start(self) -> None:
+        family, seed = self.cfg.episodes[self._next]
+        task = make_task(family, seed)
+        world = task.new_world()
+        expert = Expert(task, world) if self.cfg.policy == "expert" else None
+        self.episode = _Episode(
+            index=self._next,
+            task=task,
+            world=world,
+            start_ns=self.now_ns,
+            start_wall_s=time.monotonic(),
+            max_steps=int(round(task.time_limit * _NS / self.cfg.period_ns)),
+            seams=SeamMeter(self._dt),
+            expert=expert,
+        )
+        self._next += 1
+        if self.executor is None:
+            self.executor = TrajectoryExecutor(world.joints)
+        self.executor.reset(world.joints, self.now_ns / _NS)
+        self._inbox.clear()  # trajectories for the previous world
+        self._port.publish("instruction", m.string_msg(task.instruction), self.now_ns)
+
+    def _finish(self, ep: _Episode) -> None:
+        outcome = m.Outcome(
+            index=ep.index,
+            episodes=len(self.cfg.episodes),
+            family=ep.task.family,
+            seed=ep.task.seed,
+            instruction=ep.task.instruction,
+            policy=self.cfg.policy,
+            success=ep.success,
+            start_ns=ep.start_ns,
+            end_ns=ep.end_ns,
+            duration_s=(ep.end_ns - ep.start_ns) / _NS,
+            time_limit_s=ep.task.time_limit,
+            wall_s=time.monotonic() - ep.start_wall_s,
+            steps=ep.steps,
+            accepted=ep.accepted,
+            rejected=dict(sorted(ep.rejected.items())),
+            seams=ep.seams.summary(),
+            renders=ep.renders,
+            render_wall_s=ep.render_wall_s,
+            narration=tuple(ep.narration),
+            memory=tuple(ep.memory),
+        )
+        self.outcomes.append(outcome)
+        self._port.publish("episode", m.outcome_msg(outcome), self.now_ns)
+        self.episode = None
+
+    # ------------------------------------------------------------------ tick parts
+
+    def _publish_sensors(self, ep: _Episode, t: int) -> None:
+        self._port.publish("joint_states", m.joint_state_msg(ep.world.joints, t), t)
+        if self.ticks % self.cfg.camera_every == 0:
+            for camera in m.CAMERAS:
+                begin = time.perf_counter()
+                pixels = self._renderer.render(ep.world, camera)
+                ep.render_wall_s += time.perf_counter() - begin
+                ep.renders += 1
+                msg = m.image_msg(pixels, t, f"{camera}_camera_optical_frame")
+                self._port.publish(f"camera/{camera}", msg, t)
+        if t > ep.start_ns and (t - ep.start_ns) % _INSTRUCTION_PERIOD_NS == 0:
+            self._port.publish("instruction", m.string_msg(ep.task.instruction), t)
+
+    def _expert_acts(self, ep: _Episode, t: int) -> None:
+        out = ep.expert.act(ep.world, self._dt)
+        if not ep.narration or ep.narration[-1] != out.narration:
+            ep.narration.append(out.narration)
+            self._port.publish("narration", m.string_msg(out.narration), t)
+        if out.memory:
+            ep.memory.append(out.memory)
+            self._port.publish("memory", m.string_msg(out.memory), t)
+        msg = m.trajectory_msg([0.0], out.targets[None, :], t)
+        self._port.publish("expert_trajectory", msg, t)
+        self._apply(ep, msg, t)
+
+    def _apply(self, ep: _Episode, msg: JointTrajectory, t: int) -> None:
+        """Hand one trajectory to the executor, or count why not."""
+        start = m.time_ns(msg.header.stamp) or t  # a zero stamp means "now"
+        if start < ep.start_ns:
+            ep.rejected["previous_episode"] += 1
+            return
+        reason = self.executor.replace(m.trajectory_of(msg, start), now=t / _NS)
+        if reason is None:
+            ep.accepted += 1
+            return
+        ep.rejected[reject_kind(reason)] += 1
+        self._warn(f"trajectory rejected, holding position: {reason}")

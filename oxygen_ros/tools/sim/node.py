@@ -1,0 +1,198 @@
+"""`oxygen-sim`: the simulated tabletop as a ROS 2 robot that a policy drives over topics.
+
+    oxygen-sim --ros-args -p families:=[pick,put,push] -p episodes:=2 -p seed:=0 \\
+        -p real_time_factor:=0.5 -p policy:=external|expert
+
+It owns sim time: each tick of `loop.SimLoop` advances it by one control period and
+publishes it on /clock, so a node with use_sim_time (the oxygen node) runs on it. Ticks are
+paced at `real_time_factor` x wall time: below 1 the world waits for a slow policy and
+the loop is judged on sim time, not on this CPU. A tick that comes late (rendering took
+longer than its share) runs at once, and the achieved factor is logged at the end.
+
+Trajectories arrive on `trajectory_topic` (the oxygen node's ~/joint_trajectory) on the
+executor thread and are handed to the loop, which applies them at its next tick; the loop
+runs on its own thread. With `policy: expert` nothing is subscribed: the scripted expert
+drives through the same executor path. `wait_for_peers_s` > 0 holds the first episode
+until a node subscribes to the instruction topic and publishes trajectories (the oxygen
+node does both once active), so no instruction is lost. After the last episode the node
+logs the run's figures (success per family, seams, rejections, renders per second) and,
+with `exit_when_done`, exits.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+import threading
+import time
+from typing import Any
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from trajectory_msgs.msg import JointTrajectory
+
+from oxygen_core.sim.seam import SeamSummary
+from oxygen_core.sim.tasks import FAMILIES
+from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_plan
+from oxygen_ros.tools.sim.messages import SIM_TOPICS, TRAJECTORY_TOPIC, Outcome
+
+NODE_NAME = "oxygen_sim"
+# Reliable writers serve reliable and best-effort readers alike (the oxygen node reads
+# sensors best effort, instructions reliably).
+QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+_POLL_S = 0.05
+
+PARAMETERS: dict[str, Any] = {
+    "families": list(FAMILIES),
+    "seed": 0,
+    "episodes": 1,  # per family
+    "policy": "external",
+    "control_rate_hz": 20.0,
+    "real_time_factor": 1.0,
+    "camera_size": 224,
+    "camera_rate_hz": 10.0,
+    "trajectory_topic": TRAJECTORY_TOPIC,
+    "wait_for_peers_s": 0.0,
+    "exit_when_done": True,
+    **{t.parameter: t.topic for t in SIM_TOPICS if t.parameter},
+}
+
+
+class SimNode(Node):
+    """Publishers from SIM_TOPICS, the trajectory subscription, and the loop's thread."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(NODE_NAME, **kwargs)
+        for name, default in PARAMETERS.items():
+            self.declare_parameter(name, default)
+        p = {name: self.get_parameter(name).value for name in PARAMETERS}
+        self.cfg = SimConfig(
+            episodes=episode_plan(tuple(p["families"]), p["seed"], p["episodes"]),
+            policy=p["policy"],
+            control_rate_hz=p["control_rate_hz"],
+            camera_rate_hz=p["camera_rate_hz"],
+            camera_size=p["camera_size"],
+        )
+        if not p["real_time_factor"] > 0:
+            raise ValueError(f"real_time_factor must be > 0, got {p['real_time_factor']}")
+        self.rtf = p["real_time_factor"]
+        self.wait_for_peers_s = p["wait_for_peers_s"]
+        self.exit_when_done = p["exit_when_done"]
+        self.topics = {t.key: (p[t.parameter] if t.parameter else t.topic) for t in SIM_TOPICS}
+        self.trajectory_topic = p["trajectory_topic"]
+        self._outlets = {
+            t.key: self.create_publisher(t.msg_class, self.topics[t.key], QOS) for t in SIM_TOPICS
+        }
+        self.loop = SimLoop(self.cfg, self, self._warn)
+        if self.cfg.policy == "external":
+            self.create_subscription(JointTrajectory, self.trajectory_topic, self.loop.receive, 10)
+        self.finished = threading.Event()
+        self.stop = threading.Event()  # set by main before the node goes away
+        self.wall_s = 0.0
+
+    def publish(self, key: str, msg: Any, time_ns: int) -> None:
+        """The loop's SimPort: onto the topic of `key`."""
+        self._outlets[key].publish(msg)
+
+    def _warn(self, text: str) -> None:
+        self.get_logger().warning(text, throttle_duration_sec=2.0)
+
+    # ------------------------------------------------------------------ the loop's thread
+
+    def run(self) -> None:
+        """Wait for the policy if asked, then tick every episode at the real-time factor."""
+        try:
+            if self.wait_for_peers_s > 0 and not self._wait_for_peers():
+                return
+            start = time.monotonic()
+            period_s = self.cfg.period_ns / 1e9 / self.rtf
+            ticks = 0
+            while not self.stop.is_set() and self.loop.tick():
+                ticks += 1
+                delay = start + ticks * period_s - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+            self.wall_s = time.monotonic() - start
+            self.get_logger().info(summary(self.loop, self.wall_s))
+        finally:
+            self.finished.set()
+
+    def _wait_for_peers(self) -> bool:
+        """Until an outcome subscriber and (external policy) the policy node are there."""
+        deadline = time.monotonic() + self.wait_for_peers_s
+        instruction, episode = self.topics["instruction"], self.topics["episode"]
+        external = self.cfg.policy == "external"
+        self.get_logger().info(
+            f"waiting up to {self.wait_for_peers_s:g} s for a subscriber on {episode}"
+            + (f" and a policy on {instruction} and {self.trajectory_topic}" if external else "")
+        )
+        while not self.stop.is_set():
+            policy = not external or (
+                self.count_subscribers(instruction) > 0
+                and self.count_publishers(self.trajectory_topic) > 0
+            )
+            if policy and self.count_subscribers(episode) > 0:
+                return True
+            if time.monotonic() > deadline:
+                self.get_logger().error(f"no peers after {self.wait_for_peers_s:g} s")
+                return False
+            time.sleep(_POLL_S)
+        return False
+
+
+def summary(loop: SimLoop, wall_s: float) -> str:
+    """The run's figures in a few lines (success per family, seams, rejections, renders)."""
+    outcomes = loop.outcomes
+    per_family: dict[str, list[Outcome]] = collections.defaultdict(list)
+    for o in outcomes:
+        per_family[o.family].append(o)
+    success = ", ".join(
+        f"{f} {sum(o.success for o in os)}/{len(os)}" for f, os in per_family.items()
+    )
+    seams = SeamSummary.pooled([o.seams for o in outcomes])
+    rejected: collections.Counter[str] = collections.Counter()
+    for o in outcomes:
+        rejected.update(o.rejected)
+    sim_s = loop.ticks * loop.cfg.period_ns / 1e9
+    renders = sum(o.renders for o in outcomes)
+    render_s = sum(o.render_wall_s for o in outcomes)
+    return (
+        f"{len(outcomes)} episodes, success {success}; {sim_s:.1f} s of sim time in "
+        f"{wall_s:.1f} s (real-time factor {sim_s / wall_s if wall_s else 0:.2f}); "
+        f"trajectories accepted {sum(o.accepted for o in outcomes)}, rejected "
+        f"{dict(rejected)}; seams {seams.seams}, jump mean {seams.jump_mean:.4f} max "
+        f"{seams.jump_max:.4f}, jerk mean {seams.jerk_mean:.1f} max {seams.jerk_max:.1f}; "
+        f"{renders} renders at {renders / render_s if render_s else 0:.0f}/s"
+    )
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script `oxygen-sim`: run every episode, then exit (or spin on)."""
+    rclpy.init(args=args)
+    try:
+        node = SimNode()
+    except (ValueError, TypeError) as error:
+        print(f"oxygen-sim: {error}", file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    runner = threading.Thread(target=node.run, name="oxygen-sim-loop", daemon=True)
+    runner.start()
+    try:
+        while rclpy.ok() and not (node.exit_when_done and node.finished.is_set()):
+            executor.spin_once(timeout_sec=_POLL_S)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.stop.set()
+        runner.join()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,275 @@
+"""oxygen-eval's manifest: every error names the key and path, the grid, task markers.
+
+Configurations are read by the node's own parameter code (rclpy), so these tests are
+marked ros; the bags are short generated demo scenes. No Ray runs here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from oxygen_ros.tools.demo_bag import Scene, scene_topics, write_scene
+from oxygen_ros.tools.eval.manifest import ManifestError, Resources, load_manifest
+from oxygen_ros.tools.eval.tasks import (
+    ATTEMPT,
+    ERRORS,
+    MARKER,
+    StaleOutput,
+    fingerprint,
+    is_done,
+    mark_done,
+    record_failure,
+    sim_spec,
+    task_dir,
+)
+
+pytestmark = pytest.mark.ros
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "config" / "tiny.yaml"
+SIM = ROOT / "config" / "sim.yaml"
+SIM_BAG = ROOT / "data" / "sim_bag"
+
+
+@pytest.fixture(scope="module")
+def bags(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """bags/a and bags/b: two 0.5 s scenes; other/a: a third bag with a repeated name."""
+    root = tmp_path_factory.mktemp("bags")
+    topics = scene_topics(TINY)
+    for path, seed in (("bags/a", 0), ("bags/b", 1), ("other/a", 2)):
+        write_scene(root / path, Scene(seconds=0.5, image_size=32, seed=seed), topics)
+    (root / "notabag").mkdir()
+    (root / "empty_checkpoint").mkdir()
+    return root
+
+
+def _write(root: Path, data: dict) -> Path:
+    path = root / "manifest.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _base(**configurations: dict) -> dict:
+    configs = configurations or {"fast": {"params": str(TINY)}}
+    return {"inputs": {"bags": ["bags/*"]}, "configurations": configs}
+
+
+def _error(root: Path, data: dict) -> str:
+    path = _write(root, data)
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message
+    return message.removeprefix(f"{path}: ")
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_unknown_keys_are_named(bags: Path) -> None:
+    assert _error(bags, {**_base(), "inptus": {}}).startswith("inptus: unknown key")
+    data = _base(fast={"params": str(TINY), "overides": {}})
+    assert _error(bags, data).startswith("configurations.fast.overides: unknown key")
+    data = {**_base(), "resources": {"num_cpu": 1}}
+    assert _error(bags, data).startswith("resources.num_cpu: unknown key")
+    assert _error(bags, {"inputs": {"bags": ["bags/a"]}}) == (
+        "top level: missing required key 'configurations'"
+    )
+
+
+def test_missing_files_and_empty_globs_are_named(bags: Path) -> None:
+    data = _base(fast={"params": "config/missing.yaml"})
+    assert _error(bags, data) == (
+        f"configurations.fast.params: {bags / 'config/missing.yaml'} does not exist"
+    )
+    data = {**_base(), "inputs": {"bags": ["bags/a", "recordings/*"]}}
+    assert _error(bags, data) == (
+        f"inputs.bags[1]: {bags / 'recordings/*'} matches no rosbag2 folder"
+    )
+    data = {**_base(), "inputs": {"bags": ["nowhere"]}}
+    assert _error(bags, data) == f"inputs.bags[0]: {bags / 'nowhere'} does not exist"
+    data = {**_base(), "inputs": {"bags": ["notabag"]}}
+    assert _error(bags, data) == (
+        f"inputs.bags[0]: {bags / 'notabag'} is not a rosbag2 folder (no metadata.yaml)"
+    )
+    data = _base(fast={"params": str(TINY), "overrides": {"checkpoint_dir": "weights"}})
+    assert _error(bags, data) == (
+        f"configurations.fast.overrides.checkpoint_dir: {bags / 'weights'} does not exist"
+    )
+
+
+def test_override_names_and_values_are_checked_by_the_node(bags: Path) -> None:
+    data = _base(fast={"params": str(TINY), "overrides": {"engine_mod": "oxygen"}})
+    assert _error(bags, data) == "configurations.fast: 'engine_mod' is not a parameter of the node"
+    data = _base(fast={"params": str(TINY), "overrides": {"streams.narration.temprature": 0.5}})
+    assert "'streams.narration.temprature' is not a parameter" in _error(bags, data)
+    data = _base(fast={"params": str(TINY), "overrides": {"steps_per_frame": 0}})
+    assert _error(bags, data) == (
+        "configurations.fast: steps_per_frame must be an integer >= 1 or 'auto', got 0"
+    )
+    data = _base(fast={"params": str(TINY), "overrides": {"control_rate_hz": 20}})
+    message = _error(bags, data)
+    assert message.startswith("configurations.fast: ") and "control_rate_hz" in message
+    data = _base(fast={"params": str(TINY), "overrides": {"engine_mode": "fastest"}})
+    assert "engine_mode='fastest' is not one of" in _error(bags, data)
+
+
+def test_bags_are_checked_against_each_configuration(bags: Path) -> None:
+    cams = {"camera_topics": ["/camera/top/image_raw"]}
+    data = _base(fast={"params": str(TINY)}, top={"params": str(TINY), "overrides": cams})
+    message = _error(bags, data)
+    assert message.startswith(f"configurations.top: {bags / 'bags/a'} lacks the input topics")
+    assert "/camera/top/image_raw" in message
+
+
+def test_bad_shapes_are_named(bags: Path) -> None:
+    data = {**_base(), "inputs": {"bags": ["bags/*", "other/*"]}}
+    assert "two inputs share the name 'a'" in _error(bags, data)
+    data = {**_base(), "resources": {"num_cpus": -1}}
+    assert _error(bags, data) == "resources.num_cpus: must be a number >= 0, got -1"
+    data = _base(**{"bad name": {"params": str(TINY)}})
+    assert _error(bags, data).startswith("configurations.bad name: a name is")
+    data = {**_base(), "sweep": {"seed": []}}
+    assert _error(bags, data) == "sweep.seed: must be a non-empty list of values"
+    data = {**_base(), "inputs": {"sim": [{"family": "pick", "seeds": {"start": 0, "count": 0}}]}}
+    assert _error(bags, data) == "inputs.sim[0].seeds.count: must be an integer >= 1, got 0"
+    data = {**_base(), "inputs": {}}
+    assert _error(bags, data) == "inputs: names no bag and no sim family"
+
+
+# --------------------------------------------------------------------------- the grid
+
+
+def test_grid_expansion(bags: Path) -> None:
+    data = {
+        "inputs": {"bags": ["bags/*"]},
+        "configurations": {
+            "oxy": {"params": str(TINY), "overrides": {"engine_mode": "oxygen"}},
+            "iso": {
+                "params": str(TINY),
+                "overrides": {"engine_mode": "isolated", "joint_trajectory": False},
+                "resources": {"num_cpus": 2},
+            },
+        },
+        "sweep": {"seed": [0, 7]},
+        "resources": {"num_cpus": 0.5, "num_gpus": 0},
+    }
+    manifest = load_manifest(_write(bags, data))
+    tasks = manifest.tasks()
+    assert [t.id for t in tasks] == [
+        "a/oxy-seed=0",
+        "b/oxy-seed=0",
+        "a/oxy-seed=7",
+        "b/oxy-seed=7",
+        "a/iso-seed=0",
+        "b/iso-seed=0",
+        "a/iso-seed=7",
+        "b/iso-seed=7",
+    ]
+    iso7 = tasks[-1].config
+    assert iso7.override_dict() == {
+        "engine_mode": "isolated",
+        "joint_trajectory": "false",
+        "seed": "7",
+    }
+    assert iso7.resources == Resources(num_cpus=2, num_gpus=0)
+    assert tasks[0].config.resources == Resources(num_cpus=0.5, num_gpus=0)
+    assert tasks[0].input.path == bags / "bags" / "a" and iso7.params == TINY
+    assert task_dir(Path("/out"), tasks[1]) == Path("/out/b/oxy-seed=0")
+
+
+def test_sim_inputs_expand_into_tasks(bags: Path) -> None:
+    pick = {"family": "pick", "seeds": {"start": 10, "count": 5}, "per_task": 2}
+    push = {"family": "push", "seeds": {"start": 0, "count": 1}, "rtf": 4, "camera_size": 64}
+    data = {
+        "inputs": {"bags": [str(SIM_BAG)], "sim": [pick, push]},
+        "configurations": {
+            "oxy": {"params": str(SIM), "overrides": {"engine_mode": "oxygen"}},
+            "expert": {"params": str(SIM), "policy": "expert"},
+        },
+        "sweep": {"seed": [0, 1]},
+    }
+    tasks = load_manifest(_write(bags, data)).tasks()
+    sims = ["pick-seeds10-11", "pick-seeds12-13", "pick-seeds14-14", "push-seeds0-0"]
+    # The sweep multiplies the model configuration only; the expert meets no bag.
+    assert [t.id for t in tasks] == [
+        *(f"{i}/oxy-seed=0" for i in ["sim_bag", *sims]),
+        *(f"{i}/oxy-seed=1" for i in ["sim_bag", *sims]),
+        *(f"{i}/expert" for i in sims),
+    ]
+    spec = sim_spec(tasks[7], domain_id=7)  # pick-seeds12-13/oxy-seed=1
+    assert (spec.families, spec.seed, spec.episodes, spec.policy) == (("pick",), 12, 2, "model")
+    assert spec.overrides == {"engine_mode": "oxygen", "seed": "1"} and spec.params == SIM
+    assert (spec.domain_id, spec.rtf, spec.camera_size, spec.real_time_factor) == (
+        7,
+        None,
+        224,
+        0.5,
+    )
+    expert = sim_spec(tasks[-1], domain_id=None)  # push-seeds0-0/expert
+    assert (expert.families, expert.seed, expert.episodes) == (("push",), 0, 1)
+    assert (expert.policy, expert.overrides, expert.rtf, expert.camera_size) == (
+        "expert",
+        {},
+        4.0,
+        64,
+    )
+    assert fingerprint(tasks[-1])["policy"] == "expert"
+    assert "policy" not in fingerprint(tasks[0])  # bags: as before sim tasks existed
+
+
+def test_sim_inputs_are_checked(bags: Path) -> None:
+    sim = {"family": "pick", "seeds": {"start": 0, "count": 2}}
+    tiny_sim = {**_base(), "inputs": {"sim": [sim]}}
+    assert "configurations.fast: joint_names must be the sim's" in _error(bags, tiny_sim)
+    fly = {**_base(), "inputs": {"sim": [{**sim, "family": "fly"}]}}
+    assert _error(bags, fly) == "inputs.sim[0].family: must be one of pick, put, push, got 'fly'"
+    slow = {**_base(), "inputs": {"sim": [{**sim, "rtf": 0}]}}
+    assert _error(bags, slow) == "inputs.sim[0].rtf: must be a number > 0, got 0"
+    expert_only_bags = _base(fast={"params": str(TINY), "policy": "expert"})
+    assert _error(bags, expert_only_bags) == (
+        "configurations.fast: policy expert runs sim inputs only and there are none"
+    )
+    bad_policy = _base(fast={"params": str(TINY), "policy": "random"})
+    assert _error(bags, bad_policy) == "configurations.fast.policy: must be one of model, expert"
+
+
+# --------------------------------------------------------------------------- markers
+
+
+def test_markers_and_stale_outputs(bags: Path, tmp_path: Path) -> None:
+    data = _base(fast={"params": str(TINY), "overrides": {"seed": 1}})
+    task = load_manifest(_write(bags, data)).tasks()[0]
+    assert not is_done(tmp_path, task)
+    record_failure(tmp_path, task, {"attempt": 1, "type": "ValueError", "message": "x"})
+    record_failure(tmp_path, task, {"attempt": 2, "type": "WorkerDied", "message": "y"})
+    errors = json.loads((task_dir(tmp_path, task) / ERRORS).read_text())
+    assert [a["type"] for a in errors["attempts"]] == ["ValueError", "WorkerDied"]
+    assert not is_done(tmp_path, task)
+    mark_done(tmp_path, task, {"engine_reused": True}, attempts=3)
+    assert is_done(tmp_path, task)
+    marker = json.loads((task_dir(tmp_path, task) / MARKER).read_text())
+    assert (marker["task"], marker["attempts"], marker["engine_reused"]) == ("a/fast", 3, True)
+    assert not (task_dir(tmp_path, task) / ATTEMPT).exists()
+    other = _base(fast={"params": str(TINY), "overrides": {"seed": 2}})
+    changed = load_manifest(_write(bags, other)).tasks()[0]
+    with pytest.raises(StaleOutput, match="run with other settings"):
+        is_done(tmp_path, changed)
+
+
+def test_the_bundled_example_manifests() -> None:
+    manifest = load_manifest(ROOT / "config" / "eval" / "demo.yaml")
+    tasks = manifest.tasks()
+    assert [t.id for t in tasks] == ["demo_bag/oxygen", "demo_bag/isolated"]
+    assert tasks[1].config.override_dict() == {"engine_mode": "isolated", "steps_per_frame": "2"}
+    mixed = load_manifest(ROOT / "config" / "eval" / "closed_loop.yaml").tasks()
+    sims = [f"{f}-seeds{s}-{s + 1}" for f in ("pick", "put", "push") for s in (0, 2)]
+    assert [t.id for t in mixed] == [
+        *(f"{i}/oxygen" for i in ["sim_bag", *sims]),
+        *(f"{i}/isolated" for i in ["sim_bag", *sims]),
+        *(f"{i}/expert" for i in sims),
+    ]

@@ -1,0 +1,334 @@
+"""The simulated robot over ROS 2: oxygen-sim's node, its loop, and oxygen-sim-record.
+
+The sim node runs in this process in its own rclpy context, with a probe node in another
+context: everything between them goes over DDS. The sim holds its first episode until
+the probe subscribes to the instruction and publishes trajectories (wait_for_peers_s),
+as it waits for the oxygen node in a closed-loop run. Expected values are worked out by
+hand from the executor's rules (the world follows a command within the joint velocity
+limits exactly, one control period later).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rclpy
+from PIL import Image as Image_
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory
+
+from oxygen_core.sim.arm import HOME, JOINT_NAMES
+from oxygen_core.sim.expert import Expert
+from oxygen_core.sim.render import Renderer
+from oxygen_core.sim.runner import run_expert_episode
+from oxygen_core.sim.tasks import FAMILIES, make_task
+from oxygen_ros.convert import image_to_rgb
+from oxygen_ros.msg import EpisodeOutcome
+from oxygen_ros.tools import sim_eval
+from oxygen_ros.tools.bagio import from_cdr, read_bag
+from oxygen_ros.tools.job import Job
+from oxygen_ros.tools.sim import animation
+from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_plan, reject_kind
+from oxygen_ros.tools.sim.messages import time_ns, trajectory_msg
+from oxygen_ros.tools.sim.node import QOS, SimNode
+from oxygen_ros.tools.sim.record import record
+
+pytestmark = pytest.mark.ros
+NS = 1_000_000_000
+START_NS = NS  # the sim's first tick
+
+
+class Probe:
+    """A node in its own context that records what the sim publishes and talks to it."""
+
+    def __init__(self) -> None:
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = Node("probe", context=self.context, start_parameter_services=False)
+        self.received: dict[str, list] = collections.defaultdict(list)
+        self._lock = threading.Lock()
+        for topic, kind in (
+            ("/clock", Clock),
+            ("/joint_states", JointState),
+            ("/camera/base/image_raw", Image),
+            ("/camera/wrist/image_raw", Image),
+            ("/oxygen/instruction", String),
+            ("/sim/episode", EpisodeOutcome),
+        ):
+            self.node.create_subscription(kind, topic, self._keep(topic), QOS)
+        self.trajectories = self.node.create_publisher(
+            JointTrajectory, "/oxygen/joint_trajectory", 10
+        )
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+
+    def _keep(self, topic: str) -> Callable:
+        def keep(msg) -> None:
+            with self._lock:
+                self.received[topic].append(msg)
+
+        return keep
+
+    def get(self, topic: str) -> list:
+        with self._lock:
+            return list(self.received[topic])
+
+    def wait(self, ready: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.thread.join()
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+
+
+class Sim:
+    """The sim node in its own context, its loop on a thread (as oxygen-sim runs it)."""
+
+    def __init__(self, **parameters) -> None:
+        self.context = Context()
+        rclpy.init(context=self.context)
+        overrides = [Parameter(k, value=v) for k, v in parameters.items()]
+        self.node = SimNode(context=self.context, parameter_overrides=overrides)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.spinner = threading.Thread(target=self.executor.spin, daemon=True)
+        self.spinner.start()
+        self.runner = threading.Thread(target=self.node.run, daemon=True)
+        self.runner.start()
+
+    def close(self) -> None:
+        self.node.stop.set()
+        self.runner.join()
+        self.executor.shutdown()
+        self.spinner.join()
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+
+
+@pytest.fixture
+def probe():
+    p = Probe()
+    yield p
+    p.close()
+
+
+def _joint_states_by_stamp(probe: Probe) -> dict[int, np.ndarray]:
+    return {time_ns(m.header.stamp): np.array(m.position) for m in probe.get("/joint_states")}
+
+
+def test_sim_publishes_sensors_and_executes_a_trajectory_at_its_stamp(probe):
+    sim = Sim(families=["pick"], real_time_factor=0.5, camera_size=32, wait_for_peers_s=30.0)
+    try:
+        probe.wait(lambda: probe.get("/oxygen/instruction"), "the first instruction")
+        # Starts 0.5 s of sim time after the first tick (1 s of wall time at rtf 0.5).
+        offsets = np.array([[0.05, -0.05, 0.05, 0.05, -0.05, 0.05, -0.05]]).T
+        points = HOME + (offsets * np.array([1.0, 2.0, 3.0])).T  # within the speed limits
+        start = START_NS + NS // 2
+        probe.trajectories.publish(trajectory_msg([0.0, 0.2, 0.4], points, start))
+        probe.wait(
+            lambda: max(_joint_states_by_stamp(probe), default=0) >= start + NS,
+            "joint states 1 s past the trajectory's start",
+        )
+    finally:
+        sim.close()
+    states = _joint_states_by_stamp(probe)
+    period = NS // 20
+    # Before the start the arm holds home; the world follows each command one tick later.
+    np.testing.assert_allclose(states[start], HOME, atol=1e-12)
+    p0, p1, p2 = points
+    expected = {
+        start + period: p0,
+        start + 2 * period: p0 + 0.25 * (p1 - p0),
+        start + 3 * period: p0 + 0.5 * (p1 - p0),
+        start + 5 * period: p1,
+        start + 6 * period: p1 + 0.25 * (p2 - p1),
+        start + 9 * period: p2,
+        start + 14 * period: p2,
+    }
+    for stamp, want in expected.items():
+        np.testing.assert_allclose(states[stamp], want, atol=1e-9, err_msg=f"at {stamp / NS} s")
+    assert list(probe.get("/joint_states")[0].name) == list(JOINT_NAMES)
+    instruction = make_task("pick", 0).instruction
+    assert probe.get("/oxygen/instruction")[0].data == instruction
+    clock = [time_ns(m.clock) for m in probe.get("/clock")]
+    assert clock[0] == START_NS and np.all(np.diff(clock) == period)
+    # Cameras at 10 Hz on the 20 Hz ticks, rgb8 at the asked size, stamped like the ticks.
+    base = probe.get("/camera/base/image_raw")
+    assert (base[0].encoding, base[0].width, base[0].height) == ("rgb8", 32, 32)
+    stamps = [time_ns(m.header.stamp) for m in base]
+    assert stamps[0] == START_NS and np.all(np.diff(stamps) == 2 * period)
+    first = Renderer(32, 32).render(make_task("pick", 0).new_world(), "base")
+    np.testing.assert_array_equal(image_to_rgb(base[0]), first)
+
+
+@pytest.mark.slow
+def test_malformed_trajectories_are_counted_the_arm_holds_and_episodes_reset(probe):
+    # Two pick episodes that run to the 20 s time limit, at 25 x real time.
+    sim = Sim(
+        families=["pick"],
+        episodes=2,
+        real_time_factor=25.0,
+        camera_size=16,
+        camera_rate_hz=2.0,
+        wait_for_peers_s=30.0,
+    )
+    try:
+        probe.wait(lambda: probe.get("/oxygen/instruction"), "the first instruction")
+        good = HOME[None, :] + 0.01
+        bad_names = trajectory_msg([0.0], good, 0, names=("a",) * 7)
+        nan = trajectory_msg([0.0, 0.1], np.vstack([good, good * np.nan]), 0)
+        empty = trajectory_msg([], np.zeros((0, 7)), 0)
+        for msg in (bad_names, nan, empty):
+            probe.trajectories.publish(msg)
+        probe.wait(lambda: len(probe.get("/sim/episode")) == 2, "two outcomes", 120.0)
+    finally:
+        sim.close()
+    first, second = probe.get("/sim/episode")
+    assert dict(zip(first.reject_reasons, first.reject_counts, strict=True)) == {
+        "joint_names": 1,
+        "non_finite": 1,
+        "points": 1,
+    }
+    assert (first.trajectories_rejected, first.trajectories_accepted) == (3, 0)
+    assert (first.index, first.seed, second.index, second.seed) == (0, 0, 1, 1)
+    assert (first.success, first.steps, first.duration_s) == (False, 400, 20.0)
+    assert first.instruction == make_task("pick", 0).instruction
+    assert second.instruction == make_task("pick", 1).instruction
+    assert time_ns(second.start) == time_ns(first.header.stamp) + NS // 20
+    assert second.trajectories_rejected == 0 and first.seams == 0
+    # Nothing valid ever came: every joint state of both episodes is the home pose.
+    positions = np.array([m.position for m in probe.get("/joint_states")])
+    np.testing.assert_array_equal(positions, np.broadcast_to(HOME, positions.shape))
+    # The instruction at each episode's start and again every sim second.
+    texts = [m.data for m in probe.get("/oxygen/instruction")]
+    assert texts == [first.instruction] * 21 + [second.instruction] * 21
+
+
+def test_expert_through_the_loop_matches_the_reference_runner():
+    class Counter:
+        def __init__(self) -> None:
+            self.counts: collections.Counter[str] = collections.Counter()
+
+        def publish(self, key, msg, time_ns) -> None:
+            self.counts[key] += 1
+
+    port = Counter()
+    loop = SimLoop(SimConfig(episode_plan(FAMILIES, 0, 1), "expert", camera_size=16), port)
+    while loop.tick():
+        pass
+    for outcome in loop.outcomes:
+        reference = run_expert_episode(outcome.family, outcome.seed)
+        assert outcome.success and reference.success
+        assert math.isclose(outcome.duration_s, reference.time_to_success, abs_tol=1e-9)
+        assert outcome.steps == reference.steps
+        assert (outcome.narration, outcome.memory) == (reference.narration, reference.memory)
+        assert outcome.accepted == outcome.steps + 1 and outcome.rejected == {}
+    ticks = sum(o.steps + 1 for o in loop.outcomes)
+    assert port.counts["joint_states"] == port.counts["clock"] == ticks
+    assert port.counts["episode"] == 3
+
+
+def test_reject_kinds_and_stale_or_zero_stamps():
+    assert reject_kind("joint names ['a'] do not match: missing [], unknown []") == "joint_names"
+    assert reject_kind("point 1 has a non-finite position") == "non_finite"
+    assert reject_kind("0 points with 0 times") == "points"
+    assert reject_kind("time_from_start must start >= 0 and strictly increase: []") == "times"
+    assert reject_kind("all points are in the past (the last at 1.000 s, now 2.000 s)") == "late"
+
+    class Null:
+        def publish(self, key, msg, time_ns) -> None:
+            pass
+
+    loop = SimLoop(SimConfig(episode_plan(("push",), 3, 1), camera_size=16), Null())
+    loop.tick()  # the episode starts at 1 s
+    target = HOME[None, :] + np.array([0.02] * 6 + [-0.02])  # the gripper is open at home
+    loop.receive(trajectory_msg([0.0], target, START_NS - 1))  # before this episode
+    loop.receive(trajectory_msg([0.0], target, 0))  # zero stamp: now
+    loop.tick()
+    loop.tick()
+    np.testing.assert_allclose(loop.episode.world.joints, target[0], atol=1e-12)
+    assert dict(loop.episode.rejected) == {"previous_episode": 1}
+    assert loop.episode.accepted == 1
+
+
+def test_record_round_trip_through_rosbags(tmp_path):
+    cfg = SimConfig(episode_plan(("pick",), 0, 1), "expert", camera_size=24, camera_rate_hz=5.0)
+    counts, outcomes = record(tmp_path / "bag", cfg)
+    (outcome,) = outcomes
+    ticks = outcome.steps + 1
+    by_topic: dict[str, list] = collections.defaultdict(list)
+    for message in read_bag(tmp_path / "bag"):
+        by_topic[message.topic].append(from_cdr(message.data, message.msgtype))
+    assert {t: len(ms) for t, ms in by_topic.items()} == {t: n for t, n in counts.items() if n}
+    assert len(by_topic["/joint_states"]) == len(by_topic["/sim/expert/joint_trajectory"]) == ticks
+    assert len(by_topic["/camera/base/image_raw"]) == math.ceil(ticks / 4)
+    assert len(by_topic["/camera/wrist/image_raw"]) == math.ceil(ticks / 4)
+    assert [m.data for m in by_topic["/sim/expert/narration"]] == list(outcome.narration)
+    assert [m.data for m in by_topic["/sim/expert/memory"]] == list(outcome.memory)
+    assert len(by_topic["/oxygen/instruction"]) == 1 + math.floor(outcome.duration_s)
+    (episode,) = by_topic["/sim/episode"]
+    assert episode.success and episode.steps == outcome.steps
+    world = make_task("pick", 0).new_world()
+    first = image_to_rgb(by_topic["/camera/wrist/image_raw"][0])
+    np.testing.assert_array_equal(first, Renderer(24, 24).render(world, "wrist"))
+    # The commanded trajectory is the expert's targets, stamped with the tick.
+    first_command = by_topic["/sim/expert/joint_trajectory"][0]
+    want = Expert(make_task("pick", 0), world).act(world, 0.05).targets
+    np.testing.assert_array_equal(first_command.points[0].positions, want)
+    assert time_ns(first_command.header.stamp) == START_NS
+    np.testing.assert_array_equal(by_topic["/joint_states"][0].position, HOME)
+
+
+@pytest.mark.slow
+def test_sim_eval_expert_succeeds_in_every_family_over_topics(tmp_path):
+    out = tmp_path / "eval"
+    args = ["--policy", "expert", "--episodes", "1", "--rtf", "4", "--camera-size", "64"]
+    assert sim_eval.main([*args, "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["success"]["all"] == {"episodes": 3, "successes": 3, "rate": 1.0}
+    by_family = {e["family"]: e for e in report["episodes"]}
+    for family in FAMILIES:
+        reference = run_expert_episode(family, 0)
+        episode = by_family[family]
+        assert episode["time_to_success_s"] == pytest.approx(reference.time_to_success, abs=1e-6)
+        assert episode["narration"] == list(reference.narration)
+        assert episode["chunks"] == reference.steps + 1
+    assert report["trajectories_rejected"] == {} and report["seams"]["seams"] > 0
+    with Image_.open(out / "episodes.gif") as gif:
+        assert gif.n_frames > 10 and gif.size[0] == animation.WIDTH
+    assert (out / "episodes.png").is_file() and (out / "output_bag" / "metadata.yaml").is_file()
+
+
+def test_shipped_sim_bag_is_a_replay_input_for_the_sim_params(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    bag, params = root / "data" / "sim_bag", root / "config" / "sim.yaml"
+    job = Job.load(bag, params, tmp_path / "out")  # every input topic of the params is there
+    assert job.names.cameras == ("/camera/base/image_raw", "/camera/wrist/image_raw")
+    outcomes = [from_cdr(m.data, m.msgtype) for m in read_bag(bag, ["/sim/episode"])]
+    assert [(o.family, o.seed, o.success) for o in outcomes] == [
+        ("pick", 0, True),
+        ("put", 0, True),
+        ("push", 0, True),
+    ]
+    assert [i[1] for i in job.info("offline").instructions] == [o.instruction for o in outcomes]
