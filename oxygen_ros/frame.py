@@ -65,6 +65,17 @@ class Tick:
     start_s: float  # steady clock, for latency and the deadline
     deadline_s: float  # start_s + frame period: the chunk must be out by then
 
+    @classmethod
+    def at(cls, now_ns: int, steady_s: float, period_s: float) -> Tick:
+        """The tick of a timer firing at node-clock time now_ns (integer nanoseconds; bag
+        time in replay) and steady time steady_s, with one frame period to its deadline."""
+        return cls(
+            stamp=ns_to_stamp(now_ns),
+            now_s=now_ns * 1e-9,
+            start_s=steady_s,
+            deadline_s=steady_s + period_s,
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class SentChunk:

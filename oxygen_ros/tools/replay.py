@@ -6,7 +6,7 @@
 The parameters, engine and frame assembler are the node's own (oxygen_ros.tools.configure),
 and every frame is `frame.FrameLoop.run`, the node's frame function, with outputs that
 go into a bag instead of onto topics. Messages are decoded by rclpy from the bag's CDR
-bytes and handed to the assembler as the node's callbacks do, in log-time order, a
+bytes and handed to the node's own callbacks (oxygen_ros.router), in log-time order, a
 message before a frame tick at the same time; ticks fall where the node's timer fires
 (oxygen_ros.tools.job). Frame time, latency and deadlines are measured on the steady clock, as
 in the node. As fast as possible (the default) every tick runs; `--rate R` paces bag
@@ -46,11 +46,11 @@ from rclpy.exceptions import ParameterException
 from rosbags.rosbag2 import ReaderError, WriterError
 from tqdm import tqdm
 
-from oxygen_core.text import excerpt
 from oxygen_ros import topics
-from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
+from oxygen_ros.diagnostics import DiagnosticsReporter, NodeStats
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.pipeline import Pipeline, make_pipeline, restart_pipeline
+from oxygen_ros.router import InputRouter
 from oxygen_ros.tools.bagio import (
     DEFAULT_SPLIT_S,
     BagMessage,
@@ -60,7 +60,7 @@ from oxygen_ros.tools.bagio import (
     read_bag,
 )
 from oxygen_ros.tools.configure import TopicNames
-from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns, stamp, timer_grid
+from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns, timer_grid
 from oxygen_ros.tools.live import Pacer, replay_live
 from oxygen_ros.tools.report import Counts, build_report, no_frames, write_report
 
@@ -176,10 +176,6 @@ class OfflineReplay:
         self.outputs = BagOutputs(job.names, sink)
         self.stats = NodeStats()
         self.log = _FrameLog(_file_logger(job.out / "replay.log"), lambda: self.outputs.now_ns)
-        self.reporter = DiagnosticsReporter(job.names.node, cfg.frame_period_s)
-        self.slots: dict[str, list[int]] = {}  # a topic may fill several slots, as in the node
-        for i, topic in enumerate(job.names.cameras):
-            self.slots.setdefault(topic, []).append(i)
         self._frame_s = (float("-inf"), float("-inf"))  # steady start and end of the last frame
         self.stopped = ""  # why the run ended before the bag did ("" when it did not)
         self.stop_signal: int | None = None
@@ -192,6 +188,19 @@ class OfflineReplay:
             layout=pipeline.layout,
             logger=self.log,
         )
+        self.router = InputRouter(
+            assembler=pipeline.assembler,
+            request=self.loop.request,
+            stats=self.stats,
+            stream_names=cfg.stream_names,
+            reporter=DiagnosticsReporter(job.names.node, cfg.frame_period_s),
+            logger=self.log,
+        )
+        n = job.names
+        # topic -> the node's callbacks for it (a topic may fill several camera slots)
+        self.routes: dict[str, list[Callable[[Any], None]]] = {}
+        for route in self.router.routes(n.cameras, n.joint_state, n.instruction, n.request):
+            self.routes.setdefault(route.topic, []).append(route.callback)
 
     def run(self, rate: float | None, progress: bool, ticks: Sequence[int]) -> Counts:
         """Every message, diagnostics period and frame tick in bag-time order, until the
@@ -242,19 +251,9 @@ class OfflineReplay:
 
     def _deliver(self, message: BagMessage) -> None:
         """What the node's subscription callbacks do with the message."""
-        names, assembler = self.job.names, self.pipeline.assembler
         msg = from_cdr(message.data, message.msgtype)
-        if message.topic in self.slots:
-            for slot in self.slots[message.topic]:
-                assembler.on_image(slot, msg)
-        elif message.topic == names.joint_state:
-            assembler.on_joint_state(msg)
-        elif message.topic == names.instruction:
-            assembler.on_instruction(msg.data)
-        elif msg.data in self.pipeline.settings.node.stream_names:  # ~/request: a stream name
-            self.loop.request(msg.data)
-        else:
-            self.log.warning(f"{message.topic}: unknown stream {excerpt(msg.data)}")
+        for callback in self.routes[message.topic]:
+            callback(msg)
 
     def _free_at(self, due_s: float | None) -> bool:
         """Whether the node's worker would take a tick due at `due_s`: not while the last
@@ -268,12 +267,7 @@ class OfflineReplay:
             self.stats.overrun()
             return
         start = time.monotonic()
-        tick = Tick(
-            stamp=stamp(time_ns),
-            now_s=time_ns * 1e-9,
-            start_s=start,
-            deadline_s=start + self.pipeline.settings.node.frame_period_s,
-        )
+        tick = Tick.at(time_ns, start, self.pipeline.settings.node.frame_period_s)
         try:
             self.loop.run(tick)
         except Exception as error:  # as the node's worker: count it, keep going
@@ -284,9 +278,7 @@ class OfflineReplay:
 
     def _diagnostics(self, time_ns: int) -> None:
         """The node's diagnostics timer: /diagnostics on the same period of the bag clock."""
-        inputs = InputReport.of(self.pipeline.assembler, time_ns * 1e-9)
-        array = self.reporter.report(stamp(time_ns), self.stats.snapshot(), inputs)
-        self.outputs.publish(topics.DIAGNOSTICS, array)
+        self.outputs.publish(topics.DIAGNOSTICS, self.router.report(time_ns))
 
     def _progress(self) -> str:
         s = self.stats.snapshot()
