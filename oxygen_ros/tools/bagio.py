@@ -44,6 +44,7 @@ from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, StorageP
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
+from oxygen_ros import convert
 from oxygen_ros.tools.bag_recover import CORRUPT, FileSummary, Topic, write_metadata
 
 Storage = Literal["mcap", "sqlite3"]
@@ -100,19 +101,13 @@ def message_class(msgtype: str) -> type:
     return getattr(importlib.import_module(f"{package}.{kind}"), name)
 
 
-def type_name(msg: Any) -> str:
-    """ "pkg/msg/Name" of an rclpy message (its module is pkg.msg._name)."""
-    package, kind = type(msg).__module__.split(".")[:2]
-    return f"{package}/{kind}/{type(msg).__name__}"
-
-
 # --------------------------------------------------------------------------- CDR
 
 
 def to_cdr(msg: Any) -> bytes:
     """rclpy message -> its exact CDR bytes (rclpy's trailing estimate removed)."""
     data = serialize_message(msg)
-    msgtype = type_name(msg)
+    msgtype = convert.msgtype(type(msg))
     msgdef = typestore().get_msgdef(msgtype)
     little_endian = bool(data[1])
     decode = msgdef.deserialize_cdr_le if little_endian else msgdef.deserialize_cdr_be
@@ -213,7 +208,7 @@ class BagWriter:
 
     def write_ros(self, topic: str, time_ns: int, msg: Any) -> None:
         """Append an rclpy message."""
-        self.write(BagMessage(topic, type_name(msg), time_ns, to_cdr(msg)))
+        self.write(BagMessage(topic, convert.msgtype(type(msg)), time_ns, to_cdr(msg)))
 
     def _open_file(self) -> _OpenFile:
         return _OpenFile(self.path, f"{self.path.name}_{len(self._closed)}", self._storage)

@@ -47,6 +47,7 @@ from rosbags.rosbag2 import ReaderError, WriterError
 from tqdm import tqdm
 
 from oxygen_ros import topics
+from oxygen_ros.convert import NS_PER_S
 from oxygen_ros.diagnostics import DiagnosticsReporter, NodeStats
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.pipeline import Pipeline, make_pipeline, restart_pipeline
@@ -64,7 +65,6 @@ from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns, timer_g
 from oxygen_ros.tools.live import Pacer, replay_live
 from oxygen_ros.tools.report import Counts, build_report, no_frames, write_report
 
-_NS = 1_000_000_000
 _EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}  # 128 + the signal, as a shell reports it
 
 
@@ -151,10 +151,10 @@ class _FrameLog:
         self._logger, self._clock = logger, clock
 
     def warning(self, message: str, **_throttle: object) -> None:
-        self._logger.warning(f"[{self._clock() / _NS:.3f}] {message}")
+        self._logger.warning(f"[{self._clock() / NS_PER_S:.3f}] {message}")
 
     def error(self, message: str) -> None:
-        self._logger.error(f"[{self._clock() / _NS:.3f}] {message}")
+        self._logger.error(f"[{self._clock() / NS_PER_S:.3f}] {message}")
 
     def close(self) -> None:
         for handler in list(self._logger.handlers):

@@ -30,16 +30,13 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from oxygen_core.engine.types import EngineConfig
+from oxygen_ros.convert import stamp_to_ns, stamp_to_seconds
 from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
 
 MEASURED_KEYS = ("action_hz", "lang_tps", "deadline_misses", "overruns", "phase_ms")
 MEASURED_SERIES = ("frame_ms", "latency_ms")  # timeline entries measured per frame
 _INPUTS_STATUS = ": inputs"  # /diagnostics status whose "skipped <reason>" values count skips
 _SKIPPED_PREFIX = "skipped "
-
-
-def _stamp_ns(stamp: Any) -> int:
-    return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +56,7 @@ class _Frame:
     @classmethod
     def of(cls, msg: EngineStats) -> _Frame:
         return cls(
-            stamp_ns=_stamp_ns(msg.header.stamp),
+            stamp_ns=stamp_to_ns(msg.header.stamp),
             frame=msg.frame,
             frame_s=msg.frame_s,
             budget_s=msg.budget_s,
@@ -91,10 +88,9 @@ class Recording:
                 self.frames.append(_Frame.of(msg))
             case ActionChunk():
                 self.horizon = msg.horizon
-                latency = msg.latency.sec + msg.latency.nanosec * 1e-9
-                self.latency_s[_stamp_ns(msg.header.stamp)] = latency
+                self.latency_s[stamp_to_ns(msg.header.stamp)] = stamp_to_seconds(msg.latency)
             case LanguageTokens():
-                self.tokens[(_stamp_ns(msg.header.stamp), msg.stream)] += len(msg.token_ids)
+                self.tokens[(stamp_to_ns(msg.header.stamp), msg.stream)] += len(msg.token_ids)
                 self.requests.add(msg.request_id)
                 self.running[msg.request_id] = (msg.stream, msg.text)
                 if msg.finished:
