@@ -5,7 +5,8 @@ LanguageTokens, /diagnostics), collected by `Recording`, so an offline replay an
 run of the real node are summarised by the same code. Frames are joined by header stamp:
 every message of one frame carries its tick's stamp.
 
-Metrics follow docs/DESIGN.md section 2, so numbers compare with the paper's:
+Metrics follow docs/DESIGN.md section 2, so numbers compare with the paper's, computed by
+the benchmark's own functions (oxygen_core.bench.metrics.action_hz and lang_tps):
 `action_hz = H * frames / sum(frame_s)` and `lang_tps = mean(tokens_in_frame / frame_s)`
 over the frames after the warm-up (the first ceil(N/k) frames, while the batch fills; the
 first compile happens before any frame). Values measured on the wall clock are listed in
@@ -29,6 +30,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from oxygen_core.bench.metrics import action_hz, lang_tps
 from oxygen_core.engine.types import EngineConfig
 from oxygen_ros.convert import stamp_to_ns, stamp_to_seconds
 from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
@@ -213,8 +215,8 @@ def build_report(rec: Recording, info: RunInfo, counts: Counts) -> dict[str, Any
         "frame_period_s": info.frame_period_s,
         "warmup_frames": info.warmup_frames,
         "measured_frames": len(frames[measured]),
-        "action_hz": _action_hz(rec.horizon, frames[measured]),
-        "lang_tps": _lang_tps(frames[measured], tokens[measured]),
+        "action_hz": action_hz(rec.horizon, [f.frame_s for f in frames[measured]]),
+        "lang_tps": lang_tps(tokens[measured], [f.frame_s for f in frames[measured]]),
         "phase_ms": _phase_ms(frames[measured]),
         "requests_started": len(rec.requests),
         "requests_finished": len(rec.finished),
@@ -229,16 +231,6 @@ def build_report(rec: Recording, info: RunInfo, counts: Counts) -> dict[str, Any
         },
         "timeline": _timeline(rec, frames, streams, info.origin_ns),
     }
-
-
-def _action_hz(horizon: int, frames: Sequence[_Frame]) -> float:
-    seconds = sum(f.frame_s for f in frames)
-    return horizon * len(frames) / seconds if seconds > 0 else 0.0
-
-
-def _lang_tps(frames: Sequence[_Frame], tokens: Sequence[int]) -> float:
-    rates = [n / f.frame_s for f, n in zip(frames, tokens, strict=True) if f.frame_s > 0]
-    return float(np.mean(rates)) if rates else 0.0
 
 
 def _phase_ms(frames: Sequence[_Frame]) -> dict[str, float]:
