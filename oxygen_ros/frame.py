@@ -148,7 +148,7 @@ class FrameLoop:
             self._stats.skipped(obs.detail)
             self._warn(obs.reason, f"frame skipped: {obs.detail}")
             return
-        for slot, detail in enumerate(self._assembler.blanked):
+        for slot, detail in self._assembler.blanked.items():
             self._warn(f"blank {slot}", f"camera left blank: {detail}")
         while self._requests:
             self._engine.request(self._requests.popleft())
@@ -223,7 +223,7 @@ class FrameLoop:
             )
             self._out.publish(topics.JOINT_TRAJECTORY, trajectory)
         if published:
-            self._stats.chunk_published(at_s=self._clock(), latency_s=latency_s, deadline_met=met)
+            self._stats.chunk_published(at_s=now_s, latency_s=latency_s, deadline_met=met)
             self._check_stamp_order(row0_ns, tick_ns)
             self._sent = SentChunk(np.array(rows, np.float32), row0_ns, tick_ns)
             # The robot gets the chunk at publish, not when act returns: d ("auto") must
