@@ -33,12 +33,11 @@ from matplotlib.ticker import MaxNLocator
 from oxygen_core.bench.metrics import action_hz, lang_tps
 from oxygen_core.engine.types import EngineConfig
 from oxygen_ros.convert import stamp_to_ns, stamp_to_seconds
+from oxygen_ros.diagnostics import INPUTS_STATUS, SKIPPED_PREFIX
 from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
 
 MEASURED_KEYS = ("action_hz", "lang_tps", "deadline_misses", "overruns", "phase_ms")
 MEASURED_SERIES = ("frame_ms", "latency_ms")  # timeline entries measured per frame
-_INPUTS_STATUS = ": inputs"  # /diagnostics status whose "skipped <reason>" values count skips
-_SKIPPED_PREFIX = "skipped "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,11 +103,11 @@ class Recording:
 
     def node_skips(self, node: str) -> dict[str, int]:
         """Skipped frames by reason, as `node` last reported them on /diagnostics."""
-        values = self.diagnostics.get(f"{node}{_INPUTS_STATUS}", {})
+        values = self.diagnostics.get(f"{node}: {INPUTS_STATUS}", {})
         return {
-            key.removeprefix(_SKIPPED_PREFIX): int(value)
+            key.removeprefix(SKIPPED_PREFIX): int(value)
             for key, value in values.items()
-            if key.startswith(_SKIPPED_PREFIX)
+            if key.startswith(SKIPPED_PREFIX)
         }
 
     def node_count(self, node: str, key: str) -> int:
