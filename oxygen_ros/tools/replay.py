@@ -21,8 +21,8 @@ report.json, report.md, timeline.png (oxygen_ros.tools.report) and replay.log (w
 were skipped).
 
 A replay that cannot finish still leaves what it did. The output bag is written as closed
-files of `--split-s` seconds each (tools.bagio.BagWriter), so even SIGKILL loses at most
-the last one (`oxygen-bag-recover` writes the metadata a killed run could not). SIGTERM
+files of `--split-s` seconds each (tools.bagio.BagWriter), so even SIGKILL loses only the
+one still open (`oxygen-bag-recover` writes the metadata a killed run could not). SIGTERM
 and SIGINT, and a corrupt input bag (BagReadError), end the frame loop where it is: the
 bag is closed and report.json / report.md are written with `partial: true` and the reason,
 and the command ends in one line saying why. A run with 0 frames exits 1, naming the skip
@@ -372,8 +372,9 @@ def _parser() -> argparse.ArgumentParser:
         "--split-s",
         type=float,
         default=DEFAULT_SPLIT_S,
-        help="close an output bag file every this many wall seconds, so a killed run "
-        f"loses at most that much (default {DEFAULT_SPLIT_S:g}; 0: one file)",
+        help="close an output bag file at the first write after this many wall seconds, so "
+        "a killed run loses only what was written since (default "
+        f"{DEFAULT_SPLIT_S:g}; 0: one file)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
