@@ -32,6 +32,7 @@ from matplotlib.ticker import MaxNLocator
 
 from oxygen_core.bench.metrics import action_hz, lang_tps
 from oxygen_core.engine.types import EngineConfig
+from oxygen_core.text import excerpt
 from oxygen_ros.convert import stamp_to_ns, stamp_to_seconds
 from oxygen_ros.diagnostics import INPUTS_STATUS, SKIPPED_PREFIX
 from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
@@ -363,7 +364,7 @@ def plot_timeline(report: Mapping[str, Any], path: Path) -> None:
         for ax in (ax_time, ax_batch, ax_tokens):
             ax.axvline(change["time_s"], color="grey", lw=0.8, ls=":")
         ax_time.annotate(
-            change["text"],
+            excerpt(change["text"]),  # a bag may carry any text: keep the plot readable
             (change["time_s"], 0.97),
             xycoords=("data", "axes fraction"),
             xytext=(3, 0),
