@@ -40,15 +40,20 @@ import numpy as np
 from builtin_interfaces.msg import Duration, Time
 from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
 from PIL import Image
+from sensor_msgs.msg import Image as ImageMsg
+from sensor_msgs.msg import JointState
 from std_msgs.msg import ColorRGBA, Header
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from visualization_msgs.msg import Marker, MarkerArray
 
 from oxygen_core.engine.types import ActionResult, LanguageResult, TokenEvent
 from oxygen_core.image import to_rgb
+from oxygen_core.sim.executor import Trajectory
+from oxygen_core.sim.outcome import Outcome
+from oxygen_core.sim.seam import SeamSummary
 from oxygen_core.text import excerpt, excerpt_list
 from oxygen_ros.image_header import JPEG_SIGNATURE, PNG_SIGNATURE, HeaderError, declared_size
-from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
+from oxygen_ros.msg import ActionChunk, EngineStats, EpisodeOutcome, LanguageTokens
 
 
 class InputError(ValueError):
@@ -71,7 +76,7 @@ _ENCODINGS: dict[str, tuple[type[np.unsignedinteger], int, bool]] = {
     "bgr16": (np.uint16, 3, True),
 }
 _MAGIC = {"JPEG": JPEG_SIGNATURE, "PNG": PNG_SIGNATURE}
-_NS_PER_S = 1_000_000_000
+NS_PER_S = 1_000_000_000  # the one definition: every tool's ns <-> s uses this
 # Four 1920 x 1080 frames: every camera a robot sends the model (which sees 224 x 224)
 # fits with room to spare, and the largest accepted image decodes to 25 MB of RGB.
 DEFAULT_MAX_IMAGE_PIXELS = 4 * 1920 * 1080
@@ -182,6 +187,21 @@ def _undecodable(msg: Any, cause: object) -> InputError:
     )
 
 
+def rgb8_image_msg(pixels: np.ndarray, *, stamp: Time, frame_id: str) -> ImageMsg:
+    """uint8 [H, W, 3] RGB -> sensor_msgs/Image rgb8 without row padding (the inverse of
+    image_to_rgb for it)."""
+    height, width, _ = pixels.shape
+    return ImageMsg(
+        header=Header(stamp=stamp, frame_id=frame_id),
+        height=height,
+        width=width,
+        encoding="rgb8",
+        is_bigendian=0,
+        step=width * 3,
+        data=np.ascontiguousarray(pixels, np.uint8).tobytes(),
+    )
+
+
 # --------------------------------------------------------------------------- joints
 
 
@@ -212,6 +232,18 @@ def joint_positions(msg: Any, joint_names: Sequence[str]) -> np.ndarray:
     return state
 
 
+def joint_state_msg(
+    joint_names: Sequence[str], positions: np.ndarray, *, stamp: Time, frame_id: str
+) -> JointState:
+    """Positions in joint_names order -> sensor_msgs/JointState (no velocity or effort);
+    the inverse of joint_positions."""
+    return JointState(
+        header=Header(stamp=stamp, frame_id=frame_id),
+        name=list(joint_names),
+        position=array.array("d", np.asarray(positions, np.float64).tobytes()),
+    )
+
+
 def unused_joints(msg: Any, joint_names: Sequence[str]) -> tuple[str, ...]:
     """Joints in the message that the model ignores, in message order (for diagnostics)."""
     used = set(joint_names)
@@ -229,8 +261,8 @@ def stamp_to_seconds(stamp: Any) -> float:
 def _split_seconds(seconds: float) -> tuple[int, int]:
     """Whole seconds (floored, so negative times keep nanosec >= 0) and nanoseconds."""
     whole = math.floor(seconds)
-    nanosec = round((seconds - whole) * _NS_PER_S)
-    if nanosec == _NS_PER_S:
+    nanosec = round((seconds - whole) * NS_PER_S)
+    if nanosec == NS_PER_S:
         return whole + 1, 0
     return whole, nanosec
 
@@ -242,13 +274,14 @@ def seconds_to_stamp(seconds: float) -> Time:
 
 
 def stamp_to_ns(stamp: Any) -> int:
-    """builtin_interfaces/Time -> integer nanoseconds (exact: for step arithmetic)."""
-    return stamp.sec * _NS_PER_S + stamp.nanosec
+    """builtin_interfaces/Time (or Duration) -> integer nanoseconds (exact: for step
+    arithmetic, and as a key that joins the messages of one frame)."""
+    return stamp.sec * NS_PER_S + stamp.nanosec
 
 
 def ns_to_stamp(time_ns: int) -> Time:
     """Integer nanoseconds -> builtin_interfaces/Time, exactly."""
-    return Time(sec=time_ns // _NS_PER_S, nanosec=time_ns % _NS_PER_S)
+    return Time(sec=time_ns // NS_PER_S, nanosec=time_ns % NS_PER_S)
 
 
 def duration_msg(seconds: float) -> Duration:
@@ -311,15 +344,42 @@ def joint_trajectory_msg(
     actions = _chunk_rows(result)
     if len(joint_names) != actions.shape[1]:
         raise ValueError(f"{len(joint_names)} joint_names for action_dim {actions.shape[1]}")
-    rows = actions.astype(np.float64)
-    points = [
+    times = [i * control_period_s for i in range(len(actions))]
+    return trajectory_msg(joint_names, actions, times, stamp=stamp)
+
+
+def trajectory_msg(
+    joint_names: Sequence[str], rows: np.ndarray, times: Sequence[float], *, stamp: Time
+) -> JointTrajectory:
+    """Rows of positions at `times` (seconds after `stamp`) -> JointTrajectory, as given:
+    the receiver judges names and values (see trajectory_of for the way back)."""
+    return JointTrajectory(
+        header=Header(stamp=stamp),
+        joint_names=list(joint_names),
+        points=trajectory_points(rows, times),
+    )
+
+
+def trajectory_points(rows: np.ndarray, times: Sequence[float]) -> list[JointTrajectoryPoint]:
+    """One JointTrajectoryPoint per row (float64 positions) at its time_from_start."""
+    rows = np.asarray(rows, np.float64)
+    return [
         JointTrajectoryPoint(
-            positions=array.array("d", row.tobytes()),
-            time_from_start=duration_msg(i * control_period_s),
+            positions=array.array("d", row.tobytes()), time_from_start=duration_msg(t)
         )
-        for i, row in enumerate(rows)
+        for t, row in zip(times, rows, strict=True)
     ]
-    return JointTrajectory(header=Header(stamp=stamp), joint_names=list(joint_names), points=points)
+
+
+def trajectory_of(msg: JointTrajectory, start_ns: int) -> Trajectory:
+    """A received JointTrajectory for the sim's executor, starting at `start_ns` (the caller
+    maps a zero stamp to now). Values are passed as they are: the executor judges them."""
+    return Trajectory(
+        joint_names=tuple(msg.joint_names),
+        start=start_ns / NS_PER_S,
+        times=[stamp_to_ns(p.time_from_start) / NS_PER_S for p in msg.points],
+        positions=[list(p.positions) for p in msg.points],
+    )
 
 
 def language_tokens_msg(event: TokenEvent, *, stamp: Time, origin_stamp: Time) -> LanguageTokens:
@@ -417,3 +477,80 @@ def narration_markers(texts: Mapping[str, str], *, stamp: Time, frame_id: str) -
         )
         bottom += block
     return MarkerArray(markers=markers)
+
+
+# --------------------------------------------------------------------------- sim episodes
+
+
+def outcome_msg(o: Outcome) -> EpisodeOutcome:
+    """A finished sim episode -> oxygen_ros/EpisodeOutcome, stamped at its end."""
+    s = o.seams
+    return EpisodeOutcome(
+        header=Header(stamp=ns_to_stamp(o.end_ns)),
+        index=o.index,
+        episodes=o.episodes,
+        family=o.family,
+        seed=int(o.seed),
+        instruction=o.instruction,
+        policy=o.policy,
+        success=bool(o.success),
+        start=ns_to_stamp(o.start_ns),
+        duration_s=float(o.duration_s),
+        time_limit_s=float(o.time_limit_s),
+        wall_s=float(o.wall_s),
+        steps=o.steps,
+        trajectories_accepted=o.accepted,
+        trajectories_rejected=sum(o.rejected.values()),
+        reject_reasons=list(o.rejected),
+        reject_counts=list(o.rejected.values()),
+        seams=s.seams,
+        seam_jerks=s.jerks,
+        seam_jump_mean=s.jump_mean,
+        seam_jump_max=s.jump_max,
+        seam_jerk_mean=s.jerk_mean,
+        seam_jerk_max=s.jerk_max,
+        renders=o.renders,
+        render_wall_s=o.render_wall_s,
+        narration=list(o.narration),
+        memory=list(o.memory),
+    )
+
+
+def outcome_of(msg: EpisodeOutcome) -> Outcome:
+    """The message back into an Outcome (the evaluation's side)."""
+    return Outcome(
+        index=msg.index,
+        episodes=msg.episodes,
+        family=msg.family,
+        seed=msg.seed,
+        instruction=msg.instruction,
+        policy=msg.policy,
+        success=msg.success,
+        start_ns=stamp_to_ns(msg.start),
+        end_ns=stamp_to_ns(msg.header.stamp),
+        duration_s=msg.duration_s,
+        time_limit_s=msg.time_limit_s,
+        wall_s=msg.wall_s,
+        steps=msg.steps,
+        accepted=msg.trajectories_accepted,
+        rejected=dict(zip(msg.reject_reasons, msg.reject_counts, strict=True)),
+        seams=SeamSummary(
+            seams=msg.seams,
+            jerks=msg.seam_jerks,
+            jump_mean=msg.seam_jump_mean,
+            jump_max=msg.seam_jump_max,
+            jerk_mean=msg.seam_jerk_mean,
+            jerk_max=msg.seam_jerk_max,
+        ),
+        renders=msg.renders,
+        render_wall_s=msg.render_wall_s,
+        narration=tuple(msg.narration),
+        memory=tuple(msg.memory),
+    )
+
+
+def msgtype(msg_class: type) -> str:
+    """ "pkg/msg/Name" of an rclpy message class (module pkg.msg._name), as bags and
+    `ros2 topic` name the type."""
+    package, kind = msg_class.__module__.split(".")[:2]
+    return f"{package}/{kind}/{msg_class.__name__}"

@@ -19,6 +19,10 @@ The report runs on a steady-clock timer, so it keeps coming when the ROS clock s
 at each report and says when the ROS clock stalled (no advance for stall_after_s of steady
 time) or went backwards since the last report.
 
+The tools read some counts back from /diagnostics (a live run's report: skips by reason,
+misses, overruns, errors): the status and key names they look up are the constants below,
+defined once here and imported there, so a renamed key cannot silently read as 0.
+
 Everything a peer sent that a report quotes (a refused instruction, ignored joint names)
 arrives here already cut to an excerpt (oxygen_core.text), so a report stays a few KB.
 """
@@ -39,6 +43,13 @@ from oxygen_core.text import excerpt_list
 from oxygen_ros.inputs import FrameAssembler, is_stale
 
 _RATE_WINDOW = 64  # frames over which the published frame rate is measured
+
+# Status names are "<node>: <part>"; keys the tools read back (tools.report, tools.live).
+INPUTS_STATUS = "inputs"
+SKIPPED_PREFIX = "skipped "  # + a skip reason: frames skipped for it
+DEADLINE_MISSES = "deadline misses"
+OVERRUNS = "overruns"
+FRAME_ERRORS = "frame errors"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,11 +302,11 @@ def _actions_status(
         "latency last (s)": f"{s.last_latency_s:.4f}",
         "latency max (s)": f"{s.max_latency_s:.4f}",
         "frame time last (s)": f"{s.last_frame_s:.4f}",
-        "deadline misses": s.deadline_misses,
+        DEADLINE_MISSES: s.deadline_misses,
         "late chunks": s.late_frames,
-        "overruns": s.overruns,
+        OVERRUNS: s.overruns,
         "QoS deadline events (DDS, not misses)": s.qos_deadline_events,
-        "frame errors": s.errors,
+        FRAME_ERRORS: s.errors,
         "handover fallbacks to replace": s.handover_fallbacks,
         "chunk stamps back in time": (
             f"{s.stamps_back} (last: {s.last_stamp_back})" if s.stamps_back else 0
@@ -340,12 +351,12 @@ def _inputs_status(
     elif stale:
         level, message = DiagnosticStatus.WARN, f"stale inputs: {', '.join(stale)}"
     values: dict[str, object] = {f"age {k} (s)": f"{age:.3f}" for k, age in inputs.ages_s.items()}
-    values.update({f"skipped {reason}": count for reason, count in inputs.skips.items()})
+    values.update({f"{SKIPPED_PREFIX}{reason}": count for reason, count in inputs.skips.items()})
     values.update({f"blanked {slot}": count for slot, count in inputs.blanks.items()})
     values["instructions refused"] = inputs.instruction_refusals
     values["last instruction refusal"] = inputs.instruction_refused
     values["joints ignored"] = inputs.ignored_joints
-    return _status(level, f"{name}: inputs", message, values)
+    return _status(level, f"{name}: {INPUTS_STATUS}", message, values)
 
 
 def _clock_status(name: str, c: ClockReport, previous_jumps: int) -> DiagnosticStatus:

@@ -65,6 +65,17 @@ class Tick:
     start_s: float  # steady clock, for latency and the deadline
     deadline_s: float  # start_s + frame period: the chunk must be out by then
 
+    @classmethod
+    def at(cls, now_ns: int, steady_s: float, period_s: float) -> Tick:
+        """The tick of a timer firing at node-clock time now_ns (integer nanoseconds; bag
+        time in replay) and steady time steady_s, with one frame period to its deadline."""
+        return cls(
+            stamp=ns_to_stamp(now_ns),
+            now_s=now_ns * 1e-9,
+            start_s=steady_s,
+            deadline_s=steady_s + period_s,
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class SentChunk:
@@ -137,7 +148,7 @@ class FrameLoop:
             self._stats.skipped(obs.detail)
             self._warn(obs.reason, f"frame skipped: {obs.detail}")
             return
-        for slot, detail in enumerate(self._assembler.blanked):
+        for slot, detail in self._assembler.blanked.items():
             self._warn(f"blank {slot}", f"camera left blank: {detail}")
         while self._requests:
             self._engine.request(self._requests.popleft())
@@ -212,7 +223,7 @@ class FrameLoop:
             )
             self._out.publish(topics.JOINT_TRAJECTORY, trajectory)
         if published:
-            self._stats.chunk_published(at_s=self._clock(), latency_s=latency_s, deadline_met=met)
+            self._stats.chunk_published(at_s=now_s, latency_s=latency_s, deadline_met=met)
             self._check_stamp_order(row0_ns, tick_ns)
             self._sent = SentChunk(np.array(rows, np.float32), row0_ns, tick_ns)
             # The robot gets the chunk at publish, not when act returns: d ("auto") must

@@ -19,7 +19,7 @@ sensor whose clock runs ahead), and would otherwise stay "fresh" long after it s
 Camera topics fill the model's image slots in order. A camera without a usable image
 (missing, stale or undecodable) either skips the frame ("skip") or is left out of the
 observation ("blank"), which the model turns into a zero image with mask False, as openpi
-does for an absent camera; `blanked` then says why, for the log.
+does for an absent camera; `blanked` then says why, by image slot, for the log.
 
 Inputs from the graph are bounded here, since any peer may publish on these topics. An
 image over max_image_pixels is a `bad_image` before it is decoded. An instruction over
@@ -76,7 +76,7 @@ class _Usable:
     """Cameras a frame can use, and (under "blank") why the others cannot be."""
 
     cameras: list[int]
-    problems: list[Skip]
+    problems: dict[int, Skip]  # camera index -> why it cannot be used
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +120,7 @@ class FrameAssembler:
         self.instruction_refused = ""  # why the latest instruction was refused; "" if taken
         self.blank_counts: dict[str, int] = dict.fromkeys(self.slots, 0)
         self.ignored_joints: tuple[str, ...] = ()  # joints of the last JointState not used
-        self.blanked: tuple[str, ...] = ()  # why each camera left out of the last frame was
+        self.blanked: dict[str, str] = {}  # image slot -> why it was left out of the last frame
         self._images: list[Any | None] = [None] * len(self.slots)
         self._joint_state: Any | None = None
         self._instruction = ""
@@ -195,7 +195,7 @@ class FrameAssembler:
         if isinstance(used, Skip):
             return used
         decoded: dict[str, np.ndarray] = {}
-        blanked = [problem.detail for problem in used.problems]
+        blanked = {self.slots[i]: problem.detail for i, problem in used.problems.items()}
         for i in used.cameras:
             try:
                 decoded[self.slots[i]] = self._decode(i, images[i])
@@ -203,13 +203,15 @@ class FrameAssembler:
                 bad = Skip("bad_image", f"{self._camera(i)}: {error}")
                 if self.missing_camera == "skip":
                     return bad
-                blanked.append(bad.detail)
+                blanked[self.slots[i]] = bad.detail
         if not decoded:
-            return Skip("bad_image", "; ".join(blanked))  # "blank" needs one camera to see by
+            return Skip(
+                "bad_image", "; ".join(blanked.values())
+            )  # "blank" needs one camera to see by
         for slot in self.slots:
             if slot not in decoded:
                 self.blank_counts[slot] += 1
-        self.blanked = tuple(blanked)
+        self.blanked = blanked
         return Observation(images=decoded, state=state, prompt=prompt)
 
     def _state(self, msg: Any | None, now_s: float) -> np.ndarray | Skip:
@@ -229,7 +231,7 @@ class FrameAssembler:
         """Cameras with a fresh image, synchronised (and the others' problems under
         "blank"); or why the frame skips."""
         usable: list[int] = []
-        problems: list[Skip] = []
+        problems: dict[int, Skip] = {}
         for i, msg in enumerate(images):
             problem = self._camera_problem(i, msg, now_s)
             if problem is None:
@@ -237,9 +239,9 @@ class FrameAssembler:
             elif self.missing_camera == "skip":
                 return problem
             else:
-                problems.append(problem)
+                problems[i] = problem
         if not usable:
-            return problems[0]  # "blank" still needs one camera to look through
+            return problems[0]  # "blank" still needs one camera to look through: the first
         stamps = {i: stamp_to_seconds(images[i].header.stamp) for i in usable}
         spread = max(stamps.values()) - min(stamps.values())
         if spread > self.sync_slop_s:

@@ -7,17 +7,20 @@ Each pair of lifecycle hooks creates and destroys the same resources:
 - activate / deactivate: subscriptions, the frame worker thread, the frame timer and the
   diagnostics timer (on the steady clock, so /diagnostics keeps coming when /clock stops).
 
-Callbacks only store messages (in the FrameAssembler). The frame timer runs at the frame
-period (execute_horizon / control_rate_hz) on the node clock, so use_sim_time and bag
-replay drive it; deadlines are measured on the steady clock. Its callback hands the tick
-to the one worker thread that owns the engine (oxygen_ros.worker); the frame itself is
-oxygen_ros.frame. A configure that cannot load what the parameters name logs them and
-returns FAILURE: the node stays up, unconfigured, and can be configured again.
+Callbacks only store messages (in the FrameAssembler). Subscriptions and both timers
+go through `oxygen_ros.router` (InputRouter, Tick.at), the code replay runs too. The
+frame timer runs at the frame period (execute_horizon / control_rate_hz) on the node
+clock, so use_sim_time and bag replay drive it; deadlines are measured on the steady
+clock. Its callback hands the tick to the one worker thread that owns the engine
+(oxygen_ros.worker); the frame itself is oxygen_ros.frame. A configure that cannot load
+what the parameters name logs them and returns FAILURE: the node stays up, unconfigured,
+and can be configured again.
 
 Warnings a peer can trigger at will (a refused instruction, a request for an unknown
-stream) are throttled and quote the peer's text as an excerpt (oxygen_core.text); both are
-also counted on /diagnostics. `main` ends in one line, not a traceback, when rcl cannot
-start, e.g. when SROS2 security is requested but cannot be set up.
+stream) are throttled per reason and quote the peer's text as an excerpt
+(oxygen_core.text); both are also counted on /diagnostics. `main` ends in one line, not
+a traceback, when rcl cannot start, e.g. when SROS2 security is requested but cannot be
+set up.
 
 Topics (~ is /oxygen):
   in:  camera_topics (Image, or CompressedImage for .../compressed), joint_state_topic
@@ -49,28 +52,20 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from rclpy.signals import SignalHandlerOptions
-from sensor_msgs.msg import CompressedImage, Image, JointState
-from std_msgs.msg import String
 
-from oxygen_core.text import excerpt, excerpt_list
+from oxygen_core.text import excerpt
 from oxygen_ros import topics
-from oxygen_ros.diagnostics import (
-    ClockWatch,
-    DiagnosticsReporter,
-    InputReport,
-    NodeStats,
-    StatsSnapshot,
-)
+from oxygen_ros.diagnostics import ClockWatch, DiagnosticsReporter, NodeStats, StatsSnapshot
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.inputs import FrameAssembler
 from oxygen_ros.params import NodeConfig, Settings, declare_parameters, read_settings
 from oxygen_ros.pipeline import make_pipeline
 from oxygen_ros.publishers import LifecyclePublishers
+from oxygen_ros.router import InputRouter
 from oxygen_ros.topics import Gate
 from oxygen_ros.worker import FrameWorker
 
 _LOAD_PARAMETERS = ("preset", "robot", "checkpoint_dir", "tokenizer_path")
-_THROTTLE_S = 2.0  # at most one line per call site per this, for warnings a peer can trigger
 _STALL_PERIODS = 3  # frame periods without a ROS clock advance before it counts as stalled
 
 
@@ -85,7 +80,7 @@ class _Configured:
     outputs: LifecyclePublishers
     stats: NodeStats
     loop: FrameLoop
-    reporter: DiagnosticsReporter
+    router: InputRouter  # inputs, ticks and /diagnostics, as replay takes them
 
 
 @dataclasses.dataclass
@@ -167,8 +162,15 @@ class OxygenNode(LifecycleNode):
             layout=pipeline.layout,
             logger=self.get_logger(),
         )
-        reporter = DiagnosticsReporter(self.get_fully_qualified_name(), cfg.frame_period_s)
-        return _Configured(settings, engine, assembler, gate, outputs, stats, loop, reporter)
+        router = InputRouter(
+            assembler=assembler,
+            request=loop.request,
+            stats=stats,
+            stream_names=cfg.stream_names,
+            reporter=DiagnosticsReporter(self.get_fully_qualified_name(), cfg.frame_period_s),
+            logger=self.get_logger(),
+        )
+        return _Configured(settings, engine, assembler, gate, outputs, stats, loop, router)
 
     def _check_topic_names(self, cfg: NodeConfig) -> None:
         """Input topics are only subscribed at activate: a bad name must fail configure."""
@@ -288,75 +290,33 @@ class OxygenNode(LifecycleNode):
         starved the frame worker (frames of 1.6 s on the tiny model). Reentrant store-only
         callbacks never wait on each other.
         """
-        cfg, assembler = c.settings.node, c.assembler
+        cfg = c.settings.node
         group = ReentrantCallbackGroup()
-
-        def subscribe(msg_type: type, topic: str, callback: Any, qos: Any) -> Any:
-            return self.create_subscription(msg_type, topic, callback, qos, callback_group=group)
-
-        subscriptions = [
-            subscribe(
-                CompressedImage if topic.endswith("/compressed") else Image,
-                topic,
-                functools.partial(assembler.on_image, slot),
-                qos_profile_sensor_data,
+        routes = c.router.routes(
+            cfg.camera_topics, cfg.joint_state_topic, cfg.instruction_topic, topics.REQUEST
+        )
+        return [
+            self.create_subscription(
+                r.msg_class,
+                r.topic,
+                r.callback,
+                qos_profile_sensor_data if r.sensor else 10,
+                callback_group=group,
             )
-            for slot, topic in enumerate(cfg.camera_topics)
+            for r in routes
         ]
-        subscriptions.append(
-            subscribe(
-                JointState, cfg.joint_state_topic, assembler.on_joint_state, qos_profile_sensor_data
-            )
-        )
-        subscriptions.append(
-            subscribe(String, cfg.instruction_topic, functools.partial(self._on_instruction, c), 10)
-        )
-        subscriptions.append(
-            subscribe(String, topics.REQUEST, functools.partial(self._on_request, c), 10)
-        )
-        return subscriptions
-
-    def _on_instruction(self, c: _Configured, msg: String) -> None:
-        """A new task instruction; a refused one is logged (throttled) and counted."""
-        reason = c.assembler.on_instruction(msg.data)
-        if reason is not None:
-            self.get_logger().warning(
-                f"instruction refused, the previous one stays: {reason}",
-                throttle_duration_sec=_THROTTLE_S,
-            )
-
-    def _on_request(self, c: _Configured, msg: String) -> None:
-        """An on-demand language request: the stream's name as the message text."""
-        if msg.data not in c.settings.node.stream_names:
-            c.stats.unknown_request()  # a flood of these costs one line per period
-            self.get_logger().warning(
-                f"~/request: unknown stream {excerpt(msg.data)}; streams: "
-                f"{excerpt_list(c.settings.node.stream_names)}",
-                throttle_duration_sec=_THROTTLE_S,
-            )
-            return
-        c.loop.request(msg.data)
 
     def _on_tick(self, c: _Configured, worker: FrameWorker[Tick]) -> None:
-        now = self.get_clock().now()
-        start = time.monotonic()
-        tick = Tick(
-            stamp=now.to_msg(),
-            now_s=now.nanoseconds * 1e-9,
-            start_s=start,
-            deadline_s=start + c.settings.node.frame_period_s,
-        )
+        now_ns = self.get_clock().now().nanoseconds
+        tick = Tick.at(now_ns, time.monotonic(), c.settings.node.frame_period_s)
         if not worker.submit(tick):
             c.stats.overrun()
 
     def _on_diagnostics(self, c: _Configured, watch: ClockWatch) -> None:
         """On the steady timer: reports even while the ROS clock stands still."""
-        now = self.get_clock().now()
-        now_s = now.nanoseconds * 1e-9
-        inputs = InputReport.of(c.assembler, now_s)
-        clock = watch.observe(now_s, time.monotonic())
-        array = c.reporter.report(now.to_msg(), c.stats.snapshot(), inputs, clock)
-        c.outputs.publish(topics.DIAGNOSTICS, array)
+        now_ns = self.get_clock().now().nanoseconds
+        clock = watch.observe(now_ns * 1e-9, time.monotonic())
+        c.outputs.publish(topics.DIAGNOSTICS, c.router.report(now_ns, clock))
 
     def _on_frame_error(self, c: _Configured, error: BaseException) -> None:
         if not self.context.ok():  # publishing after Ctrl-C shut the context down

@@ -27,6 +27,7 @@ from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
+from oxygen_ros.convert import msgtype
 from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
 
 REQUEST = "~/request"  # std_msgs/String holding a stream's name: an on-demand request
@@ -56,8 +57,8 @@ class Output:
 
     @property
     def msgtype(self) -> str:
-        """ "pkg/msg/Name", as bags and `ros2 topic` name the type (module pkg.msg._name)."""
-        return f"{self.msg_class.__module__.split('.')[0]}/msg/{self.msg_class.__name__}"
+        """ "pkg/msg/Name", as bags and `ros2 topic` name the type."""
+        return msgtype(self.msg_class)
 
 
 OUTPUTS: tuple[Output, ...] = (

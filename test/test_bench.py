@@ -14,7 +14,7 @@ import pytest
 
 from oxygen_core.bench import cli, phases, runner
 from oxygen_core.bench.floors import Floors, Machine, ModelCosts
-from oxygen_core.bench.metrics import Comparison, RowResult
+from oxygen_core.bench.metrics import Comparison, RowResult, action_hz, lang_tps
 from oxygen_core.bench.runner import BenchConfig
 from oxygen_core.bench.workloads import SWEEPS, parse
 from oxygen_core.config import model_preset
@@ -158,3 +158,14 @@ def test_phase_costs_report_every_phase_next_to_its_floor(capsys):
     measured = doc["presets"]["tiny"]["measured"]
     assert expected <= set(measured) and all(v >= 0 for v in measured.values())
     assert measured["prefill_s"] > 0 and measured["decode_call_b1_s"] > 0
+
+
+def test_the_paper_metrics_leave_out_frames_without_a_measured_time():
+    """One copy of the formulas for benchmark rows and replay reports (tools.report)."""
+    frame_s = [0.5, 0.25, 0.0, -1.0, 0.25]
+    assert action_hz(10, frame_s) == 10 * 3 / 1.0
+    assert lang_tps([5, 5, 99, 99, 0], frame_s) == pytest.approx((10 + 20 + 0) / 3)
+    assert action_hz(10, []) == lang_tps([], []) == 0.0
+    assert action_hz(10, [0.0]) == lang_tps([3], [0.0]) == 0.0
+    with pytest.raises(ValueError):
+        lang_tps([1, 2], [0.5])

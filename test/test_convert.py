@@ -18,19 +18,32 @@ from std_msgs.msg import Header
 from visualization_msgs.msg import Marker
 
 from oxygen_core.engine.types import ActionResult, LanguageResult, TokenEvent
+from oxygen_core.sim.outcome import Outcome
+from oxygen_core.sim.seam import SeamSummary
 from oxygen_ros.convert import (
+    NS_PER_S,
     InputError,
     action_chunk_msg,
     duration_msg,
     engine_stats_msg,
     image_to_rgb,
     joint_positions,
+    joint_state_msg,
     joint_trajectory_msg,
     language_tokens_msg,
     marker_id,
+    msgtype,
     narration_markers,
+    ns_to_stamp,
+    outcome_msg,
+    outcome_of,
+    rgb8_image_msg,
     seconds_to_stamp,
+    stamp_to_ns,
     stamp_to_seconds,
+    trajectory_msg,
+    trajectory_of,
+    trajectory_points,
     unused_joints,
 )
 from oxygen_ros.image_header import JPEG_SIGNATURE, PNG_SIGNATURE, HeaderError, declared_size
@@ -582,3 +595,66 @@ def test_quoted_message_text_is_an_excerpt_with_its_length():
     assert "(100000 items)" in messages[3]
     assert messages[4] == "JointState names joints more than once: ['a']"
     assert max(map(len, messages)) < 1000
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def test_rgb8_image_msg_is_the_inverse_of_image_to_rgb():
+    stamp = ns_to_stamp(1_700_000_000_025_000_000)
+    msg = rgb8_image_msg(RGB, stamp=stamp, frame_id="cam")
+    assert (msg.encoding, msg.height, msg.width, msg.step) == ("rgb8", 3, 5, 15)
+    assert msg.header.stamp == stamp and msg.header.frame_id == "cam"
+    np.testing.assert_array_equal(image_to_rgb(msg), RGB)
+
+
+def test_joint_state_msg_is_the_inverse_of_joint_positions():
+    positions = np.array([0.25, -1.5, 3.0])
+    msg = joint_state_msg(["a", "b", "c"], positions, stamp=Time(sec=4), frame_id="base_link")
+    assert list(msg.position) == [0.25, -1.5, 3.0] and list(msg.velocity) == []
+    np.testing.assert_array_equal(joint_positions(msg, ["c", "a"]), [3.0, 0.25])
+
+
+def test_trajectory_msg_and_trajectory_of_round_trip_exactly():
+    rows = np.array([[0.5, 1.0], [0.75, -2.0], [1.0, 0.125]])
+    msg = trajectory_msg(("j1", "j2"), rows, [0.0, 0.05, 0.1], stamp=Time(sec=7))
+    assert msg.points == trajectory_points(rows, [0.0, 0.05, 0.1])
+    assert [stamp_to_ns(p.time_from_start) for p in msg.points] == [0, 50_000_000, 100_000_000]
+    back = trajectory_of(msg, start_ns=7 * NS_PER_S)
+    assert back.joint_names == ("j1", "j2") and back.start == 7.0
+    assert back.times == [0.0, 0.05, 0.1] and back.positions == rows.tolist()
+
+
+def test_an_episode_outcome_round_trips_through_its_message():
+    outcome = Outcome(
+        index=2,
+        episodes=5,
+        family="stack",
+        seed=11,
+        instruction="stack the red block",
+        policy="model",
+        success=True,
+        start_ns=1_700_000_001_000_000_000,
+        end_ns=1_700_000_009_500_000_001,
+        duration_s=8.5,
+        time_limit_s=20.0,
+        wall_s=9.25,
+        steps=170,
+        accepted=17,
+        rejected={"stale": 2, "bad_names": 1},
+        seams=SeamSummary(
+            seams=16, jerks=3, jump_mean=0.5, jump_max=1.5, jerk_mean=0.25, jerk_max=2.0
+        ),
+        renders=340,
+        render_wall_s=1.125,
+        narration=("reaching", "grasped"),
+        memory=("block picked",),
+    )
+    msg = outcome_msg(outcome)
+    assert msg.trajectories_rejected == 3 and msg.header.stamp == ns_to_stamp(outcome.end_ns)
+    assert outcome_of(deserialize_message(serialize_message(msg), type(msg))) == outcome
+
+
+def test_msgtype_names_a_class_as_bags_do():
+    assert msgtype(Image) == "sensor_msgs/msg/Image"
+    assert msgtype(ActionChunk) == "oxygen_ros/msg/ActionChunk"

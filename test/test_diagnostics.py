@@ -208,3 +208,21 @@ def test_clock_watch_reports_a_stall_and_a_backward_jump_against_steady_time():
     resumed = clock_status(41.0, 10.0)
     assert (resumed.level, resumed.message) == (OK, "ROS clock advancing")
     assert _values(resumed)["backward jumps"] == "1"
+
+
+def test_the_tools_read_back_the_counts_the_reporter_writes():
+    """tools.live / tools.report parse /diagnostics by the keys defined in diagnostics.py."""
+    from oxygen_ros.tools.live import node_counts
+    from oxygen_ros.tools.report import Recording
+
+    stats = NodeStats()
+    stats.overrun()
+    stats.overrun()
+    stats.chunk_published(at_s=1.0, latency_s=0.2, deadline_met=False)
+    stats.error()
+    inputs = dataclasses.replace(FRESH, skips={"bad_image": 4, "stale_camera": 1})
+    recording = Recording()
+    recording.add(DiagnosticsReporter("/oxygen", 0.1).report(Time(), stats.snapshot(), inputs))
+    counts = node_counts(recording, "/oxygen")
+    assert counts.skipped == {"bad_image": 4, "stale_camera": 1}
+    assert (counts.deadline_misses, counts.overruns, counts.errors) == (3, 2, 1)

@@ -169,7 +169,15 @@ class Rig:
         self.assembler.on_image(0, image)
 
 
-def rig(act_s: list[float], *, open_gate: bool = True, handover: str = "replace", delays=()) -> Rig:
+def rig(
+    act_s: list[float],
+    *,
+    open_gate: bool = True,
+    handover: str = "replace",
+    delays=(),
+    cameras=CFG.camera_topics,
+    missing_camera="skip",
+) -> Rig:
     clock = FakeClock()
     engine = FakeEngine(clock, act_s, handover=handover, delays=list(delays))
     gate = Gate()
@@ -177,12 +185,13 @@ def rig(act_s: list[float], *, open_gate: bool = True, handover: str = "replace"
         gate.open()
     port, stats, log = RecordingPort(gate), NodeStats(), RecordingLogger()
     assembler = FrameAssembler(
-        camera_topics=CFG.camera_topics,
+        camera_topics=cameras,
         joint_names=JOINTS,
         state_dim=2,
         image_size=8,
         stale_timeout_s=0.5,
         sync_slop_s=0.05,
+        missing_camera=missing_camera,
     )
     loop = FrameLoop(
         engine=engine,
@@ -275,6 +284,27 @@ def test_skips_are_counted_by_reason_and_publish_nothing():
     r.tick(now_s=10.2)  # fresh again: one frame, and the stats count the five skips
     stats = [m for name, _, m in r.port.sent if name == topics.STATS]
     assert len(stats) == 1 and stats[0].skipped_frames == 5
+
+
+def test_a_blank_camera_is_throttled_by_its_slot_so_another_camera_still_shows():
+    r = rig(act_s=[0.01, 0.01, 0.01], cameras=("/cam", "/cam2"), missing_camera="blank")
+    r.assembler.on_instruction("stack")
+    r.feed(stamp_s=10.0)  # camera 0 only
+    r.tick(now_s=10.0)
+    r.tick(now_s=10.0)  # the same camera blank again, within the throttle period
+    r.assembler.on_image(1, _mono(10.0))
+    r.assembler.on_image(0, _mono(9.0))  # camera 0 now stale, camera 1 fresh
+    r.tick(now_s=10.0)
+    assert r.stats.snapshot().frames == 3
+    assert r.log.warnings == [
+        "camera left blank: no image received yet from /cam2 (left_wrist_0_rgb)",
+        "camera left blank: /cam (base_0_rgb) image is 1.000 s old (stale_timeout_s=0.5)",
+    ]
+
+
+def _mono(stamp_s: float) -> Image:
+    header = Header(stamp=seconds_to_stamp(stamp_s))
+    return Image(header=header, height=2, width=2, encoding="mono8", step=2, data=b"\x80" * 4)
 
 
 def test_nothing_is_published_while_the_gate_is_closed():

@@ -246,6 +246,11 @@ def test_blank_policy_leaves_a_missing_or_stale_camera_out():
     assert isinstance(obs, Observation)
     assert list(obs.images) == ["base_0_rgb"]
     assert frames.blank_counts == {"base_0_rgb": 0, "left_wrist_0_rgb": 1, "right_wrist_0_rgb": 1}
+    assert frames.blanked == {
+        "left_wrist_0_rgb": "/cam/left (left_wrist_0_rgb) image is 2.000 s old "
+        "(stale_timeout_s=0.5)",
+        "right_wrist_0_rgb": "no image received yet from /cam/right (right_wrist_0_rgb)",
+    }
     assert sum(frames.skip_counts.values()) == 0
 
 
@@ -265,7 +270,8 @@ def test_blank_policy_leaves_an_undecodable_camera_out_and_says_why():
     obs = frames.assemble(10.0)
     assert isinstance(obs, Observation) and list(obs.images) == ["base_0_rgb"]
     assert frames.blank_counts == {"base_0_rgb": 0, "left_wrist_0_rgb": 1}
-    assert len(frames.blanked) == 1 and "/cam/left" in frames.blanked[0]
+    assert list(frames.blanked) == ["left_wrist_0_rgb"]
+    assert frames.blanked["left_wrist_0_rgb"].startswith("/cam/left (left_wrist_0_rgb): ")
     frames.on_image(0, CompressedImage(header=Header(stamp=seconds_to_stamp(10.0)), data=b"yy"))
     skip = frames.assemble(10.0)  # no camera left to see by
     assert reason(skip) == "bad_image" and "/cam/base" in skip.detail and "/cam/left" in skip.detail

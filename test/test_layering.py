@@ -63,13 +63,52 @@ def test_oxygen_core_imports_no_ros(path):
     assert not imported_roots(path) & FORBIDDEN
 
 
+def tool_imports(source: str, package: str = "oxygen_ros") -> list[str]:
+    """Every import of oxygen_ros.tools in `source` (a module of `package`), in any form:
+    `import oxygen_ros.tools.x`, `from oxygen_ros.tools.x import y`, `from oxygen_ros
+    import tools`, and the relative `from .tools import x` / `from . import tools`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            names = [module] + [f"{module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found += [n for n in names if n == "oxygen_ros.tools" or n.startswith("oxygen_ros.tools.")]
+    return found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import oxygen_ros.tools.replay",
+        "import oxygen_ros.tools as t",
+        "from oxygen_ros.tools.job import Job",
+        "from oxygen_ros import tools",
+        "from oxygen_ros import convert, tools",
+        "from .tools import replay",
+        "from . import tools",
+        "def f():\n    import oxygen_ros.tools.bagio",
+    ],
+)
+def test_the_tool_import_guard_sees_every_import_form(source):
+    assert tool_imports(source)
+
+
+def test_the_tool_import_guard_passes_runtime_imports():
+    source = "import oxygen_ros.convert\nfrom oxygen_ros import topics\nfrom . import throttle"
+    assert tool_imports(source) == []
+
+
 def test_the_runtime_node_imports_no_tool():
     """The robot's process loads the node's modules only: tools import the node, never back."""
     runtime = [p for p in modules("oxygen_ros") if "tools" not in p.relative_to(ROOT).parts]
+    assert len(runtime) >= 14
     for path in runtime:
-        tree = ast.parse(path.read_text())
-        names = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
-        assert not [n for n in names if n.startswith("oxygen_ros.tools")], path
+        assert tool_imports(path.read_text()) == [], path
 
 
 PACKAGES = ("oxygen_core", "oxygen_ros", "test", "launch")

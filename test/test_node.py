@@ -512,7 +512,8 @@ def test_on_simulated_time_the_frame_timer_and_stamps_follow_the_clock_topic(rig
         probe.faults = SensorFaults(joints_on=False, cameras_on=False)
     stamps = np.array([stamp_s(r.msg.header.stamp) for r in received])
     assert SIM_START_S < stamps[0] < stamps[-1] < SIM_START_S + 600  # not the wall clock
+    # The timer fires every PERIOD_S of sim time: on the wall clock it would fire every
+    # PERIOD_S of wall time, which the stamps (node clock = /clock) would show as
+    # speed * PERIOD_S apart. Stamps only: how fast sim time runs against the wall is the
+    # probe's /clock publisher, not the node, and varied with the machine's load.
     assert np.median(np.diff(stamps)) == pytest.approx(PERIOD_S, rel=0.15)
-    # Twice as many frames per wall-clock second as on real time.
-    wall_s = received[-1].steady_s - received[0].steady_s
-    assert (stamps[-1] - stamps[0]) / wall_s == pytest.approx(speed, rel=0.25)

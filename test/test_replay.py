@@ -337,6 +337,38 @@ def test_a_camera_topic_may_fill_two_slots_as_in_the_node(tmp_path, clean_bag, n
     assert r["frames"] == TICKS - 1 and r["skipped_frames"]["missing_camera"] == 0
 
 
+def test_a_refused_instruction_and_unknown_requests_count_as_in_the_node(
+    tmp_path, clean_bag, names
+):
+    """The node's callbacks (oxygen_ros.router, unit-tested in test_router) on bag input:
+    counted on /diagnostics, logged once per throttle period, the old instruction kept."""
+    from std_msgs.msg import String
+
+    def string(topic: str, time_ns: int, text: str) -> BagMessage:
+        return BagMessage(topic, "std_msgs/msg/String", time_ns, to_cdr(String(data=text)))
+
+    at = T0 + 2_000_000_000 + 1  # between two sensor messages, after a tick
+    extra = [
+        string(names.instruction, at, "x" * 5000),  # over max_instruction_chars=1000
+        *(string(names.request, at, f"nope_{i}") for i in range(3)),
+    ]
+    bag = _write_bag(tmp_path / "peers", sorted([*read_bag(clean_bag), *extra], key=_log_time))
+    out = tmp_path / "out"
+    r = run(bag, out, "--seed", "7")
+    assert r["frames"] == TICKS - 1  # tick 0.0 has no inputs yet; the old task goes on
+    (*_, last) = outputs(out, names.output(DIAGNOSTICS))
+    values = {kv.key: kv.value for status in last.status for kv in status.values}
+    assert values["unknown stream requests"] == "3"
+    assert values["instructions refused"] == "1"
+    log = (out / "replay.log").read_text()
+    assert log.count("instruction refused, the previous one stays: instruction of 5000") == 1
+    assert log.count("~/request: unknown stream 'nope_0'; streams: ") == 1  # then held back
+
+
+def _log_time(message: BagMessage) -> int:
+    return message.time_ns
+
+
 def _write_bag(path: Path, messages: Iterable[BagMessage]) -> Path:
     with BagWriter(path) as writer:
         for message in messages:

@@ -36,14 +36,14 @@ from oxygen_core.sim.expert import Expert
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import run_expert_episode
 from oxygen_core.sim.tasks import FAMILIES, make_task
-from oxygen_ros.convert import image_to_rgb
+from oxygen_ros.convert import image_to_rgb, stamp_to_ns
 from oxygen_ros.msg import EpisodeOutcome
 from oxygen_ros.tools import sim_eval
 from oxygen_ros.tools.bagio import from_cdr, read_bag
 from oxygen_ros.tools.job import Job
 from oxygen_ros.tools.sim import animation
 from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_plan, reject_kind
-from oxygen_ros.tools.sim.messages import time_ns, trajectory_msg
+from oxygen_ros.tools.sim.messages import trajectory_msg
 from oxygen_ros.tools.sim.node import QOS, SimNode
 from oxygen_ros.tools.sim.record import record
 
@@ -134,7 +134,7 @@ def probe():
 
 
 def _joint_states_by_stamp(probe: Probe) -> dict[int, np.ndarray]:
-    return {time_ns(m.header.stamp): np.array(m.position) for m in probe.get("/joint_states")}
+    return {stamp_to_ns(m.header.stamp): np.array(m.position) for m in probe.get("/joint_states")}
 
 
 def test_sim_publishes_sensors_and_executes_a_trajectory_at_its_stamp(probe):
@@ -171,12 +171,12 @@ def test_sim_publishes_sensors_and_executes_a_trajectory_at_its_stamp(probe):
     assert list(probe.get("/joint_states")[0].name) == list(JOINT_NAMES)
     instruction = make_task("pick", 0).instruction
     assert probe.get("/oxygen/instruction")[0].data == instruction
-    clock = [time_ns(m.clock) for m in probe.get("/clock")]
+    clock = [stamp_to_ns(m.clock) for m in probe.get("/clock")]
     assert clock[0] == START_NS and np.all(np.diff(clock) == period)
     # Cameras at 10 Hz on the 20 Hz ticks, rgb8 at the asked size, stamped like the ticks.
     base = probe.get("/camera/base/image_raw")
     assert (base[0].encoding, base[0].width, base[0].height) == ("rgb8", 32, 32)
-    stamps = [time_ns(m.header.stamp) for m in base]
+    stamps = [stamp_to_ns(m.header.stamp) for m in base]
     assert stamps[0] == START_NS and np.all(np.diff(stamps) == 2 * period)
     first = Renderer(32, 32).render(make_task("pick", 0).new_world(), "base")
     np.testing.assert_array_equal(image_to_rgb(base[0]), first)
@@ -215,7 +215,7 @@ def test_malformed_trajectories_are_counted_the_arm_holds_and_episodes_reset(pro
     assert (first.success, first.steps, first.duration_s) == (False, 400, 20.0)
     assert first.instruction == make_task("pick", 0).instruction
     assert second.instruction == make_task("pick", 1).instruction
-    assert time_ns(second.start) == time_ns(first.header.stamp) + NS // 20
+    assert stamp_to_ns(second.start) == stamp_to_ns(first.header.stamp) + NS // 20
     assert second.trajectories_rejected == 0 and first.seams == 0
     # Nothing valid ever came: every joint state of both episodes is the home pose.
     positions = np.array([m.position for m in probe.get("/joint_states")])
@@ -296,7 +296,7 @@ def test_record_round_trip_through_rosbags(tmp_path):
     first_command = by_topic["/sim/expert/joint_trajectory"][0]
     want = Expert(make_task("pick", 0), world).act(world, 0.05).targets
     np.testing.assert_array_equal(first_command.points[0].positions, want)
-    assert time_ns(first_command.header.stamp) == START_NS
+    assert stamp_to_ns(first_command.header.stamp) == START_NS
     np.testing.assert_array_equal(by_topic["/joint_states"][0].position, HOME)
 
 

@@ -3,6 +3,10 @@
 - action_hz = H * frames / sum(frame seconds): chunk throughput, not a per-action rate.
 - lang_tps = mean over frames of (tokens produced in the frame / frame seconds).
 Only measured frames count (warm-up frames and compiles are dropped by the runner).
+`action_hz` and `lang_tps` below are the one copy of these formulas: the benchmark rows
+and oxygen-replay's report (oxygen_ros.tools.report) both call them. A frame whose time
+is not positive has no measured time: both leave it out, and both are 0.0 when no frame
+is left.
 
 The bound says what OxyGen can gain over isolated execution given the measured phase
 times, so a measured ratio can be judged against it rather than against the paper's GPU
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -70,6 +75,18 @@ class RowResult:
     memory_bytes: int  # largest in-use sample at a frame's end; the run's peak is in the JSON
     new_compiles: int  # executables compiled after warm-up, all frames: must be 0
     frame_s: tuple[float, ...]  # measured frame times, in order (the timeline)
+
+
+def action_hz(horizon: int, frame_s: Sequence[float]) -> float:
+    """H * frames / sum(frame seconds) over the frames with a positive time (else 0.0)."""
+    timed = [s for s in frame_s if s > 0]
+    return horizon * len(timed) / sum(timed) if timed else 0.0
+
+
+def lang_tps(tokens: Sequence[int], frame_s: Sequence[float]) -> float:
+    """Mean over the frames with a positive time of tokens / frame seconds (else 0.0)."""
+    rates = [n / s for n, s in zip(tokens, frame_s, strict=True) if s > 0]
+    return float(np.mean(rates)) if rates else 0.0
 
 
 def decode_step_s(row: Row, measured: list[FrameRecord], probe: dict[int, float]) -> float:
@@ -115,8 +132,8 @@ def summarize(
         steps=cfg.denoise_steps,
         workload=workload,
         frames=len(measured),
-        action_hz=horizon * len(measured) / float(frame_s.sum()),
-        lang_tps=float(np.mean([r.tokens / r.frame_s for r in measured])),
+        action_hz=action_hz(horizon, frame_s.tolist()),
+        lang_tps=lang_tps([r.tokens for r in measured], frame_s.tolist()),
         frame_p50_s=float(np.percentile(frame_s, 50)),
         frame_p99_s=float(np.percentile(frame_s, 99)),
         frame_max_s=float(frame_s.max()),

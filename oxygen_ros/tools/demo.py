@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from oxygen_ros import topics
+from oxygen_ros.convert import stamp_to_ns
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.job import Job
 from oxygen_ros.tools.live import replay_live
@@ -78,7 +79,7 @@ class Console:
         if now - self._last_status_s < _STATUS_PERIOD_S:
             return
         self._last_status_s = now
-        bag_s = (msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec - self._origin_ns) / 1e9
+        bag_s = (stamp_to_ns(msg.header.stamp) - self._origin_ns) / 1e9
         streams = "  ".join(f"{s}: {text[-24:]!r}" for s, text in sorted(self._partial.items()))
         self._print(
             f"[bag {bag_s:5.1f} s] {len(self._arrivals) / _STATUS_PERIOD_S:4.1f} frames/s  "

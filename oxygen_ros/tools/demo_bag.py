@@ -9,7 +9,9 @@ changes and the gripper turns to another object, so the memory stream has someth
 remember and the narration something new to see.
 
 Everything is a pure function of `Scene` (seeded), so the bundled bag can be rebuilt
-bit for bit:
+bit for bit (which is why messages are serialised by rosbags here, not built with
+oxygen_ros.convert and rclpy: rclpy's CDR leaves the alignment padding bytes unset, so its
+bytes differ from run to run where the values do not):
 
     python -m oxygen_ros.tools.demo_bag data/demo_bag --params config/tiny.yaml
 
@@ -29,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from oxygen_ros.convert import ns_to_stamp
 from oxygen_ros.tools.bagio import STORAGES, BagMessage, BagWriter, Storage, typestore
 from oxygen_ros.tools.configure import load_settings
 
@@ -198,7 +201,8 @@ def scene_messages(scene: Scene, topics: SceneTopics) -> Iterator[BagMessage]:
 
 def _header(time_ns: int, frame_id: str) -> object:
     types = typestore().types
-    stamp = types["builtin_interfaces/msg/Time"](sec=time_ns // 10**9, nanosec=time_ns % 10**9)
+    time = ns_to_stamp(time_ns)  # rclpy's, read into the rosbags type the bag is built of
+    stamp = types["builtin_interfaces/msg/Time"](sec=time.sec, nanosec=time.nanosec)
     return types["std_msgs/msg/Header"](stamp=stamp, frame_id=frame_id)
 
 

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from builtin_interfaces.msg import Time
 from rosbags.rosbag2 import ReaderError
 
+from oxygen_ros.convert import NS_PER_S
 from oxygen_ros.params import Settings
 from oxygen_ros.tools.bagio import (
     BagMessage,
@@ -35,7 +35,6 @@ from oxygen_ros.tools.configure import TopicNames, load_settings
 from oxygen_ros.tools.report import Recording, RunInfo, warmup_frames
 
 OUTPUT_BAG = "output_bag"  # the output bag's folder in a job's output folder
-_NS = 1_000_000_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +126,7 @@ def instructions(
 
 def period_ns(seconds: float) -> int:
     """A timer period in nanoseconds, converted as rclpy's create_timer converts it."""
-    return int(float(seconds) * _NS)
+    return int(float(seconds) * NS_PER_S)
 
 
 def timer_grid(span_ns: tuple[int, int], period: int) -> range:
@@ -137,11 +136,6 @@ def timer_grid(span_ns: tuple[int, int], period: int) -> range:
     input yet); the last is at or before the span's end.
     """
     return range(span_ns[0] // period * period, span_ns[1] + 1, period)
-
-
-def stamp(time_ns: int) -> Time:
-    """Nanoseconds of the bag clock -> builtin_interfaces/Time, exactly."""
-    return Time(sec=time_ns // _NS, nanosec=time_ns % _NS)
 
 
 class OutputSink:

@@ -40,8 +40,10 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from tqdm import tqdm
 
+from oxygen_ros.convert import ns_to_stamp
+from oxygen_ros.diagnostics import DEADLINE_MISSES, FRAME_ERRORS, OVERRUNS
 from oxygen_ros.tools.bagio import BagMessage, BagWriter, bag_topics, message_class, read_bag
-from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns, stamp
+from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns
 from oxygen_ros.tools.report import Counts, Recording, build_report, write_report
 from oxygen_ros.topics import DIAGNOSTICS
 
@@ -127,7 +129,7 @@ class BagPlayer(Node):
         for time_ns, message in self._events(clock):
             pacer.wait(time_ns)
             if message is None:
-                self._clock.publish(Clock(clock=stamp(time_ns)))
+                self._clock.publish(Clock(clock=ns_to_stamp(time_ns)))
                 on_time(time_ns)
             else:
                 self._outlets[message.topic].publish(message.data)
@@ -283,7 +285,7 @@ def node_counts(rec: Recording, node: str) -> Counts:
     """What `node` last reported on /diagnostics (skips by reason, misses, overruns)."""
     return Counts(
         skipped=rec.node_skips(node),
-        deadline_misses=rec.node_count(node, "deadline misses"),
-        overruns=rec.node_count(node, "overruns"),
-        errors=rec.node_count(node, "frame errors"),
+        deadline_misses=rec.node_count(node, DEADLINE_MISSES),
+        overruns=rec.node_count(node, OVERRUNS),
+        errors=rec.node_count(node, FRAME_ERRORS),
     )

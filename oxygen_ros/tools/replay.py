@@ -6,7 +6,7 @@
 The parameters, engine and frame assembler are the node's own (oxygen_ros.tools.configure),
 and every frame is `frame.FrameLoop.run`, the node's frame function, with outputs that
 go into a bag instead of onto topics. Messages are decoded by rclpy from the bag's CDR
-bytes and handed to the assembler as the node's callbacks do, in log-time order, a
+bytes and handed to the node's own callbacks (oxygen_ros.router), in log-time order, a
 message before a frame tick at the same time; ticks fall where the node's timer fires
 (oxygen_ros.tools.job). Frame time, latency and deadlines are measured on the steady clock, as
 in the node. As fast as possible (the default) every tick runs; `--rate R` paces bag
@@ -21,8 +21,8 @@ report.json, report.md, timeline.png (oxygen_ros.tools.report) and replay.log (w
 were skipped).
 
 A replay that cannot finish still leaves what it did. The output bag is written as closed
-files of `--split-s` seconds each (tools.bagio.BagWriter), so even SIGKILL loses at most
-the last one (`oxygen-bag-recover` writes the metadata a killed run could not). SIGTERM
+files of `--split-s` seconds each (tools.bagio.BagWriter), so even SIGKILL loses only the
+one still open (`oxygen-bag-recover` writes the metadata a killed run could not). SIGTERM
 and SIGINT, and a corrupt input bag (BagReadError), end the frame loop where it is: the
 bag is closed and report.json / report.md are written with `partial: true` and the reason,
 and the command ends in one line saying why. A run with 0 frames exits 1, naming the skip
@@ -46,11 +46,12 @@ from rclpy.exceptions import ParameterException
 from rosbags.rosbag2 import ReaderError, WriterError
 from tqdm import tqdm
 
-from oxygen_core.text import excerpt
 from oxygen_ros import topics
-from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
+from oxygen_ros.convert import NS_PER_S
+from oxygen_ros.diagnostics import DiagnosticsReporter, NodeStats
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.pipeline import Pipeline, make_pipeline, restart_pipeline
+from oxygen_ros.router import InputRouter
 from oxygen_ros.tools.bagio import (
     DEFAULT_SPLIT_S,
     BagMessage,
@@ -60,11 +61,10 @@ from oxygen_ros.tools.bagio import (
     read_bag,
 )
 from oxygen_ros.tools.configure import TopicNames
-from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns, stamp, timer_grid
+from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns, timer_grid
 from oxygen_ros.tools.live import Pacer, replay_live
 from oxygen_ros.tools.report import Counts, build_report, no_frames, write_report
 
-_NS = 1_000_000_000
 _EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}  # 128 + the signal, as a shell reports it
 
 
@@ -151,10 +151,10 @@ class _FrameLog:
         self._logger, self._clock = logger, clock
 
     def warning(self, message: str, **_throttle: object) -> None:
-        self._logger.warning(f"[{self._clock() / _NS:.3f}] {message}")
+        self._logger.warning(f"[{self._clock() / NS_PER_S:.3f}] {message}")
 
     def error(self, message: str) -> None:
-        self._logger.error(f"[{self._clock() / _NS:.3f}] {message}")
+        self._logger.error(f"[{self._clock() / NS_PER_S:.3f}] {message}")
 
     def close(self) -> None:
         for handler in list(self._logger.handlers):
@@ -176,10 +176,6 @@ class OfflineReplay:
         self.outputs = BagOutputs(job.names, sink)
         self.stats = NodeStats()
         self.log = _FrameLog(_file_logger(job.out / "replay.log"), lambda: self.outputs.now_ns)
-        self.reporter = DiagnosticsReporter(job.names.node, cfg.frame_period_s)
-        self.slots: dict[str, list[int]] = {}  # a topic may fill several slots, as in the node
-        for i, topic in enumerate(job.names.cameras):
-            self.slots.setdefault(topic, []).append(i)
         self._frame_s = (float("-inf"), float("-inf"))  # steady start and end of the last frame
         self.stopped = ""  # why the run ended before the bag did ("" when it did not)
         self.stop_signal: int | None = None
@@ -192,6 +188,19 @@ class OfflineReplay:
             layout=pipeline.layout,
             logger=self.log,
         )
+        self.router = InputRouter(
+            assembler=pipeline.assembler,
+            request=self.loop.request,
+            stats=self.stats,
+            stream_names=cfg.stream_names,
+            reporter=DiagnosticsReporter(job.names.node, cfg.frame_period_s),
+            logger=self.log,
+        )
+        n = job.names
+        # topic -> the node's callbacks for it (a topic may fill several camera slots)
+        self.routes: dict[str, list[Callable[[Any], None]]] = {}
+        for route in self.router.routes(n.cameras, n.joint_state, n.instruction, n.request):
+            self.routes.setdefault(route.topic, []).append(route.callback)
 
     def run(self, rate: float | None, progress: bool, ticks: Sequence[int]) -> Counts:
         """Every message, diagnostics period and frame tick in bag-time order, until the
@@ -242,19 +251,9 @@ class OfflineReplay:
 
     def _deliver(self, message: BagMessage) -> None:
         """What the node's subscription callbacks do with the message."""
-        names, assembler = self.job.names, self.pipeline.assembler
         msg = from_cdr(message.data, message.msgtype)
-        if message.topic in self.slots:
-            for slot in self.slots[message.topic]:
-                assembler.on_image(slot, msg)
-        elif message.topic == names.joint_state:
-            assembler.on_joint_state(msg)
-        elif message.topic == names.instruction:
-            assembler.on_instruction(msg.data)
-        elif msg.data in self.pipeline.settings.node.stream_names:  # ~/request: a stream name
-            self.loop.request(msg.data)
-        else:
-            self.log.warning(f"{message.topic}: unknown stream {excerpt(msg.data)}")
+        for callback in self.routes[message.topic]:
+            callback(msg)
 
     def _free_at(self, due_s: float | None) -> bool:
         """Whether the node's worker would take a tick due at `due_s`: not while the last
@@ -268,12 +267,7 @@ class OfflineReplay:
             self.stats.overrun()
             return
         start = time.monotonic()
-        tick = Tick(
-            stamp=stamp(time_ns),
-            now_s=time_ns * 1e-9,
-            start_s=start,
-            deadline_s=start + self.pipeline.settings.node.frame_period_s,
-        )
+        tick = Tick.at(time_ns, start, self.pipeline.settings.node.frame_period_s)
         try:
             self.loop.run(tick)
         except Exception as error:  # as the node's worker: count it, keep going
@@ -284,9 +278,7 @@ class OfflineReplay:
 
     def _diagnostics(self, time_ns: int) -> None:
         """The node's diagnostics timer: /diagnostics on the same period of the bag clock."""
-        inputs = InputReport.of(self.pipeline.assembler, time_ns * 1e-9)
-        array = self.reporter.report(stamp(time_ns), self.stats.snapshot(), inputs)
-        self.outputs.publish(topics.DIAGNOSTICS, array)
+        self.outputs.publish(topics.DIAGNOSTICS, self.router.report(time_ns))
 
     def _progress(self) -> str:
         s = self.stats.snapshot()
@@ -380,8 +372,9 @@ def _parser() -> argparse.ArgumentParser:
         "--split-s",
         type=float,
         default=DEFAULT_SPLIT_S,
-        help="close an output bag file every this many wall seconds, so a killed run "
-        f"loses at most that much (default {DEFAULT_SPLIT_S:g}; 0: one file)",
+        help="close an output bag file at the first write after this many wall seconds, so "
+        "a killed run loses only what was written since (default "
+        f"{DEFAULT_SPLIT_S:g}; 0: one file)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser

@@ -5,7 +5,8 @@ LanguageTokens, /diagnostics), collected by `Recording`, so an offline replay an
 run of the real node are summarised by the same code. Frames are joined by header stamp:
 every message of one frame carries its tick's stamp.
 
-Metrics follow docs/DESIGN.md section 2, so numbers compare with the paper's:
+Metrics follow docs/DESIGN.md section 2, so numbers compare with the paper's, computed by
+the benchmark's own functions (oxygen_core.bench.metrics.action_hz and lang_tps):
 `action_hz = H * frames / sum(frame_s)` and `lang_tps = mean(tokens_in_frame / frame_s)`
 over the frames after the warm-up (the first ceil(N/k) frames, while the batch fills; the
 first compile happens before any frame). Values measured on the wall clock are listed in
@@ -29,17 +30,15 @@ from diagnostic_msgs.msg import DiagnosticArray
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from oxygen_core.bench.metrics import action_hz, lang_tps
 from oxygen_core.engine.types import EngineConfig
+from oxygen_core.text import excerpt
+from oxygen_ros.convert import stamp_to_ns, stamp_to_seconds
+from oxygen_ros.diagnostics import INPUTS_STATUS, SKIPPED_PREFIX
 from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
 
 MEASURED_KEYS = ("action_hz", "lang_tps", "deadline_misses", "overruns", "phase_ms")
 MEASURED_SERIES = ("frame_ms", "latency_ms")  # timeline entries measured per frame
-_INPUTS_STATUS = ": inputs"  # /diagnostics status whose "skipped <reason>" values count skips
-_SKIPPED_PREFIX = "skipped "
-
-
-def _stamp_ns(stamp: Any) -> int:
-    return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +58,7 @@ class _Frame:
     @classmethod
     def of(cls, msg: EngineStats) -> _Frame:
         return cls(
-            stamp_ns=_stamp_ns(msg.header.stamp),
+            stamp_ns=stamp_to_ns(msg.header.stamp),
             frame=msg.frame,
             frame_s=msg.frame_s,
             budget_s=msg.budget_s,
@@ -91,10 +90,9 @@ class Recording:
                 self.frames.append(_Frame.of(msg))
             case ActionChunk():
                 self.horizon = msg.horizon
-                latency = msg.latency.sec + msg.latency.nanosec * 1e-9
-                self.latency_s[_stamp_ns(msg.header.stamp)] = latency
+                self.latency_s[stamp_to_ns(msg.header.stamp)] = stamp_to_seconds(msg.latency)
             case LanguageTokens():
-                self.tokens[(_stamp_ns(msg.header.stamp), msg.stream)] += len(msg.token_ids)
+                self.tokens[(stamp_to_ns(msg.header.stamp), msg.stream)] += len(msg.token_ids)
                 self.requests.add(msg.request_id)
                 self.running[msg.request_id] = (msg.stream, msg.text)
                 if msg.finished:
@@ -106,11 +104,11 @@ class Recording:
 
     def node_skips(self, node: str) -> dict[str, int]:
         """Skipped frames by reason, as `node` last reported them on /diagnostics."""
-        values = self.diagnostics.get(f"{node}{_INPUTS_STATUS}", {})
+        values = self.diagnostics.get(f"{node}: {INPUTS_STATUS}", {})
         return {
-            key.removeprefix(_SKIPPED_PREFIX): int(value)
+            key.removeprefix(SKIPPED_PREFIX): int(value)
             for key, value in values.items()
-            if key.startswith(_SKIPPED_PREFIX)
+            if key.startswith(SKIPPED_PREFIX)
         }
 
     def node_count(self, node: str, key: str) -> int:
@@ -217,8 +215,8 @@ def build_report(rec: Recording, info: RunInfo, counts: Counts) -> dict[str, Any
         "frame_period_s": info.frame_period_s,
         "warmup_frames": info.warmup_frames,
         "measured_frames": len(frames[measured]),
-        "action_hz": _action_hz(rec.horizon, frames[measured]),
-        "lang_tps": _lang_tps(frames[measured], tokens[measured]),
+        "action_hz": action_hz(rec.horizon, [f.frame_s for f in frames[measured]]),
+        "lang_tps": lang_tps(tokens[measured], [f.frame_s for f in frames[measured]]),
         "phase_ms": _phase_ms(frames[measured]),
         "requests_started": len(rec.requests),
         "requests_finished": len(rec.finished),
@@ -233,16 +231,6 @@ def build_report(rec: Recording, info: RunInfo, counts: Counts) -> dict[str, Any
         },
         "timeline": _timeline(rec, frames, streams, info.origin_ns),
     }
-
-
-def _action_hz(horizon: int, frames: Sequence[_Frame]) -> float:
-    seconds = sum(f.frame_s for f in frames)
-    return horizon * len(frames) / seconds if seconds > 0 else 0.0
-
-
-def _lang_tps(frames: Sequence[_Frame], tokens: Sequence[int]) -> float:
-    rates = [n / f.frame_s for f, n in zip(frames, tokens, strict=True) if f.frame_s > 0]
-    return float(np.mean(rates)) if rates else 0.0
 
 
 def _phase_ms(frames: Sequence[_Frame]) -> dict[str, float]:
@@ -376,7 +364,7 @@ def plot_timeline(report: Mapping[str, Any], path: Path) -> None:
         for ax in (ax_time, ax_batch, ax_tokens):
             ax.axvline(change["time_s"], color="grey", lw=0.8, ls=":")
         ax_time.annotate(
-            change["text"],
+            excerpt(change["text"]),  # a bag may carry any text: keep the plot readable
             (change["time_s"], 0.97),
             xycoords=("data", "axes fraction"),
             xytext=(3, 0),

@@ -51,7 +51,7 @@ from sensor_msgs.msg import Image
 from oxygen_core.sim.arm import JOINT_NAMES
 from oxygen_core.sim.tasks import FAMILIES, TIME_LIMITS
 from oxygen_ros import topics
-from oxygen_ros.convert import image_to_rgb
+from oxygen_ros.convert import image_to_rgb, msgtype, stamp_to_ns
 from oxygen_ros.params import Settings
 from oxygen_ros.tools.bagio import BagMessage, BagWriter
 from oxygen_ros.tools.configure import TopicNames, load_settings
@@ -60,7 +60,7 @@ from oxygen_ros.tools.job import OUTPUT_BAG, OutputSink
 from oxygen_ros.tools.live import OutputRecorder, wait_until
 from oxygen_ros.tools.sim import report as sim_report
 from oxygen_ros.tools.sim.loop import episode_plan
-from oxygen_ros.tools.sim.messages import SIM_TOPICS, msgtype
+from oxygen_ros.tools.sim.messages import SIM_TOPICS
 from oxygen_ros.tools.sim.node import QOS
 from oxygen_ros.tools.sim.record import families_arg
 
@@ -118,9 +118,9 @@ class Collector:
         if topic == self._sim["episode"]:
             self.outcomes.append(msg)
         elif topic == self._chunk_topic:
-            self.chunks.append((sim_report.stamp_ns(msg.header.stamp), msg.deadline_met))
+            self.chunks.append((stamp_to_ns(msg.header.stamp), msg.deadline_met))
         elif topic in self._tokens:
-            stamp = sim_report.stamp_ns(msg.header.stamp)
+            stamp = stamp_to_ns(msg.header.stamp)
             self.language.append((stamp, msg.stream, msg.text, msg.finished))
         elif topic in (self._sim["narration"], self._sim["memory"]):
             stream = "narration" if topic == self._sim["narration"] else "memory"
@@ -130,7 +130,7 @@ class Collector:
         """A base camera frame: kept at the GIF's rate while the GIF's episodes run."""
         if len(self.outcomes) >= self._gif_episodes:
             return
-        stamp = sim_report.stamp_ns(msg.header.stamp)
+        stamp = stamp_to_ns(msg.header.stamp)
         if self.frames and stamp - self.frames[-1][0] < self.gif_period_ns:
             return
         self.frames.append((stamp, image_to_rgb(msg)))

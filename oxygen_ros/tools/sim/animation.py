@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from oxygen_ros.tools.sim.messages import Outcome
+from oxygen_core.sim.outcome import Outcome
 
 WIDTH = 336  # pixels of the scaled-up camera image and the caption
 CAPTION_LINES = 5

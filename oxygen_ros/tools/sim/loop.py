@@ -35,14 +35,16 @@ from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_core.sim.executor import TrajectoryExecutor
 from oxygen_core.sim.expert import Expert
+from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.seam import SeamMeter
 from oxygen_core.sim.tasks import FAMILIES, Task, make_task
 from oxygen_core.sim.world import World
+from oxygen_ros import convert
+from oxygen_ros.convert import NS_PER_S as _NS
 from oxygen_ros.tools.sim import messages as m
 
 POLICIES = ("external", "expert")
-_NS = 1_000_000_000
 _INSTRUCTION_PERIOD_NS = _NS
 
 
@@ -151,7 +153,7 @@ class SimLoop:
         self.ticks = 0
         self.episode: _Episode | None = None
         self.executor: TrajectoryExecutor | None = None
-        self.outcomes: list[m.Outcome] = []
+        self.outcomes: list[Outcome] = []
 
     @property
     def done(self) -> bool:
@@ -213,7 +215,7 @@ class SimLoop:
         self._port.publish("instruction", m.string_msg(task.instruction), self.now_ns)
 
     def _finish(self, ep: _Episode) -> None:
-        outcome = m.Outcome(
+        outcome = Outcome(
             index=ep.index,
             episodes=len(self.cfg.episodes),
             family=ep.task.family,
@@ -236,7 +238,7 @@ class SimLoop:
             memory=tuple(ep.memory),
         )
         self.outcomes.append(outcome)
-        self._port.publish("episode", m.outcome_msg(outcome), self.now_ns)
+        self._port.publish("episode", convert.outcome_msg(outcome), self.now_ns)
         self.episode = None
 
     # ------------------------------------------------------------------ tick parts
@@ -268,11 +270,11 @@ class SimLoop:
 
     def _apply(self, ep: _Episode, msg: JointTrajectory, t: int) -> None:
         """Hand one trajectory to the executor, or count why not."""
-        start = m.time_ns(msg.header.stamp) or t  # a zero stamp means "now"
+        start = convert.stamp_to_ns(msg.header.stamp) or t  # a zero stamp means "now"
         if start < ep.start_ns:
             ep.rejected["previous_episode"] += 1
             return
-        reason = self.executor.replace(m.trajectory_of(msg, start), now=t / _NS)
+        reason = self.executor.replace(convert.trajectory_of(msg, start), now=t / _NS)
         if reason is None:
             ep.accepted += 1
             return

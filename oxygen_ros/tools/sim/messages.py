@@ -7,30 +7,30 @@ the scripted expert's targets), which nothing needs to rename. The sim node's pu
 and `oxygen-sim-record`'s bag are both built from it, so a live run and a recording carry
 the same topics and the same messages, built by the same functions below.
 
-Stamps are integer nanoseconds of sim time (`job.stamp`), so a node's trajectory stamped
-with the /clock value it saw compares exactly with the sim's own ticks.
+Stamps are integer nanoseconds of sim time (`convert.ns_to_stamp`), so a node's trajectory
+stamped with the /clock value it saw compares exactly with the sim's own ticks. The
+messages are built by oxygen_ros.convert, next to their inverse converters
+(rgb8_image_msg, joint_state_msg, trajectory_msg / trajectory_of, outcome_msg /
+outcome_of); the functions here only bind the sim's conventions (a stamp in integer
+nanoseconds, the arm's joint names, the base_link frame).
 """
 
 from __future__ import annotations
 
-import array
 import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import Header, String
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_core.sim.arm import JOINT_NAMES
-from oxygen_core.sim.executor import Trajectory
-from oxygen_core.sim.seam import SeamSummary
-from oxygen_ros.convert import duration_msg
+from oxygen_ros import convert
+from oxygen_ros.convert import ns_to_stamp
 from oxygen_ros.msg import EpisodeOutcome
-from oxygen_ros.tools.job import stamp
 
-_NS = 1_000_000_000
 CAMERAS = ("base", "wrist")  # the sim's cameras, in the model's slot order
 
 
@@ -84,18 +84,8 @@ SIM_TOPICS: tuple[SimTopic, ...] = (
 TRAJECTORY_TOPIC = "/oxygen/joint_trajectory"  # the default input: the node's ~/joint_trajectory
 
 
-def msgtype(msg_class: type) -> str:
-    """ "pkg/msg/Name" of an rclpy message class."""
-    return f"{msg_class.__module__.split('.')[0]}/msg/{msg_class.__name__}"
-
-
-def time_ns(time: object) -> int:
-    """builtin_interfaces/Time -> integer nanoseconds."""
-    return time.sec * _NS + time.nanosec
-
-
 def clock_msg(time: int) -> Clock:
-    return Clock(clock=stamp(time))
+    return Clock(clock=ns_to_stamp(time))
 
 
 def string_msg(text: str) -> String:
@@ -104,23 +94,13 @@ def string_msg(text: str) -> String:
 
 def image_msg(pixels: np.ndarray, time: int, frame_id: str) -> Image:
     """uint8 H x W x 3 RGB -> sensor_msgs/Image rgb8 stamped `time` (ns)."""
-    height, width, _ = pixels.shape
-    return Image(
-        header=Header(stamp=stamp(time), frame_id=frame_id),
-        height=height,
-        width=width,
-        encoding="rgb8",
-        is_bigendian=0,
-        step=width * 3,
-        data=np.ascontiguousarray(pixels, np.uint8).tobytes(),
-    )
+    return convert.rgb8_image_msg(pixels, stamp=ns_to_stamp(time), frame_id=frame_id)
 
 
 def joint_state_msg(positions: np.ndarray, time: int) -> JointState:
-    return JointState(
-        header=Header(stamp=stamp(time), frame_id="base_link"),
-        name=list(JOINT_NAMES),
-        position=array.array("d", np.asarray(positions, np.float64).tobytes()),
+    """The arm's joint positions (JOINT_NAMES order) stamped `time` (ns)."""
+    return convert.joint_state_msg(
+        JOINT_NAMES, positions, stamp=ns_to_stamp(time), frame_id="base_link"
     )
 
 
@@ -128,114 +108,4 @@ def trajectory_msg(
     times: Sequence[float], positions: np.ndarray, time: int, names: Sequence[str] = JOINT_NAMES
 ) -> JointTrajectory:
     """Rows of `positions` at `times` (seconds from the stamp `time`, ns)."""
-    rows = np.asarray(positions, np.float64)
-    points = [
-        JointTrajectoryPoint(
-            positions=array.array("d", row.tobytes()), time_from_start=duration_msg(t)
-        )
-        for t, row in zip(times, rows, strict=True)
-    ]
-    return JointTrajectory(header=Header(stamp=stamp(time)), joint_names=list(names), points=points)
-
-
-def trajectory_of(msg: JointTrajectory, start_ns: int) -> Trajectory:
-    """A received JointTrajectory for the executor, starting at `start_ns` (the caller maps
-    a zero stamp to now). Values are passed as they are: the executor judges them."""
-    return Trajectory(
-        joint_names=tuple(msg.joint_names),
-        start=start_ns / _NS,
-        times=[time_ns(p.time_from_start) / _NS for p in msg.points],
-        positions=[list(p.positions) for p in msg.points],
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class Outcome:
-    """What the sim knows about a finished episode (the message's content)."""
-
-    index: int
-    episodes: int
-    family: str
-    seed: int
-    instruction: str
-    policy: str
-    success: bool
-    start_ns: int
-    end_ns: int
-    duration_s: float
-    time_limit_s: float
-    wall_s: float
-    steps: int
-    accepted: int
-    rejected: dict[str, int]
-    seams: SeamSummary
-    renders: int
-    render_wall_s: float
-    narration: tuple[str, ...]
-    memory: tuple[str, ...]
-
-
-def outcome_msg(o: Outcome) -> EpisodeOutcome:
-    s = o.seams
-    return EpisodeOutcome(
-        header=Header(stamp=stamp(o.end_ns)),
-        index=o.index,
-        episodes=o.episodes,
-        family=o.family,
-        seed=int(o.seed),
-        instruction=o.instruction,
-        policy=o.policy,
-        success=bool(o.success),
-        start=stamp(o.start_ns),
-        duration_s=float(o.duration_s),
-        time_limit_s=float(o.time_limit_s),
-        wall_s=float(o.wall_s),
-        steps=o.steps,
-        trajectories_accepted=o.accepted,
-        trajectories_rejected=sum(o.rejected.values()),
-        reject_reasons=list(o.rejected),
-        reject_counts=list(o.rejected.values()),
-        seams=s.seams,
-        seam_jerks=s.jerks,
-        seam_jump_mean=s.jump_mean,
-        seam_jump_max=s.jump_max,
-        seam_jerk_mean=s.jerk_mean,
-        seam_jerk_max=s.jerk_max,
-        renders=o.renders,
-        render_wall_s=o.render_wall_s,
-        narration=list(o.narration),
-        memory=list(o.memory),
-    )
-
-
-def outcome_of(msg: EpisodeOutcome) -> Outcome:
-    """The message back into an Outcome (the evaluation's side)."""
-    return Outcome(
-        index=msg.index,
-        episodes=msg.episodes,
-        family=msg.family,
-        seed=msg.seed,
-        instruction=msg.instruction,
-        policy=msg.policy,
-        success=msg.success,
-        start_ns=time_ns(msg.start),
-        end_ns=time_ns(msg.header.stamp),
-        duration_s=msg.duration_s,
-        time_limit_s=msg.time_limit_s,
-        wall_s=msg.wall_s,
-        steps=msg.steps,
-        accepted=msg.trajectories_accepted,
-        rejected=dict(zip(msg.reject_reasons, msg.reject_counts, strict=True)),
-        seams=SeamSummary(
-            seams=msg.seams,
-            jerks=msg.seam_jerks,
-            jump_mean=msg.seam_jump_mean,
-            jump_max=msg.seam_jump_max,
-            jerk_mean=msg.seam_jerk_mean,
-            jerk_max=msg.seam_jerk_max,
-        ),
-        renders=msg.renders,
-        render_wall_s=msg.render_wall_s,
-        narration=tuple(msg.narration),
-        memory=tuple(msg.memory),
-    )
+    return convert.trajectory_msg(names, positions, times, stamp=ns_to_stamp(time))

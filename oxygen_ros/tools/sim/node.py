@@ -33,10 +33,11 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from trajectory_msgs.msg import JointTrajectory
 
+from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_plan
-from oxygen_ros.tools.sim.messages import SIM_TOPICS, TRAJECTORY_TOPIC, Outcome
+from oxygen_ros.tools.sim.messages import SIM_TOPICS, TRAJECTORY_TOPIC
 
 NODE_NAME = "oxygen_sim"
 # Reliable writers serve reliable and best-effort readers alike (the oxygen node reads

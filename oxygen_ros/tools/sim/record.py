@@ -27,10 +27,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros.tools.bagio import BagWriter
 from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_plan
-from oxygen_ros.tools.sim.messages import SIM_TOPICS, Outcome
+from oxygen_ros.tools.sim.messages import SIM_TOPICS
 
 NOT_RECORDED = ("clock",)
 

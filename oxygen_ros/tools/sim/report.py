@@ -27,16 +27,15 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
+from oxygen_ros.convert import outcome_of
 from oxygen_ros.params import Settings
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.job import OUTPUT_BAG
 from oxygen_ros.tools.live import node_counts
 from oxygen_ros.tools.report import Recording, RunInfo, build_report, plot_timeline, warmup_frames
 from oxygen_ros.tools.sim import animation
-from oxygen_ros.tools.sim.messages import Outcome, outcome_of
-
-_NS = 1_000_000_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,10 +50,6 @@ class RunSetup:
     rtf: float
     camera_size: int
     wall_s: float
-
-
-def stamp_ns(stamp: Any) -> int:
-    return stamp.sec * _NS + stamp.nanosec
 
 
 def _inside(o: Outcome, time_ns: int) -> bool:
