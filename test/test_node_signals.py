@@ -10,17 +10,15 @@ which covers its whole cleanup, and must still exit 0 without a traceback.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import rclpy
 import yaml
-from node_harness import Probe, SensorFaults, Spinners
+from node_harness import Probe, SensorFaults, Spinners, console_script
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -29,18 +27,10 @@ TINY = ROOT / "config" / "tiny.yaml"
 PARAMS = yaml.safe_load(TINY.read_text())["/**"]["ros__parameters"]
 
 
-def _console_script() -> str:
-    script = Path(sys.executable).with_name("oxygen-node")
-    found = str(script) if script.exists() else shutil.which("oxygen-node")
-    if found is None:
-        pytest.skip("oxygen-node is not installed (run the project's setup)")
-    return found
-
-
 def test_repeated_sigint_during_shutdown_still_exits_cleanly(tmp_path):
     log = (tmp_path / "oxygen-node.log").open("w+")  # a file: a full pipe would block it
     process = subprocess.Popen(
-        [_console_script(), "--ros-args", "--params-file", str(TINY), "-p", "autostart:=true"],
+        [console_script(), "--ros-args", "--params-file", str(TINY), "-p", "autostart:=true"],
         cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     rclpy.init()
