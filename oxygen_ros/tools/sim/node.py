@@ -22,19 +22,17 @@ with `exit_when_done`, exits.
 from __future__ import annotations
 
 import collections
-import sys
 import threading
 import time
 from typing import Any
 
-import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_core.sim.seam import SeamSummary
 from oxygen_core.sim.tasks import FAMILIES
+from oxygen_ros.spin import CannotStart, Hosted, run_node
 from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_plan
 from oxygen_ros.tools.sim.messages import SIM_TOPICS, TRAJECTORY_TOPIC, Outcome
 
@@ -168,30 +166,30 @@ def summary(loop: SimLoop, wall_s: float) -> str:
     )
 
 
-def main(args: list[str] | None = None) -> int:
-    """Console script `oxygen-sim`: run every episode, then exit (or spin on)."""
-    rclpy.init(args=args)
+def _build() -> Hosted:
+    """The sim node, its loop's thread started with the spin, and the exit condition."""
     try:
         node = SimNode()
     except (ValueError, TypeError) as error:
-        print(f"oxygen-sim: {error}", file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
+        raise CannotStart(str(error), status=2) from None
     runner = threading.Thread(target=node.run, name="oxygen-sim-loop", daemon=True)
-    runner.start()
-    try:
-        while rclpy.ok() and not (node.exit_when_done and node.finished.is_set()):
-            executor.spin_once(timeout_sec=_POLL_S)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
+
+    def close() -> None:
         node.stop.set()
-        runner.join()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+        if runner.ident is not None:  # started
+            runner.join()
+
+    return Hosted(
+        node,
+        start=runner.start,
+        done=lambda: node.exit_when_done and node.finished.is_set(),
+        close=close,
+    )
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script `oxygen-sim`: run every episode, then exit (or spin on)."""
+    return run_node("oxygen-sim", _build, args)
 
 
 if __name__ == "__main__":
