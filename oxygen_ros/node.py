@@ -45,8 +45,9 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
+from oxygen_core.engine.types import DEFAULT_STREAMS, EngineConfig
 from oxygen_core.text import excerpt, excerpt_list
-from oxygen_ros import topics
+from oxygen_ros import ros_args, topics
 from oxygen_ros.diagnostics import (
     ClockWatch,
     DiagnosticsReporter,
@@ -56,7 +57,13 @@ from oxygen_ros.diagnostics import (
 )
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.inputs import FrameAssembler
-from oxygen_ros.params import NodeConfig, Settings, declare_parameters, read_settings
+from oxygen_ros.params import (
+    _STREAM_FIELDS,
+    NodeConfig,
+    Settings,
+    declare_parameters,
+    read_settings,
+)
 from oxygen_ros.pipeline import make_pipeline
 from oxygen_ros.publishers import LifecyclePublishers
 from oxygen_ros.spin import CannotStart, Hosted, run_node
@@ -387,8 +394,31 @@ def _build() -> Hosted:
     return Hosted(node, start=start, close=node.release)
 
 
+def help_text() -> str:
+    """`oxygen-node --help`: the parameters from NodeConfig's and EngineConfig's fields."""
+    streams = ", ".join(_STREAM_FIELDS)
+    builtin = ", ".join(f"{s.name} (prompt {s.prompt!r})" for s in DEFAULT_STREAMS)
+    return ros_args.help_text(
+        "oxygen-node",
+        "The oxygen lifecycle node: pi0.5 served by the OxyGen engine over ROS 2 topics. "
+        "It starts unconfigured (configure and activate it with `ros2 lifecycle set`), or "
+        "configures and activates itself with autostart:=true.",
+        ros_args.dataclass_params(NodeConfig, EngineConfig),
+        [
+            "oxygen-node --ros-args --params-file config/tiny.yaml -p autostart:=true",
+            "ros2 run oxygen_ros oxygen_node --ros-args --params-file config/tiny.yaml "
+            "-p use_sim_time:=true -p control_rate_hz:=20.0",
+        ],
+        notes=f"Each name in stream_names also has parameters streams.<name>.<field> for "
+        f"the fields {streams}; built in: {builtin}. ROS's own use_sim_time applies too.",
+    )
+
+
 def main(args: list[str] | None = None) -> int:
     """Console script `oxygen-node`: spin the node until SIGINT or SIGTERM."""
+    if ros_args.wants_help(args):
+        print(help_text(), end="")
+        return 0
     return run_node("oxygen-node", _build, args)
 
 
