@@ -249,6 +249,30 @@ def test_expert_through_the_loop_matches_the_reference_runner():
     assert port.counts["episode"] == 3
 
 
+@pytest.mark.parametrize("rate_hz", [15.0, 7.0])
+def test_the_instruction_repeats_every_second_at_rates_that_do_not_divide_it(rate_hz):
+    class Instructions:
+        def __init__(self) -> None:
+            self.times: list[int] = []
+
+        def publish(self, key, msg, time_ns) -> None:
+            if key == "instruction":
+                self.times.append(time_ns)
+
+    port = Instructions()
+    cfg = SimConfig(episode_plan(("pick",), 0, 1), control_rate_hz=rate_hz, camera_size=16,
+                    camera_rate_hz=1.0)  # fmt: skip
+    loop = SimLoop(cfg, port)  # nothing drives the arm: the episode runs to its time limit
+    while loop.tick():
+        pass
+    (outcome,) = loop.outcomes
+    period = cfg.period_ns  # 66666667 ns at 15 Hz, 142857143 ns at 7 Hz: 1 s is no multiple
+    assert outcome.duration_s == pytest.approx(20.0, abs=period / NS)
+    # At the start, then at the first tick at or after each whole second of the episode.
+    expected = [START_NS] + [START_NS + math.ceil(k * NS / period) * period for k in range(1, 21)]
+    assert port.times == expected
+
+
 def test_reject_kinds_and_stale_or_zero_stamps():
     assert reject_kind("joint names ['a'] do not match: missing [], unknown []") == "joint_names"
     assert reject_kind("point 1 has a non-finite position") == "non_finite"

@@ -6,8 +6,9 @@ Each `tick` at sim time t:
    starts: a fresh world from (family, seed), the executor reset to the home pose (the
    first trajectory after a reset is not a seam), the instruction published;
 2. what a robot's drivers publish, stamped t: the joint states, the cameras (every
-   `camera_every` ticks), the instruction again every second; then /clock = t. Sensors go
-   before the clock, so a node whose frame timer fires at t already has them;
+   `camera_every` ticks), the instruction again at the first tick of each sim second of
+   the episode; then /clock = t. Sensors go before the clock, so a node whose frame timer
+   fires at t already has them;
 3. trajectories: with an external policy, every JointTrajectory received since the last
    tick goes to the executor (`replace` at its stamp, a zero stamp meaning now); one whose
    stamp is older than the episode is dropped as `previous_episode`; a rejected one is
@@ -129,6 +130,7 @@ class _Episode:
     renders: int = 0
     render_wall_s: float = 0.0
     end_ns: int | None = None  # set when the episode is over
+    next_instruction_ns: int = 0  # the instruction goes out again at the first tick from here
 
 
 class SimLoop:
@@ -204,6 +206,7 @@ class SimLoop:
             max_steps=int(round(task.time_limit * _NS / self.cfg.period_ns)),
             seams=SeamMeter(self._dt),
             expert=expert,
+            next_instruction_ns=self.now_ns + _INSTRUCTION_PERIOD_NS,
         )
         self._next += 1
         if self.executor is None:
@@ -251,8 +254,10 @@ class SimLoop:
                 ep.renders += 1
                 msg = m.image_msg(pixels, t, f"{camera}_camera_optical_frame")
                 self._port.publish(f"camera/{camera}", msg, t)
-        if t > ep.start_ns and (t - ep.start_ns) % _INSTRUCTION_PERIOD_NS == 0:
+        if t >= ep.next_instruction_ns:  # ticks need not fall on whole seconds (15 Hz)
             self._port.publish("instruction", m.string_msg(ep.task.instruction), t)
+            periods = 1 + (t - ep.next_instruction_ns) // _INSTRUCTION_PERIOD_NS
+            ep.next_instruction_ns += periods * _INSTRUCTION_PERIOD_NS
 
     def _expert_acts(self, ep: _Episode, t: int) -> None:
         out = ep.expert.act(ep.world, self._dt)
