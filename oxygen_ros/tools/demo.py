@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from oxygen_ros import topics
+from oxygen_ros.tools import children
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.job import Job
 from oxygen_ros.tools.live import replay_live
@@ -106,7 +107,8 @@ def start_node(
     overrides: Mapping[str, object] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen:
-    """The node as its own process: autostart, on the simulated clock of the player.
+    """The node as its own process: autostart, on the simulated clock of the player. It
+    gets SIGTERM if this process dies first (tools.children).
 
     overrides: parameter values after the params file, as `-p name:=value`.
     env: the process's environment (default: this one's), e.g. with its own ROS_DOMAIN_ID."""
@@ -117,7 +119,7 @@ def start_node(
     ]  # fmt: skip
     for name, value in (overrides or {}).items():
         command += ["-p", f"{name}:={value}"]
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    return children.popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 def stop_node(node: subprocess.Popen) -> None:
@@ -153,7 +155,7 @@ def _parser() -> argparse.ArgumentParser:
 def start_foxglove(params: Path, log: IO[bytes]) -> subprocess.Popen:
     """oxygen-foxglove as its own process, on its default port (the URL is printed)."""
     command = [sys.executable, "-m", "oxygen_ros.tools.foxglove", "--params", str(params)]
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    return children.popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
