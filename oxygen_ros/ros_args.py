@@ -3,7 +3,8 @@
 rcl reads the value of `-p name:=value` as YAML, so a Python value must be written as the
 YAML literal of the same type: `true`/`false` (Python's `True` would be the string
 "True"), `[a, b]` for a list, and a string that YAML would read as something else ("1",
-"true", "") in quotes: `ros_value`.
+"true", "") in quotes. `parameter_args` is the one place that writes them; the tools that
+start a node or the simulator as a child process call it.
 
 The nodes take their options as ROS parameters, which rclpy parses and argparse never
 sees, so `--help` is handled here before `rclpy.init`: `wants_help` finds it among the
@@ -17,7 +18,7 @@ import dataclasses
 import json
 import sys
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -48,6 +49,14 @@ def _plain(text: str) -> bool:
         return yaml.safe_load(text) == text
     except yaml.YAMLError:
         return False
+
+
+def parameter_args(overrides: Mapping[str, object]) -> list[str]:
+    """`-p name:=value` for each override, in order (to follow `--ros-args`)."""
+    args: list[str] = []
+    for name, value in overrides.items():
+        args += ["-p", f"{name}:={ros_value(value)}"]
+    return args
 
 
 def wants_help(args: Sequence[str] | None = None) -> bool:

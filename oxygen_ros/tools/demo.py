@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from oxygen_ros import topics
+from oxygen_ros.ros_args import parameter_args
 from oxygen_ros.tools import children
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.job import Job
@@ -117,8 +118,7 @@ def start_node(
         "--ros-args", "--params-file", str(params),
         "-p", "use_sim_time:=true", "-p", "autostart:=true",
     ]  # fmt: skip
-    for name, value in (overrides or {}).items():
-        command += ["-p", f"{name}:={value}"]
+    command += parameter_args(overrides or {})
     return children.popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 

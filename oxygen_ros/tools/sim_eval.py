@@ -53,6 +53,7 @@ from oxygen_core.sim.tasks import FAMILIES, TIME_LIMITS
 from oxygen_ros import topics
 from oxygen_ros.convert import image_to_rgb
 from oxygen_ros.params import Settings
+from oxygen_ros.ros_args import parameter_args
 from oxygen_ros.tools import children
 from oxygen_ros.tools.bagio import BagMessage, BagWriter
 from oxygen_ros.tools.configure import TopicNames, load_settings
@@ -183,17 +184,8 @@ def start_sim(
     """`oxygen-sim` as its own process with these parameters; it gets SIGTERM if this
     process dies first (tools.children)."""
     command = [sys.executable, "-m", "oxygen_ros.tools.sim.node", "--ros-args"]
-    for name, value in parameters.items():
-        command += ["-p", f"{name}:={_ros_value(value)}"]
+    command += parameter_args(parameters)
     return children.popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-
-
-def _ros_value(value: object) -> str:
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(str(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
 
 
 @dataclasses.dataclass(frozen=True)
