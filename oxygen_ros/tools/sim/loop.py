@@ -11,8 +11,9 @@ Each `tick` at sim time t:
    fires at t already has them;
 3. trajectories: with an external policy, every JointTrajectory received since the last
    tick goes to the executor (`replace` at its stamp, a zero stamp meaning now); one whose
-   stamp is older than the episode is dropped as `previous_episode`; a rejected one is
-   counted by reason and the arm keeps its current command. With the expert, its targets
+   stamp is older than the episode is dropped as `previous_episode` (also one that was
+   still waiting when the episode changed); a rejected one is counted by the executor's
+   `Rejection.kind` and the arm keeps its current command. With the expert, its targets
    for this tick are wrapped as a one-point trajectory and go the same way (and are
    published, with its narration and memory lines, on /sim/expert/...);
 4. success or the time limit ends the episode (checked after the policy saw the world, as
@@ -45,6 +46,7 @@ from oxygen_ros.tools.sim import messages as m
 POLICIES = ("external", "expert")
 _NS = 1_000_000_000
 _INSTRUCTION_PERIOD_NS = _NS
+_INBOX_MAX = 16  # trajectories waiting for the next tick; a policy sends about one a frame
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,20 +99,6 @@ class SimPort(Protocol):
         ...
 
 
-def reject_kind(reason: str) -> str:
-    """A key to count an executor's rejection reason by (its text names the problem)."""
-    for kind, words in (
-        ("joint_names", "joint names"),
-        ("non_finite", "finite"),
-        ("times", "time_from_start"),
-        ("late", "in the past"),
-        ("points", "point"),
-    ):
-        if words in reason:
-            return kind
-    return "other"
-
-
 @dataclasses.dataclass
 class _Episode:
     index: int
@@ -148,7 +136,9 @@ class SimLoop:
         self._renderer = Renderer(cfg.camera_size, cfg.camera_size)
         self._dt = cfg.period_ns / _NS
         self.now_ns = round(cfg.start_s * _NS)
-        self._inbox: collections.deque[JointTrajectory] = collections.deque()
+        self._inbox: collections.deque[JointTrajectory] = collections.deque(maxlen=_INBOX_MAX)
+        self._overflowed = 0  # trajectories the full inbox dropped (written by `receive`)
+        self._overflow_counted = 0  # of those, counted into an episode (by `tick`)
         self._next = 0
         self.ticks = 0
         self.episode: _Episode | None = None
@@ -160,7 +150,11 @@ class SimLoop:
         return self.episode is None and self._next >= len(self.cfg.episodes)
 
     def receive(self, msg: JointTrajectory) -> None:
-        """A trajectory from the policy (any thread); applied at the next tick."""
+        """A trajectory from the policy (any thread); applied at the next tick. A policy
+        that floods the sim loses its oldest ones beyond _INBOX_MAX, counted as
+        inbox_full (each would only have superseded the one before it)."""
+        if len(self._inbox) == _INBOX_MAX:
+            self._overflowed += 1
         self._inbox.append(msg)
 
     def tick(self) -> bool:
@@ -177,13 +171,13 @@ class SimLoop:
         if ep.expert is not None:
             self._expert_acts(ep, t)
         else:
-            while self._inbox:
-                self._apply(ep, self._inbox.popleft(), t)
-        if ep.task.succeeded(ep.world) or ep.steps >= ep.max_steps:
-            ep.success, ep.end_ns = bool(ep.task.succeeded(ep.world)), t
+            self._drain_inbox(ep, t)
+        success = bool(ep.task.succeeded(ep.world))
+        if success or ep.steps >= ep.max_steps:
+            ep.success, ep.end_ns = success, t
         else:
             command = self.executor.command(t / _NS)
-            ep.seams.observe(command, self.executor.last_handover)
+            ep.seams.observe(command, self.executor.last_takeover)
             ep.world.step(command, self._dt)
             ep.steps += 1
         self.now_ns += self.cfg.period_ns
@@ -212,7 +206,6 @@ class SimLoop:
         if self.executor is None:
             self.executor = TrajectoryExecutor(world.joints)
         self.executor.reset(world.joints, self.now_ns / _NS)
-        self._inbox.clear()  # trajectories for the previous world
         self._port.publish("instruction", m.string_msg(task.instruction), self.now_ns)
 
     def _finish(self, ep: _Episode) -> None:
@@ -271,15 +264,24 @@ class SimLoop:
         self._port.publish("expert_trajectory", msg, t)
         self._apply(ep, msg, t)
 
+    def _drain_inbox(self, ep: _Episode, t: int) -> None:
+        """Every trajectory received since the last tick, then what the full inbox lost."""
+        while self._inbox:
+            self._apply(ep, self._inbox.popleft(), t)
+        overflowed = self._overflowed
+        if overflowed > self._overflow_counted:
+            ep.rejected["inbox_full"] += overflowed - self._overflow_counted
+            self._overflow_counted = overflowed
+
     def _apply(self, ep: _Episode, msg: JointTrajectory, t: int) -> None:
         """Hand one trajectory to the executor, or count why not."""
         start = m.time_ns(msg.header.stamp) or t  # a zero stamp means "now"
-        if start < ep.start_ns:
+        if start < ep.start_ns:  # sent for the previous episode's world
             ep.rejected["previous_episode"] += 1
             return
-        reason = self.executor.replace(m.trajectory_of(msg, start), now=t / _NS)
-        if reason is None:
+        rejection = self.executor.replace(m.trajectory_of(msg, start), now=t / _NS)
+        if rejection is None:
             ep.accepted += 1
             return
-        ep.rejected[reject_kind(reason)] += 1
-        self._warn(f"trajectory rejected, holding position: {reason}")
+        ep.rejected[rejection.kind] += 1
+        self._warn(f"trajectory rejected, holding position: {rejection.reason}")
