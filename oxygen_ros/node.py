@@ -34,34 +34,40 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-import signal
-import sys
 import time
 import warnings
 from typing import Any
 
-import rclpy
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterTypeException, ParameterException
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
-from rclpy.signals import SignalHandlerOptions
 
+from oxygen_core.engine.types import DEFAULT_STREAMS, EngineConfig
 from oxygen_core.text import excerpt
-from oxygen_ros import topics
-from oxygen_ros.diagnostics import ClockWatch, DiagnosticsReporter, NodeStats, StatsSnapshot
+from oxygen_ros import ros_args, topics
+from oxygen_ros.diagnostics import (
+    ClockWatch,
+    DiagnosticsReporter,
+    NodeStats,
+    StatsSnapshot,
+)
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.inputs import FrameAssembler
-from oxygen_ros.params import NodeConfig, Settings, declare_parameters, read_settings
+from oxygen_ros.params import (
+    _STREAM_FIELDS,
+    NodeConfig,
+    Settings,
+    declare_parameters,
+    read_settings,
+)
 from oxygen_ros.pipeline import make_pipeline
 from oxygen_ros.publishers import LifecyclePublishers
 from oxygen_ros.router import InputRouter
+from oxygen_ros.spin import CannotStart, Hosted, run_node
 from oxygen_ros.topics import Gate
 from oxygen_ros.worker import FrameWorker
 
@@ -333,75 +339,52 @@ class OxygenNode(LifecycleNode):
         return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
 
 
-def _interrupt_once(signum: int, frame: Any) -> None:
-    """The first SIGINT stops the node; the ones after it are ignored.
-
-    A terminal under `ros2 launch` delivers Ctrl-C twice (to the group, then from launch).
-    A second KeyboardInterrupt would land in the middle of releasing the engine, or in
-    JAX's exit handler, and end the process with a traceback or status -2.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise KeyboardInterrupt
-
-
-def cannot_start(error: Exception) -> str:
-    """One line for an rcl error at start-up, naming security when it was asked for.
-
-    With ROS_SECURITY_ENABLE=true rcl needs the enclave's keystore files and a DDS built
-    with the security plugins (the Fast DDS wheels on PyPI have none); either failing is
-    an rcl error spread over several lines.
-    """
-    reason = " ".join(str(error).split())
-    if os.environ.get("ROS_SECURITY_ENABLE", "").lower() != "true":
-        return f"cannot start ROS 2: {reason}"
-    strategy = os.environ.get("ROS_SECURITY_STRATEGY", "Permissive")
-    if not os.environ.get("ROS_SECURITY_KEYSTORE"):
-        reason += " (ROS_SECURITY_KEYSTORE is not set)"
-    return (
-        f"ROS 2 security is requested (ROS_SECURITY_ENABLE=true, ROS_SECURITY_STRATEGY="
-        f"{strategy}) but cannot be set up: {reason}. Create the node's enclave (README, "
-        "Access control) on a ROS 2 whose DDS has security plugins, or unset "
-        "ROS_SECURITY_ENABLE"
-    )
-
-
-def main(args: list[str] | None = None) -> int:
-    """Console script `oxygen-node`: spin the node until Ctrl-C."""
-    # SIGINT is ours (_interrupt_once); rclpy keeps SIGTERM, which shuts its context down.
-    try:
-        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.SIGTERM)
-    except _rclpy.RCLError as error:  # e.g. an SROS2 enclave that is not there
-        print(f"oxygen-node: {cannot_start(error)}", file=sys.stderr)
-        return 1
-    signal.signal(signal.SIGINT, _interrupt_once)
+def _build() -> Hosted:
+    """The node, started with autostart when asked; a bad parameter is one clear line."""
     try:
         with warnings.catch_warnings():  # rclpy's own note on a node it could not create
             warnings.filterwarnings("ignore", "Failed to fini rosout publisher", RuntimeWarning)
             node = OxygenNode()
     except ParameterException as error:  # a mistyped or out-of-range value given at start
-        print(f"oxygen-node: bad parameter: {error}", file=sys.stderr)
+        hint = ""
         if isinstance(error, InvalidParameterTypeException):
-            print("  (doubles need a decimal point: 20.0, not 20)", file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    except _rclpy.RCLError as error:  # e.g. a DDS without the security plugins SROS2 needs
-        print(f"oxygen-node: {cannot_start(error)}", file=sys.stderr)
-        rclpy.try_shutdown()
-        return 1
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
+            hint = "\n  (doubles need a decimal point: 20.0, not 20)"
+        raise CannotStart(f"bad parameter: {error}{hint}", status=2) from None
+
+    def start() -> None:
         if node.get_parameter("autostart").value:
+            node.get_logger().info("autostart: configuring")
             node.autostart()
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # also when spin ended by SIGTERM
-        node.release()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+
+    return Hosted(node, start=start, close=node.release)
+
+
+def help_text() -> str:
+    """`oxygen-node --help`: the parameters from NodeConfig's and EngineConfig's fields."""
+    streams = ", ".join(_STREAM_FIELDS)
+    builtin = ", ".join(f"{s.name} (prompt {s.prompt!r})" for s in DEFAULT_STREAMS)
+    return ros_args.help_text(
+        "oxygen-node",
+        "The oxygen lifecycle node: pi0.5 served by the OxyGen engine over ROS 2 topics. "
+        "It starts unconfigured (configure and activate it with `ros2 lifecycle set`), or "
+        "configures and activates itself with autostart:=true.",
+        ros_args.dataclass_params(NodeConfig, EngineConfig),
+        [
+            "oxygen-node --ros-args --params-file config/tiny.yaml -p autostart:=true",
+            "ros2 run oxygen_ros oxygen_node --ros-args --params-file config/tiny.yaml "
+            "-p use_sim_time:=true -p control_rate_hz:=20.0",
+        ],
+        notes=f"Each name in stream_names also has parameters streams.<name>.<field> for "
+        f"the fields {streams}; built in: {builtin}. ROS's own use_sim_time applies too.",
+    )
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script `oxygen-node`: spin the node until SIGINT or SIGTERM."""
+    if ros_args.wants_help(args):
+        print(help_text(), end="")
+        return 0
+    return run_node("oxygen-node", _build, args)
 
 
 if __name__ == "__main__":

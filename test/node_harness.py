@@ -9,12 +9,16 @@ conditions over what arrived, never for a fixed time.
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
@@ -46,6 +50,16 @@ TRANSITIONS = {
     "cleanup": Transition.TRANSITION_CLEANUP,
     "shutdown_inactive": Transition.TRANSITION_INACTIVE_SHUTDOWN,
 }
+
+
+def console_script(name: str = "oxygen-node") -> str:
+    """The installed console script `name` (next to this interpreter, else on PATH); the
+    test is skipped when the project's setup has not installed it."""
+    script = Path(sys.executable).with_name(name)
+    found = str(script) if script.exists() else shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed (run the project's setup)")
+    return found
 
 
 @dataclasses.dataclass(frozen=True)

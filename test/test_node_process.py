@@ -9,16 +9,14 @@ in another process, and exit cleanly (status 0, no traceback) on SIGINT.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import rclpy
 import yaml
-from node_harness import Probe, SensorFaults, Spinners
+from node_harness import Probe, SensorFaults, Spinners, console_script
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -27,20 +25,10 @@ TINY = ROOT / "config" / "tiny.yaml"
 PARAMS = yaml.safe_load(TINY.read_text())["/**"]["ros__parameters"]
 
 
-def _console_script() -> str:
-    script = Path(sys.executable).with_name("oxygen-node")
-    if script.exists():
-        return str(script)
-    found = shutil.which("oxygen-node")
-    if found is None:
-        pytest.skip("oxygen-node is not installed (run the project's setup)")
-    return found
-
-
 def test_console_script_autostarts_publishes_and_exits_on_sigint(tmp_path):
     log = (tmp_path / "oxygen-node.log").open("w+")  # a file: a full pipe would block it
     process = subprocess.Popen(
-        [_console_script(), "--ros-args", "--params-file", str(TINY), "-p", "autostart:=true"],
+        [console_script(), "--ros-args", "--params-file", str(TINY), "-p", "autostart:=true"],
         cwd=ROOT,
         env=os.environ.copy(),
         stdout=log,
@@ -78,7 +66,7 @@ def test_console_script_autostarts_publishes_and_exits_on_sigint(tmp_path):
 )
 def test_a_bad_parameter_at_start_is_one_clear_line_not_a_traceback(value, says):
     result = subprocess.run(
-        [_console_script(), "--ros-args", "--params-file", str(TINY), "-p", value],
+        [console_script(), "--ros-args", "--params-file", str(TINY), "-p", value],
         cwd=ROOT,
         env=os.environ.copy(),
         capture_output=True,

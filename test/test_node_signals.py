@@ -1,26 +1,30 @@
-"""`oxygen-node` survives a burst of SIGINTs: the first stops it, the rest are ignored.
+"""`oxygen-node` stops cleanly on SIGINT and SIGTERM, whenever they come.
+
+A burst of SIGINTs: the first stops it, the rest are ignored.
 
 Under `ros2 launch` in a terminal, Ctrl-C reaches the node twice (the terminal signals the
 process group, then launch forwards its own SIGINT); the second used to land while the
 engine was being released, or in JAX's exit handler, ending the node with status -2 or a
 KeyboardInterrupt traceback. Here the running node gets SIGINT five times, 20 ms apart,
 which covers its whole cleanup, and must still exit 0 without a traceback.
+
+SIGTERM (how `ros2 launch` and systemd stop a node) during start-up: rclpy's own handler
+used to shut the context down under the running configure, which went on for seconds,
+then failed against the dead context (or spun forever when the shutdown raced the spin).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import rclpy
 import yaml
-from node_harness import Probe, SensorFaults, Spinners
+from node_harness import Probe, SensorFaults, Spinners, console_script
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -29,18 +33,10 @@ TINY = ROOT / "config" / "tiny.yaml"
 PARAMS = yaml.safe_load(TINY.read_text())["/**"]["ros__parameters"]
 
 
-def _console_script() -> str:
-    script = Path(sys.executable).with_name("oxygen-node")
-    found = str(script) if script.exists() else shutil.which("oxygen-node")
-    if found is None:
-        pytest.skip("oxygen-node is not installed (run the project's setup)")
-    return found
-
-
 def test_repeated_sigint_during_shutdown_still_exits_cleanly(tmp_path):
     log = (tmp_path / "oxygen-node.log").open("w+")  # a file: a full pipe would block it
     process = subprocess.Popen(
-        [_console_script(), "--ros-args", "--params-file", str(TINY), "-p", "autostart:=true"],
+        [console_script(), "--ros-args", "--params-file", str(TINY), "-p", "autostart:=true"],
         cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     rclpy.init()
@@ -68,3 +64,41 @@ def test_repeated_sigint_during_shutdown_still_exits_cleanly(tmp_path):
     output = log.read()
     assert process.returncode == 0, output
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+
+
+def _wait_for(log, marker: str, process: subprocess.Popen, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while marker not in Path(log.name).read_text():
+        assert process.poll() is None, Path(log.name).read_text()
+        assert time.monotonic() < deadline, f"no {marker!r} within {timeout_s} s"
+        time.sleep(0.05)  # polling the log for a condition, with a deadline
+
+
+@pytest.mark.parametrize("after_s", [None, 0.0, 0.5, 2.0])
+def test_sigterm_during_start_up_ends_the_node_promptly(tmp_path, after_s):
+    """after_s: seconds after the node logs that autostart configures (None: 0.3 s after
+    the spawn, while Python still imports, where the default action ends it: 143)."""
+    log = (tmp_path / "oxygen-node.log").open("w+")
+    process = subprocess.Popen(
+        [console_script(), "--ros-args", "--params-file", str(TINY), "-p", "autostart:=true"],
+        cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        if after_s is None:
+            time.sleep(0.3)  # a moment after the spawn, not a condition
+        else:
+            _wait_for(log, "autostart: configuring", process, timeout_s=120)
+            time.sleep(after_s)  # into the configure, not waiting for a condition
+        begin = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=20)
+        elapsed = time.monotonic() - begin
+    finally:
+        if process.poll() is None:
+            process.kill()
+    log.seek(0)
+    output = log.read()
+    assert process.returncode in (0, -signal.SIGTERM), output
+    assert elapsed < 20, output
+    assert "Traceback" not in output and "configure failed" not in output, output
+    assert "context is invalid" not in output, output

@@ -1,4 +1,5 @@
-"""What `colcon build` installs: package.xml's dependencies, the ROS executables' shebang.
+"""What `colcon build` installs: package.xml's dependencies, the ROS executables' shebang,
+the same executables as setup.py's console scripts, each of which answers --help.
 
 package.xml is parsed and validated by catkin_pkg, the parser colcon and rosdep use. The
 executables are written by cmake/oxygen_executable.cmake, configured here in a throw-away
@@ -8,15 +9,55 @@ that has no venv on it, as `ros2 run` does from a shell where the venv is not ac
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from node_harness import console_script
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _console_scripts() -> dict[str, str]:
+    """setup.py's console scripts, name -> module (read from its source, not run)."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.func.id == "setup")
+    entry_points = next(k.value for k in call.keywords if k.arg == "entry_points")
+    scripts = ast.literal_eval(entry_points)["console_scripts"]
+    pairs = [line.replace(" ", "").split("=") for line in scripts]
+    return {name: target.removesuffix(":main") for name, target in pairs}
+
+
+def _cmake_executables() -> dict[str, str]:
+    """CMakeLists.txt's `oxygen_install_executable(name module [function])` calls,
+    name -> module, or module:function where the function is not main."""
+    text = (ROOT / "CMakeLists.txt").read_text()
+    pattern = r"^\s*oxygen_install_executable\((\w+) ([\w.]+)(?: (\w+))?\)"
+    calls = [(n, f"{m}:{f}" if f else m) for n, m, f in re.findall(pattern, text, re.M)]
+    assert len(calls) == len(dict(calls)), f"an executable is installed twice: {calls}"
+    return dict(calls)
+
+
+def test_cmake_installs_exactly_the_console_scripts_under_ros_names():
+    scripts = _console_scripts()
+    assert all(target for target in scripts.values())
+    expected = {name.replace("-", "_"): module for name, module in scripts.items()}
+    assert _cmake_executables() == expected
+
+
+@pytest.mark.parametrize("name", sorted(_console_scripts()))
+def test_every_console_script_answers_help_without_starting(name):
+    result = subprocess.run(
+        [console_script(name), "--help"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"usage: {name}" in result.stdout, result.stdout
 
 
 def test_package_xml_is_valid_format_3_with_the_launch_and_test_dependencies():

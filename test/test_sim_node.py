@@ -42,7 +42,7 @@ from oxygen_ros.tools import sim_eval
 from oxygen_ros.tools.bagio import from_cdr, read_bag
 from oxygen_ros.tools.job import Job
 from oxygen_ros.tools.sim import animation
-from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_plan, reject_kind
+from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_plan
 from oxygen_ros.tools.sim.messages import trajectory_msg
 from oxygen_ros.tools.sim.node import QOS, SimNode
 from oxygen_ros.tools.sim.record import record
@@ -249,17 +249,36 @@ def test_expert_through_the_loop_matches_the_reference_runner():
     assert port.counts["episode"] == 3
 
 
-def test_reject_kinds_and_stale_or_zero_stamps():
-    assert reject_kind("joint names ['a'] do not match: missing [], unknown []") == "joint_names"
-    assert reject_kind("point 1 has a non-finite position") == "non_finite"
-    assert reject_kind("0 points with 0 times") == "points"
-    assert reject_kind("time_from_start must start >= 0 and strictly increase: []") == "times"
-    assert reject_kind("all points are in the past (the last at 1.000 s, now 2.000 s)") == "late"
+@pytest.mark.parametrize("rate_hz", [15.0, 7.0])
+def test_the_instruction_repeats_every_second_at_rates_that_do_not_divide_it(rate_hz):
+    class Instructions:
+        def __init__(self) -> None:
+            self.times: list[int] = []
 
-    class Null:
         def publish(self, key, msg, time_ns) -> None:
-            pass
+            if key == "instruction":
+                self.times.append(time_ns)
 
+    port = Instructions()
+    cfg = SimConfig(episode_plan(("pick",), 0, 1), control_rate_hz=rate_hz, camera_size=16,
+                    camera_rate_hz=1.0)  # fmt: skip
+    loop = SimLoop(cfg, port)  # nothing drives the arm: the episode runs to its time limit
+    while loop.tick():
+        pass
+    (outcome,) = loop.outcomes
+    period = cfg.period_ns  # 66666667 ns at 15 Hz, 142857143 ns at 7 Hz: 1 s is no multiple
+    assert outcome.duration_s == pytest.approx(20.0, abs=period / NS)
+    # At the start, then at the first tick at or after each whole second of the episode.
+    expected = [START_NS] + [START_NS + math.ceil(k * NS / period) * period for k in range(1, 21)]
+    assert port.times == expected
+
+
+class Null:
+    def publish(self, key, msg, time_ns) -> None:
+        pass
+
+
+def test_stale_or_zero_stamps():
     loop = SimLoop(SimConfig(episode_plan(("push",), 3, 1), camera_size=16), Null())
     loop.tick()  # the episode starts at 1 s
     target = HOME[None, :] + np.array([0.02] * 6 + [-0.02])  # the gripper is open at home
@@ -268,6 +287,34 @@ def test_reject_kinds_and_stale_or_zero_stamps():
     loop.tick()
     loop.tick()
     np.testing.assert_allclose(loop.episode.world.joints, target[0], atol=1e-12)
+    assert dict(loop.episode.rejected) == {"previous_episode": 1}
+    assert loop.episode.accepted == 1
+
+
+def test_a_flood_of_trajectories_keeps_the_newest_and_counts_the_rest():
+    loop = SimLoop(SimConfig(episode_plan(("push",), 3, 1), camera_size=16), Null())
+    loop.tick()
+    step = np.array([0.001] * 6 + [-0.001])  # the gripper is open at home
+    for k in range(20):  # 16 fit in the inbox until the next tick
+        loop.receive(trajectory_msg([0.0], HOME[None, :] + k * step, 0))
+    loop.tick()
+    assert dict(loop.episode.rejected) == {"inbox_full": 4}
+    assert loop.episode.accepted == 16
+    loop.tick()  # the newest one (k = 19) is the command
+    np.testing.assert_allclose(loop.episode.world.joints, HOME + 19 * step, atol=1e-12)
+
+
+def test_a_trajectory_waiting_across_an_episode_change_is_counted_as_stale():
+    cfg = SimConfig(episode_plan(("pick",), 0, 2), camera_size=16, camera_rate_hz=1.0)
+    loop = SimLoop(cfg, Null())
+    while loop.tick() and loop.episode.end_ns is None:  # nothing drives: to the time limit
+        pass
+    first_start = loop.episode.start_ns
+    target = HOME[None, :] + 0.01
+    loop.receive(trajectory_msg([0.0], target, first_start + NS))  # for the ended episode
+    loop.receive(trajectory_msg([0.0], target, 0))  # zero stamp: now, in the new one
+    loop.tick()
+    assert loop.episode.index == 1
     assert dict(loop.episode.rejected) == {"previous_episode": 1}
     assert loop.episode.accepted == 1
 

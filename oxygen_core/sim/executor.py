@@ -12,10 +12,10 @@ robot would run them that way:
   linearly from point to point, and holds the last point after the end;
 - a malformed trajectory (joint names that are not the robot's, no points, a wrong number
   of positions, NaN or inf, times that do not strictly increase, or every point already in
-  the past) is rejected with a one-line reason and changes nothing, so the caller holds
-  position and counts it.
+  the past) is rejected and changes nothing, so the caller holds position. The
+  `Rejection` says what kind of problem it is (to count by) and, in one line, what exactly.
 
-Each take-over is reported as a `Handover` (the last command before it and the new
+Each take-over is reported as a `Takeover` (the last command before it and the new
 trajectory's first executed point), which the seam metric consumes.
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -39,8 +40,19 @@ class Trajectory:
     positions: Sequence[Sequence[float]]
 
 
+RejectKind = Literal["joint_names", "points", "non_finite", "times", "late"]
+
+
 @dataclasses.dataclass(frozen=True)
-class Handover:
+class Rejection:
+    """Why `replace` refused a trajectory: a kind to count by, and the one-line detail."""
+
+    kind: RejectKind
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Takeover:
     """One trajectory taking over from another at a control tick."""
 
     time: float  # the tick at which the new trajectory took over
@@ -76,13 +88,13 @@ class TrajectoryExecutor:
         self._active: _Active | None = None
         self._last = np.array(position, np.float64)
         self._last_time = time
-        self.last_handover: Handover | None = None
+        self.last_takeover: Takeover | None = None
 
-    def replace(self, trajectory: Trajectory, now: float) -> str | None:
+    def replace(self, trajectory: Trajectory, now: float) -> Rejection | None:
         """Queue `trajectory` to take over at its start time. Returns None when accepted,
-        else the reason it was rejected (nothing changes then)."""
+        else why it was rejected (nothing changes then)."""
         parsed = self._parse(trajectory, now)
-        if isinstance(parsed, str):
+        if isinstance(parsed, Rejection):
             return parsed
         start, times, positions = parsed
         self._queue = [q for q in self._queue if q[0] < start]
@@ -91,8 +103,8 @@ class TrajectoryExecutor:
 
     def command(self, t: float) -> np.ndarray:
         """The joint targets at sim time t; call once per control tick, t increasing.
-        `last_handover` tells whether a new trajectory took over at this tick."""
-        self.last_handover = None
+        `last_takeover` tells whether a new trajectory took over at this tick."""
+        self.last_takeover = None
         due = [q for q in self._queue if q[0] <= t]
         if due:
             self._queue = [q for q in self._queue if q[0] > t]
@@ -107,7 +119,7 @@ class TrajectoryExecutor:
         ahead = int(np.searchsorted(absolute, t, side="left"))  # points at or after t
         skip = min(ahead, len(times) - 1)  # all past (a late tick): keep the last point
         if self._active is not None:
-            self.last_handover = Handover(t, self._last.copy(), positions[skip].copy(), skip)
+            self.last_takeover = Takeover(t, self._last.copy(), positions[skip].copy(), skip)
         anchor_time = start if self._last_time is None else max(start, self._last_time)
         self._active = _Active(start, absolute[skip:], positions[skip:], self._last, anchor_time)
 
@@ -124,28 +136,40 @@ class TrajectoryExecutor:
         fraction = (t - times[k]) / (times[k + 1] - times[k])
         return points[k] + fraction * (points[k + 1] - points[k])
 
-    def _parse(self, traj: Trajectory, now: float) -> tuple[float, np.ndarray, np.ndarray] | str:
+    def _parse(
+        self, traj: Trajectory, now: float
+    ) -> tuple[float, np.ndarray, np.ndarray] | Rejection:
         names = tuple(traj.joint_names)
         if len(set(names)) != len(names) or set(names) != set(self.joint_names):
             missing = [n for n in self.joint_names if n not in names]
             unknown = [n for n in names if n not in self.joint_names]
-            return f"joint names {list(names)} do not match: missing {missing}, unknown {unknown}"
+            return Rejection(
+                "joint_names",
+                f"joint names {list(names)} do not match: missing {missing}, unknown {unknown}",
+            )
         if len(traj.positions) == 0 or len(traj.times) != len(traj.positions):
-            return f"{len(traj.positions)} points with {len(traj.times)} times"
+            return Rejection("points", f"{len(traj.positions)} points with {len(traj.times)} times")
         for k, point in enumerate(traj.positions):
             if len(point) != len(names):
-                return f"point {k} has {len(point)} positions, expected {len(names)}"
+                return Rejection(
+                    "points", f"point {k} has {len(point)} positions, expected {len(names)}"
+                )
         times = np.asarray(traj.times, np.float64)
         positions = np.asarray(traj.positions, np.float64)
         if not np.isfinite(traj.start) or not np.all(np.isfinite(times)):
-            return "start time or time_from_start is not finite"
+            return Rejection("non_finite", "start time or time_from_start is not finite")
         bad = np.flatnonzero(~np.all(np.isfinite(positions), axis=1))
         if bad.size:
-            return f"point {int(bad[0])} has a non-finite position"
+            return Rejection("non_finite", f"point {int(bad[0])} has a non-finite position")
         if times[0] < 0 or np.any(np.diff(times) <= 0):
-            return f"time_from_start must start >= 0 and strictly increase: {times.tolist()}"
+            return Rejection(
+                "times",
+                f"time_from_start must start >= 0 and strictly increase: {times.tolist()}",
+            )
         if traj.start + times[-1] < now:
             last = traj.start + times[-1]
-            return f"all points are in the past (the last at {last:.3f} s, now {now:.3f} s)"
+            return Rejection(
+                "late", f"all points are in the past (the last at {last:.3f} s, now {now:.3f} s)"
+            )
         order = [names.index(n) for n in self.joint_names]
         return float(traj.start), times, positions[:, order]

@@ -1,6 +1,6 @@
 """The seam metric: how much consecutive action chunks disagree where they hand over.
 
-At each take-over (`executor.Handover`):
+At each take-over (`executor.Takeover`):
 
 - jump: the largest joint difference between the position the old trajectory commanded at
   the tick before and the new trajectory's first executed point. It is the disagreement
@@ -20,7 +20,7 @@ from collections import deque
 
 import numpy as np
 
-from oxygen_core.sim.executor import Handover
+from oxygen_core.sim.executor import Takeover
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +58,8 @@ class _Seam:
 
 
 class SeamMeter:
-    """Accumulates seams over a run; feed it every control tick's command."""
+    """Accumulates seams over one episode (a new meter per episode: the jump to the reset
+    pose is no seam); feed it every control tick's command."""
 
     def __init__(self, period: float) -> None:
         self.period = period
@@ -66,11 +67,11 @@ class SeamMeter:
         self._open: list[_Seam] = []
         self._closed: list[_Seam] = []
 
-    def observe(self, command: np.ndarray, handover: Handover | None = None) -> None:
+    def observe(self, command: np.ndarray, takeover: Takeover | None = None) -> None:
         """One control tick: the command sent, and the take-over at this tick if any."""
         self._history.append(np.asarray(command, np.float64))
-        if handover is not None:
-            self._open.append(_Seam(handover.jump))
+        if takeover is not None:
+            self._open.append(_Seam(takeover.jump))
         if len(self._history) == 4 and self._open:
             c = self._history
             third = (c[3] - 3 * c[2] + 3 * c[1] - c[0]) / self.period**3
@@ -81,12 +82,6 @@ class SeamMeter:
             seam.ticks_left -= 1
         self._closed += [s for s in self._open if s.ticks_left == 0]
         self._open = [s for s in self._open if s.ticks_left > 0]
-
-    def break_history(self) -> None:
-        """An episode reset: the jump to the reset pose is not a seam and not jerk."""
-        self._history.clear()
-        self._closed += self._open
-        self._open = []
 
     def summary(self) -> SeamSummary:
         seams = self._closed + self._open

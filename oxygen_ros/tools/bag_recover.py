@@ -11,7 +11,7 @@ whose metadata is missing or stale (say a folder copied off a robot without it).
 counts as complete when rosbags opens it on its own (an mcap needs its footer);
 incomplete ones are reported and left alone. Run it as
 
-    python -m oxygen_ros.tools.bag_recover BAG_FOLDER
+    oxygen-bag-recover BAG_FOLDER      # or: python -m oxygen_ros.tools.bag_recover BAG_FOLDER
 """
 
 from __future__ import annotations
@@ -169,8 +169,9 @@ def _split_index(path: Path) -> tuple[int, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Console script `oxygen-bag-recover`."""
     parser = argparse.ArgumentParser(
-        prog="python -m oxygen_ros.tools.bag_recover",
+        prog="oxygen-bag-recover",
         description="Rebuild a rosbag2 folder's metadata.yaml from its complete storage files.",
     )
     parser.add_argument("folder", type=Path)
@@ -178,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         kept, skipped = recover(args.folder)
     except (ReaderError, OSError) as error:
-        print(f"bag_recover: {error}", file=sys.stderr)
+        print(f"oxygen-bag-recover: {error}", file=sys.stderr)
         return 1
     messages = sum(f.count for f in kept)
     print(f"{args.folder / METADATA}: {len(kept)} files, {messages} messages")

@@ -33,6 +33,8 @@ from typing import IO, Any
 
 from oxygen_ros import topics
 from oxygen_ros.convert import stamp_to_ns
+from oxygen_ros.ros_args import parameter_args
+from oxygen_ros.tools import children
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.job import Job
 from oxygen_ros.tools.live import replay_live
@@ -107,7 +109,8 @@ def start_node(
     overrides: Mapping[str, object] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen:
-    """The node as its own process: autostart, on the simulated clock of the player.
+    """The node as its own process: autostart, on the simulated clock of the player. It
+    gets SIGTERM if this process dies first (tools.children).
 
     overrides: parameter values after the params file, as `-p name:=value`.
     env: the process's environment (default: this one's), e.g. with its own ROS_DOMAIN_ID."""
@@ -116,9 +119,8 @@ def start_node(
         "--ros-args", "--params-file", str(params),
         "-p", "use_sim_time:=true", "-p", "autostart:=true",
     ]  # fmt: skip
-    for name, value in (overrides or {}).items():
-        command += ["-p", f"{name}:={value}"]
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    command += parameter_args(overrides or {})
+    return children.popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 def stop_node(node: subprocess.Popen) -> None:
@@ -154,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
 def start_foxglove(params: Path, log: IO[bytes]) -> subprocess.Popen:
     """oxygen-foxglove as its own process, on its default port (the URL is printed)."""
     command = [sys.executable, "-m", "oxygen_ros.tools.foxglove", "--params", str(params)]
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    return children.popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import foxglove
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 
+from oxygen_ros.spin import CannotStart, Hosted, run_node
 from oxygen_ros.tools.bagio import message_class, typestore
 from oxygen_ros.tools.configure import TopicNames, load_settings
 
@@ -123,26 +122,23 @@ def serve(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console script `oxygen-foxglove`: bridge until Ctrl-C."""
+    """Console script `oxygen-foxglove`: bridge until SIGINT or SIGTERM."""
     args = _parser().parse_args(argv)
-    rclpy.init()
-    try:
-        node, bridge, server = serve(args.params, args.namespace, args.host, args.port)
-    except (OSError, ValueError) as error:  # a missing params file, a bad parameter, a busy port
-        print(f"oxygen-foxglove: {error}", file=sys.stderr)
-        rclpy.try_shutdown()
-        return 1
-    print(f"oxygen-foxglove: ws://{args.host}:{server.port} ({len(bridge.channels)} topics)")
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        server.stop()
-        bridge.close()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+
+    def build() -> Hosted:
+        try:
+            node, bridge, server = serve(args.params, args.namespace, args.host, args.port)
+        except (OSError, ValueError) as error:  # missing params file, bad parameter, busy port
+            raise CannotStart(str(error)) from None
+        print(f"oxygen-foxglove: ws://{args.host}:{server.port} ({len(bridge.channels)} topics)")
+
+        def close() -> None:
+            server.stop()
+            bridge.close()
+
+        return Hosted(node, close=close)
+
+    return run_node("oxygen-foxglove", build)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,8 @@ from oxygen_core.sim.tasks import FAMILIES, TIME_LIMITS
 from oxygen_ros import topics
 from oxygen_ros.convert import image_to_rgb, msgtype, stamp_to_ns
 from oxygen_ros.params import Settings
+from oxygen_ros.ros_args import parameter_args
+from oxygen_ros.tools import children
 from oxygen_ros.tools.bagio import BagMessage, BagWriter
 from oxygen_ros.tools.configure import TopicNames, load_settings
 from oxygen_ros.tools.demo import start_node, stop_node
@@ -179,19 +181,11 @@ def _recording(
 def start_sim(
     parameters: Mapping[str, object], log: Any, env: Mapping[str, str] | None = None
 ) -> subprocess.Popen:
-    """`oxygen-sim` as its own process with these parameters."""
+    """`oxygen-sim` as its own process with these parameters; it gets SIGTERM if this
+    process dies first (tools.children)."""
     command = [sys.executable, "-m", "oxygen_ros.tools.sim.node", "--ros-args"]
-    for name, value in parameters.items():
-        command += ["-p", f"{name}:={_ros_value(value)}"]
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-
-
-def _ros_value(value: object) -> str:
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(str(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
+    command += parameter_args(parameters)
+    return children.popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,23 +279,23 @@ def run_sim_eval(spec: SimEvalSpec, out: Path) -> dict[str, Path]:
         open(out / "node.log", "wb") as node_log,
         open(out / "sim.log", "wb") as sim_log,
     ):
-        node = (
-            start_node(spec.params, node_log, spec.overrides, env)
-            if spec.policy == "model"
-            else None
-        )
-        sim = start_sim(sim_params, sim_log, env)
-        print(f"{len(plan)} episodes ({', '.join(spec.families)} x {spec.episodes}), policy "
-              f"{spec.policy}, real-time factor {rtf:g}; logs in {out}")  # fmt: skip
+        started: list[subprocess.Popen] = []  # stopped whatever fails, the sim first
         try:
+            node = None
+            if spec.policy == "model":
+                node = start_node(spec.params, node_log, spec.overrides, env)
+                started.append(node)
+            sim = start_sim(sim_params, sim_log, env)
+            started.append(sim)
+            print(f"{len(plan)} episodes ({', '.join(spec.families)} x {spec.episodes}), "
+                  f"policy {spec.policy}, real-time factor {rtf:g}; logs in {out}")  # fmt: skip
             _wait_for_episodes(sim, node, collector, len(plan), spec, out)
             if node is not None:
                 period = settings.node.frame_period_s
                 recorder.wait_quiet(quiet_s=max(1.0, 3 * period), timeout_s=60.0)
         finally:
-            for process in (sim, node):
-                if process is not None:
-                    stop_node(process)
+            for process in reversed(started):
+                stop_node(process)
     run = sim_report.RunSetup(
         policy=spec.policy,
         mode=settings.engine.engine_mode,

@@ -6,12 +6,14 @@ Each `tick` at sim time t:
    starts: a fresh world from (family, seed), the executor reset to the home pose (the
    first trajectory after a reset is not a seam), the instruction published;
 2. what a robot's drivers publish, stamped t: the joint states, the cameras (every
-   `camera_every` ticks), the instruction again every second; then /clock = t. Sensors go
-   before the clock, so a node whose frame timer fires at t already has them;
+   `camera_every` ticks), the instruction again at the first tick of each sim second of
+   the episode; then /clock = t. Sensors go before the clock, so a node whose frame timer
+   fires at t already has them;
 3. trajectories: with an external policy, every JointTrajectory received since the last
    tick goes to the executor (`replace` at its stamp, a zero stamp meaning now); one whose
-   stamp is older than the episode is dropped as `previous_episode`; a rejected one is
-   counted by reason and the arm keeps its current command. With the expert, its targets
+   stamp is older than the episode is dropped as `previous_episode` (also one that was
+   still waiting when the episode changed); a rejected one is counted by the executor's
+   `Rejection.kind` and the arm keeps its current command. With the expert, its targets
    for this tick are wrapped as a one-point trajectory and go the same way (and are
    published, with its narration and memory lines, on /sim/expert/...);
 4. success or the time limit ends the episode (checked after the policy saw the world, as
@@ -46,6 +48,7 @@ from oxygen_ros.tools.sim import messages as m
 
 POLICIES = ("external", "expert")
 _INSTRUCTION_PERIOD_NS = _NS
+_INBOX_MAX = 16  # trajectories waiting for the next tick; a policy sends about one a frame
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,20 +101,6 @@ class SimPort(Protocol):
         ...
 
 
-def reject_kind(reason: str) -> str:
-    """A key to count an executor's rejection reason by (its text names the problem)."""
-    for kind, words in (
-        ("joint_names", "joint names"),
-        ("non_finite", "finite"),
-        ("times", "time_from_start"),
-        ("late", "in the past"),
-        ("points", "point"),
-    ):
-        if words in reason:
-            return kind
-    return "other"
-
-
 @dataclasses.dataclass
 class _Episode:
     index: int
@@ -131,6 +120,7 @@ class _Episode:
     renders: int = 0
     render_wall_s: float = 0.0
     end_ns: int | None = None  # set when the episode is over
+    next_instruction_ns: int = 0  # the instruction goes out again at the first tick from here
 
 
 class SimLoop:
@@ -148,7 +138,9 @@ class SimLoop:
         self._renderer = Renderer(cfg.camera_size, cfg.camera_size)
         self._dt = cfg.period_ns / _NS
         self.now_ns = round(cfg.start_s * _NS)
-        self._inbox: collections.deque[JointTrajectory] = collections.deque()
+        self._inbox: collections.deque[JointTrajectory] = collections.deque(maxlen=_INBOX_MAX)
+        self._overflowed = 0  # trajectories the full inbox dropped (written by `receive`)
+        self._overflow_counted = 0  # of those, counted into an episode (by `tick`)
         self._next = 0
         self.ticks = 0
         self.episode: _Episode | None = None
@@ -160,7 +152,11 @@ class SimLoop:
         return self.episode is None and self._next >= len(self.cfg.episodes)
 
     def receive(self, msg: JointTrajectory) -> None:
-        """A trajectory from the policy (any thread); applied at the next tick."""
+        """A trajectory from the policy (any thread); applied at the next tick. A policy
+        that floods the sim loses its oldest ones beyond _INBOX_MAX, counted as
+        inbox_full (each would only have superseded the one before it)."""
+        if len(self._inbox) == _INBOX_MAX:
+            self._overflowed += 1
         self._inbox.append(msg)
 
     def tick(self) -> bool:
@@ -177,13 +173,13 @@ class SimLoop:
         if ep.expert is not None:
             self._expert_acts(ep, t)
         else:
-            while self._inbox:
-                self._apply(ep, self._inbox.popleft(), t)
-        if ep.task.succeeded(ep.world) or ep.steps >= ep.max_steps:
-            ep.success, ep.end_ns = bool(ep.task.succeeded(ep.world)), t
+            self._drain_inbox(ep, t)
+        success = bool(ep.task.succeeded(ep.world))
+        if success or ep.steps >= ep.max_steps:
+            ep.success, ep.end_ns = success, t
         else:
             command = self.executor.command(t / _NS)
-            ep.seams.observe(command, self.executor.last_handover)
+            ep.seams.observe(command, self.executor.last_takeover)
             ep.world.step(command, self._dt)
             ep.steps += 1
         self.now_ns += self.cfg.period_ns
@@ -206,12 +202,12 @@ class SimLoop:
             max_steps=int(round(task.time_limit * _NS / self.cfg.period_ns)),
             seams=SeamMeter(self._dt),
             expert=expert,
+            next_instruction_ns=self.now_ns + _INSTRUCTION_PERIOD_NS,
         )
         self._next += 1
         if self.executor is None:
             self.executor = TrajectoryExecutor(world.joints)
         self.executor.reset(world.joints, self.now_ns / _NS)
-        self._inbox.clear()  # trajectories for the previous world
         self._port.publish("instruction", m.string_msg(task.instruction), self.now_ns)
 
     def _finish(self, ep: _Episode) -> None:
@@ -253,8 +249,10 @@ class SimLoop:
                 ep.renders += 1
                 msg = m.image_msg(pixels, t, f"{camera}_camera_optical_frame")
                 self._port.publish(f"camera/{camera}", msg, t)
-        if t > ep.start_ns and (t - ep.start_ns) % _INSTRUCTION_PERIOD_NS == 0:
+        if t >= ep.next_instruction_ns:  # ticks need not fall on whole seconds (15 Hz)
             self._port.publish("instruction", m.string_msg(ep.task.instruction), t)
+            periods = 1 + (t - ep.next_instruction_ns) // _INSTRUCTION_PERIOD_NS
+            ep.next_instruction_ns += periods * _INSTRUCTION_PERIOD_NS
 
     def _expert_acts(self, ep: _Episode, t: int) -> None:
         out = ep.expert.act(ep.world, self._dt)
@@ -268,15 +266,24 @@ class SimLoop:
         self._port.publish("expert_trajectory", msg, t)
         self._apply(ep, msg, t)
 
+    def _drain_inbox(self, ep: _Episode, t: int) -> None:
+        """Every trajectory received since the last tick, then what the full inbox lost."""
+        while self._inbox:
+            self._apply(ep, self._inbox.popleft(), t)
+        overflowed = self._overflowed
+        if overflowed > self._overflow_counted:
+            ep.rejected["inbox_full"] += overflowed - self._overflow_counted
+            self._overflow_counted = overflowed
+
     def _apply(self, ep: _Episode, msg: JointTrajectory, t: int) -> None:
         """Hand one trajectory to the executor, or count why not."""
         start = convert.stamp_to_ns(msg.header.stamp) or t  # a zero stamp means "now"
-        if start < ep.start_ns:
+        if start < ep.start_ns:  # sent for the previous episode's world
             ep.rejected["previous_episode"] += 1
             return
-        reason = self.executor.replace(convert.trajectory_of(msg, start), now=t / _NS)
-        if reason is None:
+        rejection = self.executor.replace(convert.trajectory_of(msg, start), now=t / _NS)
+        if rejection is None:
             ep.accepted += 1
             return
-        ep.rejected[reject_kind(reason)] += 1
-        self._warn(f"trajectory rejected, holding position: {reason}")
+        ep.rejected[rejection.kind] += 1
+        self._warn(f"trajectory rejected, holding position: {rejection.reason}")

@@ -22,13 +22,10 @@ with `exit_when_done`, exits.
 from __future__ import annotations
 
 import collections
-import sys
 import threading
 import time
 from typing import Any
 
-import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from trajectory_msgs.msg import JointTrajectory
@@ -36,7 +33,10 @@ from trajectory_msgs.msg import JointTrajectory
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
 from oxygen_core.sim.tasks import FAMILIES
-from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_plan
+from oxygen_ros import ros_args
+from oxygen_ros.ros_args import ParamDoc
+from oxygen_ros.spin import CannotStart, Hosted, run_node
+from oxygen_ros.tools.sim.loop import POLICIES, SimConfig, SimLoop, episode_plan
 from oxygen_ros.tools.sim.messages import SIM_TOPICS, TRAJECTORY_TOPIC
 
 NODE_NAME = "oxygen_sim"
@@ -45,20 +45,31 @@ NODE_NAME = "oxygen_sim"
 QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 _POLL_S = 0.05
 
-PARAMETERS: dict[str, Any] = {
-    "families": list(FAMILIES),
-    "seed": 0,
-    "episodes": 1,  # per family
-    "policy": "external",
-    "control_rate_hz": 20.0,
-    "real_time_factor": 1.0,
-    "camera_size": 224,
-    "camera_rate_hz": 10.0,
-    "trajectory_topic": TRAJECTORY_TOPIC,
-    "wait_for_peers_s": 0.0,
-    "exit_when_done": True,
-    **{t.parameter: t.topic for t in SIM_TOPICS if t.parameter},
-}
+PARAMETERS: tuple[ParamDoc, ...] = (
+    ParamDoc("families", list(FAMILIES), "Task families, run interleaved seed by seed."),
+    ParamDoc("seed", 0, "First seed; each family runs seeds seed .. seed + episodes - 1."),
+    ParamDoc("episodes", 1, "Episodes per family."),
+    ParamDoc(
+        "policy",
+        "external",
+        "external: trajectories from trajectory_topic (the oxygen node); expert: the "
+        "scripted expert drives.",
+        choices=POLICIES,
+    ),
+    ParamDoc("control_rate_hz", 20.0, "Ticks of sim time per second (one control period each)."),
+    ParamDoc("real_time_factor", 1.0, "Sim seconds per wall second (below 1: slower)."),
+    ParamDoc("camera_size", 224, "Width and height of the rendered camera images."),
+    ParamDoc("camera_rate_hz", 10.0, "Camera frames per sim second (a divisor of the rate)."),
+    ParamDoc("trajectory_topic", TRAJECTORY_TOPIC, "JointTrajectory input (external policy)."),
+    ParamDoc(
+        "wait_for_peers_s",
+        0.0,
+        "Hold the first episode up to this long for an outcome subscriber and the policy "
+        "(0: start at once).",
+    ),
+    ParamDoc("exit_when_done", True, "Exit after the last episode (false: spin on)."),
+    *(ParamDoc(t.parameter, t.topic, f"Topic: {t.doc}.") for t in SIM_TOPICS if t.parameter),
+)
 
 
 class SimNode(Node):
@@ -66,9 +77,9 @@ class SimNode(Node):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
-        for name, default in PARAMETERS.items():
-            self.declare_parameter(name, default)
-        p = {name: self.get_parameter(name).value for name in PARAMETERS}
+        for parameter in PARAMETERS:
+            self.declare_parameter(parameter.name, parameter.default)
+        p = {q.name: self.get_parameter(q.name).value for q in PARAMETERS}
         self.cfg = SimConfig(
             episodes=episode_plan(tuple(p["families"]), p["seed"], p["episodes"]),
             policy=p["policy"],
@@ -169,30 +180,49 @@ def summary(loop: SimLoop, wall_s: float) -> str:
     )
 
 
-def main(args: list[str] | None = None) -> int:
-    """Console script `oxygen-sim`: run every episode, then exit (or spin on)."""
-    rclpy.init(args=args)
+def _build() -> Hosted:
+    """The sim node, its loop's thread started with the spin, and the exit condition."""
     try:
         node = SimNode()
     except (ValueError, TypeError) as error:
-        print(f"oxygen-sim: {error}", file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
+        raise CannotStart(str(error), status=2) from None
     runner = threading.Thread(target=node.run, name="oxygen-sim-loop", daemon=True)
-    runner.start()
-    try:
-        while rclpy.ok() and not (node.exit_when_done and node.finished.is_set()):
-            executor.spin_once(timeout_sec=_POLL_S)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
+
+    def close() -> None:
         node.stop.set()
-        runner.join()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+        if runner.ident is not None:  # started
+            runner.join()
+
+    return Hosted(
+        node,
+        start=runner.start,
+        done=lambda: node.exit_when_done and node.finished.is_set(),
+        close=close,
+    )
+
+
+def help_text() -> str:
+    """`oxygen-sim --help`: what it is, its parameters (PARAMETERS), examples."""
+    return ros_args.help_text(
+        "oxygen-sim",
+        "The simulated tabletop as a ROS 2 robot: it owns sim time (/clock), publishes "
+        "cameras, joint states and each episode's instruction, executes the trajectories "
+        "a policy publishes, and logs the run's figures after the last episode.",
+        PARAMETERS,
+        [
+            "oxygen-sim --ros-args -p families:=[pick,put,push] -p episodes:=2 "
+            "-p policy:=expert -p real_time_factor:=2.0",
+            "oxygen-sim --ros-args -p policy:=external -p wait_for_peers_s:=300.0",
+        ],
+    )
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script `oxygen-sim`: run every episode, then exit (or spin on)."""
+    if ros_args.wants_help(args):
+        print(help_text(), end="")
+        return 0
+    return run_node("oxygen-sim", _build, args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,94 @@
+"""The ROS command line of our executables (oxygen_ros.ros_args): --help and -p values."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+import rclpy
+from rclpy.context import Context
+from rclpy.node import Node
+
+from oxygen_core.engine.types import EngineConfig, is_parameter
+from oxygen_ros import node as oxygen_node
+from oxygen_ros.params import NodeConfig
+from oxygen_ros.ros_args import parameter_args, ros_value, wants_help
+from oxygen_ros.tools.sim import node as sim_node
+
+
+def test_help_is_asked_before_ros_args_only():
+    assert wants_help(["oxygen-node", "--help"])
+    assert wants_help(["oxygen-node", "-h", "--ros-args", "-p", "autostart:=true"])
+    assert not wants_help(["oxygen-node"])
+    assert not wants_help(["oxygen-node", "--ros-args", "-p", "instruction:=--help"])
+    assert not wants_help(["--help"])  # the program's name, as rclpy reads argv
+
+
+def test_node_help_lists_every_parameter_field_with_its_default():
+    text = oxygen_node.help_text()
+    fields = [
+        f for config in (NodeConfig, EngineConfig) for f in dataclasses.fields(config)
+        if is_parameter(f)
+    ]  # fmt: skip
+    listed = re.findall(r"^  (\S+) \(default ", text, re.M)
+    assert listed == [f.name for f in fields]
+    for field in fields:
+        assert f"\n  {field.name} (default {ros_value(field.default)}" in text, field.name
+    assert "  control_rate_hz (default 50.0, in [0.1, 1000.0])\n" in text
+    assert "  engine_mode (default oxygen, one of oxygen, shared, isolated)\n" in text
+    assert "--params-file config/tiny.yaml -p autostart:=true" in text
+
+
+def test_sim_help_lists_what_the_sim_node_declares():
+    text = sim_node.help_text()
+    assert re.findall(r"^  (\S+) \(default ", text, re.M) == [p.name for p in sim_node.PARAMETERS]
+    for parameter in sim_node.PARAMETERS:
+        assert f"\n  {parameter.name} (default {ros_value(parameter.default)}" in text
+    assert "  families (default [pick, put, push])\n" in text
+
+
+# Values of every type a tool passes, and strings YAML would read as something else.
+VALUES = {
+    "flag": True,
+    "off": False,
+    "rate": 20.0,
+    "count": 3,
+    "name": "pick",
+    "topic": "/camera/base/image_raw",
+    "relative": "~/instruction",
+    "empty": "",
+    "digits": "1",
+    "word_true": "true",
+    "colon": "Narrate the scene:",
+    "families": ["pick", "put", "push"],
+    "families_tuple": ("pick", "put"),
+    "with_comma": ["a, b", "c"],
+    "buckets": [1, 2, 4],
+    "gains": [1.0, 2.5],
+    "flags": [True, False],
+}
+
+
+@pytest.mark.ros
+def test_parameter_args_reach_a_node_as_the_same_values():
+    context = Context()
+    rclpy.init(args=["x", "--ros-args", *parameter_args(VALUES)], context=context)
+    try:
+        node = Node("args_probe", context=context, start_parameter_services=False,
+                    automatically_declare_parameters_from_overrides=True)  # fmt: skip
+        for name, value in VALUES.items():
+            got = node.get_parameter(name).value
+            want = list(value) if isinstance(value, tuple) else value
+            got = list(got) if isinstance(want, list) else got  # int arrays come as array("q")
+            assert got == want and type(got) is type(want), (name, got)
+            if isinstance(want, list):
+                assert all(type(g) is type(w) for g, w in zip(got, want, strict=True)), name
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+
+
+def test_parameter_args_literals():
+    args = parameter_args({"autostart": True, "families": ("pick", "put"), "n": "1"})
+    assert args == ["-p", "autostart:=true", "-p", "families:=[pick, put]", "-p", 'n:="1"']
