@@ -3,6 +3,7 @@
     oxygen-train --out data/policy/sim_demo            # sim episodes -> checkpoint
     oxygen-train --out DIR --episodes FILE.npz         # episodes collected elsewhere (bags)
     oxygen-train-eval --checkpoint data/policy/sim_demo --episodes 50
+    oxygen-train-eval --checkpoint data/policy/sim_demo --open-loop 256   # grounding check
 
 `oxygen-train` writes, under --out, an openpi-layout checkpoint (`params/`, Orbax, and
 `assets/<robot>/norm_stats.json`), the trained SentencePiece model `tokenizer.model`,
@@ -33,7 +34,7 @@ from oxygen_core.model.tokenizer import Tokenizer
 from oxygen_core.policy import Policy, load_policy
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_core.train import dataset as D
-from oxygen_core.train import rollout
+from oxygen_core.train import grounding, rollout
 from oxygen_core.train.curves import plot_history
 from oxygen_core.train.records import Dart
 from oxygen_core.train.trainer import TrainConfig, train
@@ -46,7 +47,10 @@ EVAL_FIRST_SEED = 100_000  # training seeds are far below this
 def _episodes(args: argparse.Namespace, cfg) -> D.Episodes:
     if args.episodes:
         return D.Episodes.load(Path(args.episodes))
-    cache = Path(args.work) / f"episodes-{args.seeds}-{args.camera_size}-{int(args.dart)}.npz"
+    size = cfg.vision.image_size
+    cache = (
+        Path(args.work) / f"episodes-{args.seeds}-{args.camera_size}-{size}-{int(args.dart)}.npz"
+    )
     if cache.exists():
         return D.Episodes.load(cache)
     bar = tqdm(total=len(args.families) * args.seeds, desc="expert episodes", unit="ep")
@@ -156,6 +160,12 @@ def eval_main(argv: list[str] | None = None) -> None:
     ckpt = Path(args.checkpoint)
     meta = json.loads((ckpt / CONFIG_FILE).read_text())
     policy = load_policy(meta["preset"], meta["robot"], ckpt, ckpt / TOKENIZER_FILE)
+    camera = args.camera_size or meta["camera_size"]
+    if args.open_loop:
+        held_out = _held_out(args, policy, camera)
+        result = grounding.check(policy, held_out, args.open_loop)
+        print(json.dumps({part: g.row() for part, g in result.items()}))
+        return
     streams = (
         StreamConfig("narration", "Narrate:", max_tokens=args.max_tokens, every_frames=5),
         StreamConfig("memory", "Remember:", max_tokens=args.max_tokens, every_frames=10),
@@ -179,7 +189,6 @@ def eval_main(argv: list[str] | None = None) -> None:
         bar.update(1)
         bar.set_postfix({f: f"{np.mean(w):.2f}" for f, w in wins.items()})
 
-    camera = args.camera_size or meta["camera_size"]
     outcomes = rollout.evaluate(engine, args.families, seeds, args.execute, camera, progress)
     bar.close()
     table = rollout.summarise(outcomes)
@@ -187,6 +196,19 @@ def eval_main(argv: list[str] | None = None) -> None:
     if args.json:
         detail = [dataclasses.asdict(o) for o in outcomes]
         Path(args.json).write_text(json.dumps({"summary": table, "episodes": detail}, indent=1))
+
+
+def _held_out(args: argparse.Namespace, policy: Policy, camera: int) -> D.Episodes:
+    """Clean expert episodes on the evaluation seeds, cached under --work per image size."""
+    size = policy.config.vision.image_size
+    cache = Path(args.work) / f"held-out-{args.episodes}-{camera}-{size}.npz"
+    if cache.exists():
+        return D.Episodes.load(cache)
+    seeds = range(args.first_seed, args.first_seed + args.episodes)
+    data = D.generate_sim(args.families, seeds, policy.config, camera, None, workers=2)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    data.save(cache)
+    return data
 
 
 def _eval_parser() -> argparse.ArgumentParser:
@@ -203,4 +225,13 @@ def _eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=24)
     p.add_argument("--camera-size", type=int, default=0, help="0: the training camera size")
     p.add_argument("--json", help="write the summary and every episode here")
+    p.add_argument(
+        "--open-loop",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="instead of closed loop: the grounding check on STEPS steps of --episodes "
+        "held-out expert episodes per family",
+    )
+    p.add_argument("--work", default="out/train/check", help="held-out expert episodes cache")
     return p

@@ -1,0 +1,121 @@
+"""Open-loop grounding check: are the predicted chunks the expert's, and do they follow the
+instruction?
+
+A closed-loop episode costs seconds and says only "failed"; this check costs a few
+seconds for hundreds of held-out steps and says why. On expert steps of episodes training
+never saw it compares, in radians over the six arm joints and every chunk row:
+
+- `policy_err`: the sampled chunk against the expert's chunk;
+- `hold_err`: holding still (every row = the current joints) against the expert's chunk.
+  A policy that has learned anything about the motion is clearly below it;
+- `swap_change`: how much the sampled chunk moves when the instruction names another
+  graspable object of the same scene (same images, state and start noise). A policy that
+  reads the target out of the images through the instruction changes its chunk a lot
+  (of the order of `hold_err` in the reach phase); one that ignores the instruction does
+  not change it at all.
+
+Each figure is given over all the steps and over the reach phase alone (the steps whose
+expert narration is "moving to ..."), where the target decides the whole motion and an
+ungrounded policy can only guess: there grounding shows first and most.
+
+Sampling is the node's: one prefill, `denoise_steps` Euler steps from fixed noise per
+step (`Policy.noise`), the robot's output transform. Steps are taken evenly over the
+held-out episodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+
+from oxygen_core.image import scale_images
+from oxygen_core.model import pi05
+from oxygen_core.policy import Policy
+from oxygen_core.sim.scene import GRASPABLE
+from oxygen_core.sim.tasks import make_task
+from oxygen_core.train.dataset import Episodes
+
+
+@dataclasses.dataclass(frozen=True)
+class Grounding:
+    steps: int
+    policy_err: float  # rad, mean |sampled - expert| over arm joints and chunk rows
+    hold_err: float  # rad, mean |current joints - expert|
+    swap_change: float  # rad, mean |sampled(instruction) - sampled(other target)|
+
+    def row(self) -> dict[str, float]:
+        return {k: round(v, 5) if isinstance(v, float) else v for k, v in vars(self).items()}
+
+
+def swapped_instruction(episode: str, instruction: str) -> str | None:
+    """The instruction with its target replaced by another graspable object of the same
+    scene ("<family>/<seed>" names the scene); None when the scene has no other one."""
+    family, seed = episode.split("/")
+    task = make_task(family, int(seed))
+    target = task.objects[task.target].name
+    others = [
+        o.name
+        for k, o in enumerate(task.objects)
+        if k not in (task.target, task.bowl) and o.shape in GRASPABLE
+    ]
+    return instruction.replace(target, others[0]) if others and target in instruction else None
+
+
+def pick_steps(data: Episodes, count: int) -> np.ndarray:
+    """`count` step indices spread evenly over `data` (every episode phase represented)."""
+    return np.unique(np.linspace(0, len(data) - 1, min(count, len(data))).round().astype(int))
+
+
+def sample_chunks(
+    policy: Policy, images, image_mask, prompts, states, noise_seed: int, denoise_steps: int
+) -> np.ndarray:
+    """Robot-space chunks [N, H, A] for N steps (images uint8 at the model's size)."""
+    cfg = policy.config
+    sample = jax.jit(
+        lambda params, inputs, noise: pi05.denoise(
+            params, cfg, pi05.prefill(params, cfg, inputs), noise, denoise_steps
+        )
+    )
+    tokens = [policy.prompt_tokens(p, s) for p, s in zip(prompts, states, strict=True)]
+    inputs = pi05.PrefixInputs(
+        images=scale_images(images),
+        image_mask=image_mask,
+        tokens=np.stack([t for t, _ in tokens]),
+        token_mask=np.stack([m for _, m in tokens]),
+    )
+    noise = policy.noise(noise_seed, len(states))
+    actions = np.asarray(sample(policy.params, inputs, noise))
+    return np.stack([policy.robot_actions(a, s) for a, s in zip(actions, states, strict=True)])
+
+
+REACH_NARRATION = "moving to"
+
+
+def check(
+    policy: Policy, data: Episodes, count: int = 256, noise_seed: int = 0, denoise_steps: int = 10
+) -> dict[str, Grounding]:
+    """The three figures on `count` held-out steps of `data` (see the module docstring):
+    {"all": every step, "reach": the reach-phase steps among them}."""
+    idx = pick_steps(data, count)
+    swaps = [swapped_instruction(data.episode[i], data.instruction[i]) for i in idx]
+    idx = np.asarray([i for i, s in zip(idx, swaps, strict=True) if s is not None])
+    swaps = [s for s in swaps if s is not None]
+    images, mask, states = data.images[idx], data.image_mask[idx], data.state[idx]
+    expert = data.actions[idx]
+    arm = list(policy.robot.delta_actions)
+
+    def chunks(prompts: list[str]) -> np.ndarray:
+        return sample_chunks(policy, images, mask, prompts, states, noise_seed, denoise_steps)
+
+    pred = chunks([data.instruction[i] for i in idx])
+    swapped = chunks(swaps)
+    hold = np.broadcast_to(states[:, None, :], expert.shape)
+    reach = np.asarray([data.narration[i].startswith(REACH_NARRATION) for i in idx])
+
+    def figures(rows: np.ndarray) -> Grounding:
+        err = lambda a, b: float(np.mean(np.abs(a[rows][..., arm] - b[rows][..., arm])))  # noqa: E731
+        return Grounding(int(rows.sum()), err(pred, expert), err(hold, expert), err(pred, swapped))
+
+    return {"all": figures(np.ones(len(idx), bool)), "reach": figures(reach)}
