@@ -260,6 +260,9 @@ def test_grounding_check_samples_as_inference_does_and_measures_against_holding_
     err = np.abs(np.stack(expected)[..., :6] - data.actions[idx, :, :6]).mean()
     np.testing.assert_allclose(result.policy_err, err, rtol=1e-4)
     assert result.swap_change > 0.0  # random weights read the prompt too
+    # The sim fills two of the tiny preset's three slots; the third is masked out.
+    base, wrist, empty = result.camera_change
+    assert base > 0.0 and wrist > 0.0 and empty == 0.0
 
 
 # ----------------------------------------------------------------------------- helpers

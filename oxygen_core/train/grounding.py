@@ -12,7 +12,10 @@ never saw it compares, in radians over the six arm joints and every chunk row:
   graspable object of the same scene (same images, state and start noise). A policy that
   reads the target out of the images through the instruction changes its chunk a lot
   (of the order of `hold_err` in the reach phase); one that ignores the instruction does
-  not change it at all.
+  not change it at all;
+- `camera_change`, per camera: how much the sampled chunk moves when that camera's image
+  comes from another held-out scene (the rest unchanged). Near zero: the policy does not
+  look at that camera.
 
 Each figure is given over all the steps and over the reach phase alone (the steps whose
 expert narration is "moving to ..."), where the target decides the whole motion and an
@@ -26,6 +29,7 @@ held-out episodes.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import jax
 import numpy as np
@@ -44,9 +48,14 @@ class Grounding:
     policy_err: float  # rad, mean |sampled - expert| over arm joints and chunk rows
     hold_err: float  # rad, mean |current joints - expert|
     swap_change: float  # rad, mean |sampled(instruction) - sampled(other target)|
+    camera_change: tuple[float, ...]  # rad, per image slot: that camera from another scene
 
-    def row(self) -> dict[str, float]:
-        return {k: round(v, 5) if isinstance(v, float) else v for k, v in vars(self).items()}
+    def row(self) -> dict:
+        r = lambda v: round(v, 5)  # noqa: E731
+        return {
+            k: r(v) if isinstance(v, float) else [r(x) for x in v] if isinstance(v, tuple) else v
+            for k, v in vars(self).items()
+        }
 
 
 def swapped_instruction(episode: str, instruction: str) -> str | None:
@@ -68,26 +77,28 @@ def pick_steps(data: Episodes, count: int) -> np.ndarray:
     return np.unique(np.linspace(0, len(data) - 1, min(count, len(data))).round().astype(int))
 
 
-def sample_chunks(
-    policy: Policy, images, image_mask, prompts, states, noise_seed: int, denoise_steps: int
-) -> np.ndarray:
-    """Robot-space chunks [N, H, A] for N steps (images uint8 at the model's size)."""
+def chunk_sampler(policy: Policy, noise_seed: int = 0, denoise_steps: int = 10) -> Callable:
+    """(images uint8 [N, I, S, S, 3], image_mask, prompts, states) -> robot-space chunks
+    [N, H, A], sampled as the node samples them, step n from row n of `Policy.noise`."""
     cfg = policy.config
     sample = jax.jit(
         lambda params, inputs, noise: pi05.denoise(
             params, cfg, pi05.prefill(params, cfg, inputs), noise, denoise_steps
         )
     )
-    tokens = [policy.prompt_tokens(p, s) for p, s in zip(prompts, states, strict=True)]
-    inputs = pi05.PrefixInputs(
-        images=scale_images(images),
-        image_mask=image_mask,
-        tokens=np.stack([t for t, _ in tokens]),
-        token_mask=np.stack([m for _, m in tokens]),
-    )
-    noise = policy.noise(noise_seed, len(states))
-    actions = np.asarray(sample(policy.params, inputs, noise))
-    return np.stack([policy.robot_actions(a, s) for a, s in zip(actions, states, strict=True)])
+
+    def chunks(images, image_mask, prompts: list[str], states: np.ndarray) -> np.ndarray:
+        tokens = [policy.prompt_tokens(p, s) for p, s in zip(prompts, states, strict=True)]
+        inputs = pi05.PrefixInputs(
+            images=scale_images(images),
+            image_mask=image_mask,
+            tokens=np.stack([t for t, _ in tokens]),
+            token_mask=np.stack([m for _, m in tokens]),
+        )
+        actions = np.asarray(sample(policy.params, inputs, policy.noise(noise_seed, len(states))))
+        return np.stack([policy.robot_actions(a, s) for a, s in zip(actions, states, strict=True)])
+
+    return chunks
 
 
 REACH_NARRATION = "moving to"
@@ -96,7 +107,7 @@ REACH_NARRATION = "moving to"
 def check(
     policy: Policy, data: Episodes, count: int = 256, noise_seed: int = 0, denoise_steps: int = 10
 ) -> dict[str, Grounding]:
-    """The three figures on `count` held-out steps of `data` (see the module docstring):
+    """The figures on `count` held-out steps of `data` (see the module docstring):
     {"all": every step, "reach": the reach-phase steps among them}."""
     idx = pick_steps(data, count)
     swaps = [swapped_instruction(data.episode[i], data.instruction[i]) for i in idx]
@@ -106,16 +117,24 @@ def check(
     expert = data.actions[idx]
     arm = list(policy.robot.delta_actions)
 
-    def chunks(prompts: list[str]) -> np.ndarray:
-        return sample_chunks(policy, images, mask, prompts, states, noise_seed, denoise_steps)
-
-    pred = chunks([data.instruction[i] for i in idx])
-    swapped = chunks(swaps)
+    sample = chunk_sampler(policy, noise_seed, denoise_steps)
+    prompts = [data.instruction[i] for i in idx]
+    pred = sample(images, mask, prompts, states)
+    swapped = sample(images, mask, swaps, states)
+    other = len(idx) // 2  # steps half the set away: another episode's scene
+    other_camera = []
+    for k in range(images.shape[1]):
+        moved = images.copy()
+        moved[:, k] = np.roll(images[:, k], other, axis=0)
+        other_camera.append(sample(moved, mask, prompts, states))
     hold = np.broadcast_to(states[:, None, :], expert.shape)
     reach = np.asarray([data.narration[i].startswith(REACH_NARRATION) for i in idx])
 
     def figures(rows: np.ndarray) -> Grounding:
         err = lambda a, b: float(np.mean(np.abs(a[rows][..., arm] - b[rows][..., arm])))  # noqa: E731
-        return Grounding(int(rows.sum()), err(pred, expert), err(hold, expert), err(pred, swapped))
+        camera = tuple(err(pred, c) for c in other_camera)
+        return Grounding(
+            int(rows.sum()), err(pred, expert), err(hold, expert), err(pred, swapped), camera
+        )
 
     return {"all": figures(np.ones(len(idx), bool)), "reach": figures(reach)}
