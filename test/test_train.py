@@ -246,7 +246,7 @@ def test_grounding_check_samples_as_inference_does_and_measures_against_holding_
     assert result.steps == 6
     hold = np.abs(data.state[idx, None, :6] - data.actions[idx, :, :6])
     np.testing.assert_allclose(result.hold_err, hold.mean(), rtol=1e-6)
-    in_reach = [data.narration[i].startswith("moving to") for i in idx]
+    in_reach = [data.narration[i].startswith("moving") for i in idx]
     assert reach.steps == sum(in_reach) > 0
     np.testing.assert_allclose(reach.hold_err, hold[np.asarray(in_reach)].mean(), rtol=1e-6)
     # The sampled chunks are the node's: prefill + denoise of Policy.prefix_inputs, then

@@ -18,8 +18,8 @@ never saw it compares, in radians over the six arm joints and every chunk row:
   look at that camera.
 
 Each figure is given over all the steps and over the reach phase alone (the steps whose
-expert narration is "moving to ..."), where the target decides the whole motion and an
-ungrounded policy can only guess: there grounding shows first and most.
+expert narration is "moving to ..." or "moving behind ..."), where the target decides the
+whole motion and an ungrounded policy can only guess: there grounding shows first and most.
 
 Sampling is the node's: one prefill, `denoise_steps` Euler steps from fixed noise per
 step (`Policy.noise`), the robot's output transform. Steps are taken evenly over the
@@ -101,7 +101,7 @@ def chunk_sampler(policy: Policy, noise_seed: int = 0, denoise_steps: int = 10) 
     return chunks
 
 
-REACH_NARRATION = "moving to"
+REACH_NARRATION = "moving"  # "moving to the ..." (pick, put), "moving behind the ..." (push)
 
 
 def check(
