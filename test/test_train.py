@@ -230,6 +230,9 @@ def test_swapped_instruction_names_another_graspable_object_of_the_scene():
     put = G.swapped_instruction("put/3", "put the red block in the yellow bowl")
     assert put == "put the green ball in the yellow bowl"
     assert G.swapped_instruction("pick/0", "pick up the red ball") is None  # not its target
+    assert G.swap_direction("push the red block to the left") == "push the red block to the right"
+    assert G.swap_direction("push the red block to the right") == "push the red block to the left"
+    assert G.swap_direction("pick up the red block") == "pick up the red block"
 
 
 @pytest.mark.slow
@@ -243,7 +246,7 @@ def test_grounding_check_samples_as_inference_does_and_measures_against_holding_
     assert idx.tolist() == np.linspace(0, len(data) - 1, 6).round().astype(int).tolist()
     checked = G.check(policy, data, count=6, denoise_steps=4)
     result, reach = checked["all"], checked["reach"]
-    assert result.steps == 6
+    assert result.steps == 6 and set(checked) == {"all", "reach"}  # no push steps here
     hold = np.abs(data.state[idx, None, :6] - data.actions[idx, :, :6])
     np.testing.assert_allclose(result.hold_err, hold.mean(), rtol=1e-6)
     in_reach = [data.narration[i].startswith("moving") for i in idx]

@@ -13,6 +13,9 @@ never saw it compares, in radians over the six arm joints and every chunk row:
   reads the target out of the images through the instruction changes its chunk a lot
   (of the order of `hold_err` in the reach phase); one that ignores the instruction does
   not change it at all;
+- for push steps, the change when the instruction's "left" and "right" trade places: a
+  word the action expert can follow without finding anything in the images, so it tells a
+  language path that works (large) from a missing visual binding of the target's name;
 - `camera_change`, per camera: how much the sampled chunk moves when that camera's image
   comes from another held-out scene (the rest unchanged). Near zero: the policy does not
   look at that camera.
@@ -108,7 +111,8 @@ def check(
     policy: Policy, data: Episodes, count: int = 256, noise_seed: int = 0, denoise_steps: int = 10
 ) -> dict[str, Grounding]:
     """The figures on `count` held-out steps of `data` (see the module docstring):
-    {"all": every step, "reach": the reach-phase steps among them}."""
+    {"all": every step, "reach": the reach-phase steps among them, "push_direction": the
+    push steps, with `swap_change` the change when "left" and "right" trade places}."""
     idx = pick_steps(data, count)
     swaps = [swapped_instruction(data.episode[i], data.instruction[i]) for i in idx]
     idx = np.asarray([i for i, s in zip(idx, swaps, strict=True) if s is not None])
@@ -130,11 +134,26 @@ def check(
     hold = np.broadcast_to(states[:, None, :], expert.shape)
     reach = np.asarray([data.narration[i].startswith(REACH_NARRATION) for i in idx])
 
-    def figures(rows: np.ndarray) -> Grounding:
+    push = np.asarray([data.episode[i].startswith("push/") for i in idx])
+    turned = sample(images, mask, [swap_direction(p) for p in prompts], states)
+
+    def figures(rows: np.ndarray, other_prompt: np.ndarray) -> Grounding:
         err = lambda a, b: float(np.mean(np.abs(a[rows][..., arm] - b[rows][..., arm])))  # noqa: E731
         camera = tuple(err(pred, c) for c in other_camera)
         return Grounding(
-            int(rows.sum()), err(pred, expert), err(hold, expert), err(pred, swapped), camera
+            int(rows.sum()), err(pred, expert), err(hold, expert), err(pred, other_prompt), camera
         )
 
-    return {"all": figures(np.ones(len(idx), bool)), "reach": figures(reach)}
+    everything = np.ones(len(idx), bool)
+    result = {"all": figures(everything, swapped), "reach": figures(reach, swapped)}
+    if push.any():
+        result["push_direction"] = figures(push, turned)
+    return result
+
+
+def swap_direction(instruction: str) -> str:
+    """ "... to the left" <-> "... to the right" (other instructions unchanged)."""
+    for a, b in (("to the left", "to the right"), ("to the right", "to the left")):
+        if instruction.endswith(a):
+            return instruction[: -len(a)] + b
+    return instruction
