@@ -26,6 +26,7 @@ from oxygen_core.train import losses as L
 from oxygen_core.train.cli import write_checkpoint
 from oxygen_core.train.records import expert_episode
 from oxygen_core.train.trainer import TrainConfig, make_eval, to_batch, train
+from oxygen_core.train.variants import oversample_reach
 
 CFG = model_preset("tiny")
 ROBOT = robot_preset("sim")
@@ -233,6 +234,15 @@ def test_swapped_instruction_names_another_graspable_object_of_the_scene():
     assert G.swap_direction("push the red block to the left") == "push the red block to the right"
     assert G.swap_direction("push the red block to the right") == "push the red block to the left"
     assert G.swap_direction("pick up the red block") == "pick up the red block"
+
+
+def test_oversampled_reach_steps_are_repeated_and_the_rest_kept_once(tokenizer):
+    arrays = _arrays(tokenizer, 4)
+    narration = ["moving to the red block", "grasping the red block"] * 2
+    more = oversample_reach(arrays, narration, 3)
+    assert len(more) == 4 + 2 * 2
+    np.testing.assert_array_equal(more.actions[4:], arrays.actions[[0, 2, 0, 2]])
+    np.testing.assert_array_equal(more.tokens[:4], arrays.tokens)
 
 
 @pytest.mark.slow

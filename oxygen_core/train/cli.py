@@ -77,6 +77,39 @@ def split(data: D.Episodes, every: int) -> tuple[D.Episodes, D.Episodes]:
     return data.select(~val), data.select(val)
 
 
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """What training reads, fitted on the training episodes only."""
+
+    train_set: D.Arrays
+    val_set: D.Arrays
+    tokenizer_bytes: bytes
+    norm: NormStats
+    train_episodes: int
+
+    def policy(self, cfg, robot, params) -> Policy:
+        """A policy with these norm stats and tokenizer around `params`."""
+        return Policy(
+            cfg, robot, params, Tokenizer(self.tokenizer_bytes, TOKENIZER_FILE), self.norm
+        )
+
+
+def prepare(cfg, robot, data: D.Episodes, val_every_episode: int) -> Prepared:
+    """Episodes -> held-out split, norm stats, the trained tokenizer, tokenized arrays."""
+    train_eps, val_eps = split(data, val_every_episode)
+    norm = D.norm_stats(train_eps, robot)
+    tokenizer_bytes = D.train_tokenizer(D.corpus(train_eps, robot, norm, DEFAULT_STREAMS))
+    preprocess = Policy(cfg, robot, {}, Tokenizer(tokenizer_bytes, TOKENIZER_FILE), norm)
+    text_len = D.text_length(preprocess.tokenizer, data, DEFAULT_STREAMS)
+    return Prepared(
+        D.tokenize(train_eps, preprocess, text_len=text_len),
+        D.tokenize(val_eps, preprocess, text_len=text_len),
+        tokenizer_bytes,
+        norm,
+        len(set(train_eps.episode)),
+    )
+
+
 def train_main(argv: list[str] | None = None) -> None:
     args = _train_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -85,18 +118,13 @@ def train_main(argv: list[str] | None = None) -> None:
     robot = robot_preset(args.robot)
     cfg = robot.apply(model_preset(args.preset))
     data = _episodes(args, cfg)
-    train_eps, val_eps = split(data, args.val_every_episode)
-    norm = D.norm_stats(train_eps, robot)
+    prep = prepare(cfg, robot, data, args.val_every_episode)
+    train_set, val_set, norm = prep.train_set, prep.val_set, prep.norm
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer_bytes = D.train_tokenizer(D.corpus(train_eps, robot, norm, DEFAULT_STREAMS))
-    (out / TOKENIZER_FILE).write_bytes(tokenizer_bytes)
-    preprocess = Policy(cfg, robot, {}, Tokenizer(tokenizer_bytes, TOKENIZER_FILE), norm)
-    text_len = D.text_length(preprocess.tokenizer, data, DEFAULT_STREAMS)
-    train_set = D.tokenize(train_eps, preprocess, text_len=text_len)
-    val_set = D.tokenize(val_eps, preprocess, text_len=text_len)
+    (out / TOKENIZER_FILE).write_bytes(prep.tokenizer_bytes)
     tc = TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
     print(
-        f"{len(train_set)} training steps of {len(set(train_eps.episode))} episodes, "
+        f"{len(train_set)} training steps of {prep.train_episodes} episodes, "
         f"{len(val_set)} validation steps; model {cfg.name}, "
         f"{sum(np.size(v) for v in P.flatten(P.init_params(cfg)).values()) / 1e6:.2f}M params"
     )
@@ -162,7 +190,8 @@ def eval_main(argv: list[str] | None = None) -> None:
     policy = load_policy(meta["preset"], meta["robot"], ckpt, ckpt / TOKENIZER_FILE)
     camera = args.camera_size or meta["camera_size"]
     if args.open_loop:
-        held_out = _held_out(args, policy, camera)
+        seeds = range(args.first_seed, args.first_seed + args.episodes)
+        held_out = held_out_episodes(args.families, seeds, policy.config, camera, Path(args.work))
         result = grounding.check(policy, held_out, args.open_loop)
         print(json.dumps({part: g.row() for part, g in result.items()}))
         return
@@ -198,14 +227,15 @@ def eval_main(argv: list[str] | None = None) -> None:
         Path(args.json).write_text(json.dumps({"summary": table, "episodes": detail}, indent=1))
 
 
-def _held_out(args: argparse.Namespace, policy: Policy, camera: int) -> D.Episodes:
-    """Clean expert episodes on the evaluation seeds, cached under --work per image size."""
-    size = policy.config.vision.image_size
-    cache = Path(args.work) / f"held-out-{args.episodes}-{camera}-{size}.npz"
+def held_out_episodes(
+    families: list[str], seeds: range, config, camera: int, work: Path
+) -> D.Episodes:
+    """Clean expert episodes on evaluation seeds, cached under `work` per image size."""
+    size = config.vision.image_size
+    cache = work / f"held-out-{len(seeds)}-{seeds.start}-{camera}-{size}.npz"
     if cache.exists():
         return D.Episodes.load(cache)
-    seeds = range(args.first_seed, args.first_seed + args.episodes)
-    data = D.generate_sim(args.families, seeds, policy.config, camera, None, workers=2)
+    data = D.generate_sim(families, seeds, config, camera, None, workers=2)
     cache.parent.mkdir(parents=True, exist_ok=True)
     data.save(cache)
     return data
