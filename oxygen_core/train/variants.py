@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     own.add_argument("--text-weight", type=float, default=TrainConfig.text_weight)
     own.add_argument("--reach-repeat", type=int, default=1, help="reach steps drawn N x")
     own.add_argument("--init-from", help="start from this demo checkpoint's params")
+    own.add_argument("--warmup", type=int, default=TrainConfig.warmup, help="lr warm-up steps")
     own.add_argument("--check-steps", type=int, default=512)
     own.add_argument("--check-seeds", type=int, default=8, help="held-out seeds per family")
     own.add_argument("--check-work", default="out/train/check", help="held-out episodes cache")
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> None:
         lr=targs.lr,
         seed=targs.seed,
         text_weight=args.text_weight,
+        warmup=args.warmup,
         val_every=max(targs.steps // 2, 1),
     )
     params = P.to_runtime(P.init_params(cfg, targs.seed))
