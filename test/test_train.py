@@ -21,10 +21,12 @@ from oxygen_core.model.normalize import read_norm_stats, write_norm_stats
 from oxygen_core.model.tokenizer import Tokenizer
 from oxygen_core.policy import Policy, load_policy
 from oxygen_core.train import dataset as D
+from oxygen_core.train import grounding as G
 from oxygen_core.train import losses as L
 from oxygen_core.train.cli import write_checkpoint
 from oxygen_core.train.records import expert_episode
 from oxygen_core.train.trainer import TrainConfig, make_eval, to_batch, train
+from oxygen_core.train.variants import oversample_reach
 
 CFG = model_preset("tiny")
 ROBOT = robot_preset("sim")
@@ -220,6 +222,60 @@ def test_exported_checkpoint_loads_and_acts_like_the_trained_params(params, toke
     memory = pi05.denoise(trained, CFG, pi05.prefill(trained, CFG, inputs), noise, 4)
     np.testing.assert_array_equal(np.asarray(loaded), np.asarray(memory))
     assert not np.array_equal(np.asarray(memory), np.asarray(_denoise(params, inputs, noise)))
+
+
+def test_swapped_instruction_names_another_graspable_object_of_the_scene():
+    # pick/0: yellow block (target), red bowl, blue ball, green ball
+    assert G.swapped_instruction("pick/0", "pick up the yellow block") == "pick up the blue ball"
+    # put/3: the receiving bowl stays; the next graspable object replaces the target
+    put = G.swapped_instruction("put/3", "put the red block in the yellow bowl")
+    assert put == "put the green ball in the yellow bowl"
+    assert G.swapped_instruction("pick/0", "pick up the red ball") is None  # not its target
+    assert G.swap_direction("push the red block to the left") == "push the red block to the right"
+    assert G.swap_direction("push the red block to the right") == "push the red block to the left"
+    assert G.swap_direction("pick up the red block") == "pick up the red block"
+
+
+def test_oversampled_reach_steps_are_repeated_and_the_rest_kept_once(tokenizer):
+    arrays = _arrays(tokenizer, 4)
+    narration = ["moving to the red block", "grasping the red block"] * 2
+    more = oversample_reach(arrays, narration, 3)
+    assert len(more) == 4 + 2 * 2
+    np.testing.assert_array_equal(more.actions[4:], arrays.actions[[0, 2, 0, 2]])
+    np.testing.assert_array_equal(more.tokens[:4], arrays.tokens)
+
+
+@pytest.mark.slow
+def test_grounding_check_samples_as_inference_does_and_measures_against_holding_still(
+    params, tokenizer
+):
+    records = [r for s in (0, 1) for r in expert_episode("pick", s, CFG.action_horizon, 40)]
+    data = D.collect(records, CFG)
+    policy = Policy(CFG, ROBOT, params, tokenizer, D.norm_stats(data, ROBOT))
+    idx = G.pick_steps(data, 6)
+    assert idx.tolist() == np.linspace(0, len(data) - 1, 6).round().astype(int).tolist()
+    checked = G.check(policy, data, count=6, denoise_steps=4)
+    result, reach = checked["all"], checked["reach"]
+    assert result.steps == 6 and set(checked) == {"all", "reach"}  # no push steps here
+    hold = np.abs(data.state[idx, None, :6] - data.actions[idx, :, :6])
+    np.testing.assert_allclose(result.hold_err, hold.mean(), rtol=1e-6)
+    in_reach = [data.narration[i].startswith("moving") for i in idx]
+    assert reach.steps == sum(in_reach) > 0
+    np.testing.assert_allclose(reach.hold_err, hold[np.asarray(in_reach)].mean(), rtol=1e-6)
+    # The sampled chunks are the node's: prefill + denoise of Policy.prefix_inputs, then
+    # robot_actions, with Policy.noise rows for the start noise.
+    noise = policy.noise(0, len(idx))
+    expected = []
+    for row, i in enumerate(idx):
+        inputs = policy.prefix_inputs(records[i].obs)
+        chunk = _denoise(params, inputs, noise[row : row + 1])[0]
+        expected.append(policy.robot_actions(np.asarray(chunk), data.state[i]))
+    err = np.abs(np.stack(expected)[..., :6] - data.actions[idx, :, :6]).mean()
+    np.testing.assert_allclose(result.policy_err, err, rtol=1e-4)
+    assert result.swap_change > 0.0  # random weights read the prompt too
+    # The sim fills two of the tiny preset's three slots; the third is masked out.
+    base, wrist, empty = result.camera_change
+    assert base > 0.0 and wrist > 0.0 and empty == 0.0
 
 
 # ----------------------------------------------------------------------------- helpers

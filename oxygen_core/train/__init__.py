@@ -5,5 +5,8 @@ dataset   records -> arrays: norm stats, the trained tokenizer, prompts, text ta
 losses    flow matching on action chunks and next-token cross-entropy on stream texts
 trainer   the optax loop: batches, validation, resumable state, checkpoints, curves
 rollout   the trained policy in closed loop in the sim, in process (success, narration)
-cli       `oxygen-train`
+grounding the open-loop check: chunk error vs holding still, and whether chunks follow the
+          instruction's target, its push direction and each camera
+variants  a short run of a recipe variant and its grounding check, for comparison tables
+cli       `oxygen-train`, `oxygen-train-eval`
 """

@@ -3,6 +3,7 @@
     oxygen-train --out data/policy/sim_demo            # sim episodes -> checkpoint
     oxygen-train --out DIR --episodes FILE.npz         # episodes collected elsewhere (bags)
     oxygen-train-eval --checkpoint data/policy/sim_demo --episodes 50
+    oxygen-train-eval --checkpoint data/policy/sim_demo --open-loop 256   # grounding check
 
 `oxygen-train` writes, under --out, an openpi-layout checkpoint (`params/`, Orbax, and
 `assets/<robot>/norm_stats.json`), the trained SentencePiece model `tokenizer.model`,
@@ -33,7 +34,7 @@ from oxygen_core.model.tokenizer import Tokenizer
 from oxygen_core.policy import Policy, load_policy
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_core.train import dataset as D
-from oxygen_core.train import rollout
+from oxygen_core.train import grounding, rollout
 from oxygen_core.train.curves import plot_history
 from oxygen_core.train.records import Dart
 from oxygen_core.train.trainer import TrainConfig, train
@@ -46,7 +47,10 @@ EVAL_FIRST_SEED = 100_000  # training seeds are far below this
 def _episodes(args: argparse.Namespace, cfg) -> D.Episodes:
     if args.episodes:
         return D.Episodes.load(Path(args.episodes))
-    cache = Path(args.work) / f"episodes-{args.seeds}-{args.camera_size}-{int(args.dart)}.npz"
+    size = cfg.vision.image_size
+    cache = (
+        Path(args.work) / f"episodes-{args.seeds}-{args.camera_size}-{size}-{int(args.dart)}.npz"
+    )
     if cache.exists():
         return D.Episodes.load(cache)
     bar = tqdm(total=len(args.families) * args.seeds, desc="expert episodes", unit="ep")
@@ -73,6 +77,39 @@ def split(data: D.Episodes, every: int) -> tuple[D.Episodes, D.Episodes]:
     return data.select(~val), data.select(val)
 
 
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """What training reads, fitted on the training episodes only."""
+
+    train_set: D.Arrays
+    val_set: D.Arrays
+    tokenizer_bytes: bytes
+    norm: NormStats
+    train_episodes: int
+
+    def policy(self, cfg, robot, params) -> Policy:
+        """A policy with these norm stats and tokenizer around `params`."""
+        return Policy(
+            cfg, robot, params, Tokenizer(self.tokenizer_bytes, TOKENIZER_FILE), self.norm
+        )
+
+
+def prepare(cfg, robot, data: D.Episodes, val_every_episode: int) -> Prepared:
+    """Episodes -> held-out split, norm stats, the trained tokenizer, tokenized arrays."""
+    train_eps, val_eps = split(data, val_every_episode)
+    norm = D.norm_stats(train_eps, robot)
+    tokenizer_bytes = D.train_tokenizer(D.corpus(train_eps, robot, norm, DEFAULT_STREAMS))
+    preprocess = Policy(cfg, robot, {}, Tokenizer(tokenizer_bytes, TOKENIZER_FILE), norm)
+    text_len = D.text_length(preprocess.tokenizer, data, DEFAULT_STREAMS)
+    return Prepared(
+        D.tokenize(train_eps, preprocess, text_len=text_len),
+        D.tokenize(val_eps, preprocess, text_len=text_len),
+        tokenizer_bytes,
+        norm,
+        len(set(train_eps.episode)),
+    )
+
+
 def train_main(argv: list[str] | None = None) -> None:
     args = _train_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -81,18 +118,13 @@ def train_main(argv: list[str] | None = None) -> None:
     robot = robot_preset(args.robot)
     cfg = robot.apply(model_preset(args.preset))
     data = _episodes(args, cfg)
-    train_eps, val_eps = split(data, args.val_every_episode)
-    norm = D.norm_stats(train_eps, robot)
+    prep = prepare(cfg, robot, data, args.val_every_episode)
+    train_set, val_set, norm = prep.train_set, prep.val_set, prep.norm
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer_bytes = D.train_tokenizer(D.corpus(train_eps, robot, norm, DEFAULT_STREAMS))
-    (out / TOKENIZER_FILE).write_bytes(tokenizer_bytes)
-    preprocess = Policy(cfg, robot, {}, Tokenizer(tokenizer_bytes, TOKENIZER_FILE), norm)
-    text_len = D.text_length(preprocess.tokenizer, data, DEFAULT_STREAMS)
-    train_set = D.tokenize(train_eps, preprocess, text_len=text_len)
-    val_set = D.tokenize(val_eps, preprocess, text_len=text_len)
+    (out / TOKENIZER_FILE).write_bytes(prep.tokenizer_bytes)
     tc = TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
     print(
-        f"{len(train_set)} training steps of {len(set(train_eps.episode))} episodes, "
+        f"{len(train_set)} training steps of {prep.train_episodes} episodes, "
         f"{len(val_set)} validation steps; model {cfg.name}, "
         f"{sum(np.size(v) for v in P.flatten(P.init_params(cfg)).values()) / 1e6:.2f}M params"
     )
@@ -156,6 +188,13 @@ def eval_main(argv: list[str] | None = None) -> None:
     ckpt = Path(args.checkpoint)
     meta = json.loads((ckpt / CONFIG_FILE).read_text())
     policy = load_policy(meta["preset"], meta["robot"], ckpt, ckpt / TOKENIZER_FILE)
+    camera = args.camera_size or meta["camera_size"]
+    if args.open_loop:
+        seeds = range(args.first_seed, args.first_seed + args.episodes)
+        held_out = held_out_episodes(args.families, seeds, policy.config, camera, Path(args.work))
+        result = grounding.check(policy, held_out, args.open_loop)
+        print(json.dumps({part: g.row() for part, g in result.items()}))
+        return
     streams = (
         StreamConfig("narration", "Narrate:", max_tokens=args.max_tokens, every_frames=5),
         StreamConfig("memory", "Remember:", max_tokens=args.max_tokens, every_frames=10),
@@ -179,7 +218,6 @@ def eval_main(argv: list[str] | None = None) -> None:
         bar.update(1)
         bar.set_postfix({f: f"{np.mean(w):.2f}" for f, w in wins.items()})
 
-    camera = args.camera_size or meta["camera_size"]
     outcomes = rollout.evaluate(engine, args.families, seeds, args.execute, camera, progress)
     bar.close()
     table = rollout.summarise(outcomes)
@@ -187,6 +225,20 @@ def eval_main(argv: list[str] | None = None) -> None:
     if args.json:
         detail = [dataclasses.asdict(o) for o in outcomes]
         Path(args.json).write_text(json.dumps({"summary": table, "episodes": detail}, indent=1))
+
+
+def held_out_episodes(
+    families: list[str], seeds: range, config, camera: int, work: Path
+) -> D.Episodes:
+    """Clean expert episodes on evaluation seeds, cached under `work` per image size."""
+    size = config.vision.image_size
+    cache = work / f"held-out-{len(seeds)}-{seeds.start}-{camera}-{size}.npz"
+    if cache.exists():
+        return D.Episodes.load(cache)
+    data = D.generate_sim(families, seeds, config, camera, None, workers=2)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    data.save(cache)
+    return data
 
 
 def _eval_parser() -> argparse.ArgumentParser:
@@ -203,4 +255,13 @@ def _eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=24)
     p.add_argument("--camera-size", type=int, default=0, help="0: the training camera size")
     p.add_argument("--json", help="write the summary and every episode here")
+    p.add_argument(
+        "--open-loop",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="instead of closed loop: the grounding check on STEPS steps of --episodes "
+        "held-out expert episodes per family",
+    )
+    p.add_argument("--work", default="out/train/check", help="held-out expert episodes cache")
     return p

@@ -1,0 +1,159 @@
+"""Open-loop grounding check: are the predicted chunks the expert's, and do they follow the
+instruction?
+
+A closed-loop episode costs seconds and says only "failed"; this check costs a few
+seconds for hundreds of held-out steps and says why. On expert steps of episodes training
+never saw it compares, in radians over the six arm joints and every chunk row:
+
+- `policy_err`: the sampled chunk against the expert's chunk;
+- `hold_err`: holding still (every row = the current joints) against the expert's chunk.
+  A policy that has learned anything about the motion is clearly below it;
+- `swap_change`: how much the sampled chunk moves when the instruction names another
+  graspable object of the same scene (same images, state and start noise). A policy that
+  reads the target out of the images through the instruction changes its chunk a lot
+  (of the order of `hold_err` in the reach phase); one that ignores the instruction does
+  not change it at all;
+- for push steps, the change when the instruction's "left" and "right" trade places: a
+  word the action expert can follow without finding anything in the images, so it tells a
+  language path that works (large) from a missing visual binding of the target's name;
+- `camera_change`, per camera: how much the sampled chunk moves when that camera's image
+  comes from another held-out scene (the rest unchanged). Near zero: the policy does not
+  look at that camera.
+
+Each figure is given over all the steps and over the reach phase alone (the steps whose
+expert narration is "moving to ..." or "moving behind ..."), where the target decides the
+whole motion and an ungrounded policy can only guess: there grounding shows first and most.
+
+Sampling is the node's: one prefill, `denoise_steps` Euler steps from fixed noise per
+step (`Policy.noise`), the robot's output transform. Steps are taken evenly over the
+held-out episodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+from oxygen_core.image import scale_images
+from oxygen_core.model import pi05
+from oxygen_core.policy import Policy
+from oxygen_core.sim.scene import GRASPABLE
+from oxygen_core.sim.tasks import make_task
+from oxygen_core.train.dataset import Episodes
+
+
+@dataclasses.dataclass(frozen=True)
+class Grounding:
+    steps: int
+    policy_err: float  # rad, mean |sampled - expert| over arm joints and chunk rows
+    hold_err: float  # rad, mean |current joints - expert|
+    swap_change: float  # rad, mean |sampled(instruction) - sampled(other target)|
+    camera_change: tuple[float, ...]  # rad, per image slot: that camera from another scene
+
+    def row(self) -> dict:
+        r = lambda v: round(v, 5)  # noqa: E731
+        return {
+            k: r(v) if isinstance(v, float) else [r(x) for x in v] if isinstance(v, tuple) else v
+            for k, v in vars(self).items()
+        }
+
+
+def swapped_instruction(episode: str, instruction: str) -> str | None:
+    """The instruction with its target replaced by another graspable object of the same
+    scene ("<family>/<seed>" names the scene); None when the scene has no other one."""
+    family, seed = episode.split("/")
+    task = make_task(family, int(seed))
+    target = task.objects[task.target].name
+    others = [
+        o.name
+        for k, o in enumerate(task.objects)
+        if k not in (task.target, task.bowl) and o.shape in GRASPABLE
+    ]
+    return instruction.replace(target, others[0]) if others and target in instruction else None
+
+
+def pick_steps(data: Episodes, count: int) -> np.ndarray:
+    """`count` step indices spread evenly over `data` (every episode phase represented)."""
+    return np.unique(np.linspace(0, len(data) - 1, min(count, len(data))).round().astype(int))
+
+
+def chunk_sampler(policy: Policy, noise_seed: int = 0, denoise_steps: int = 10) -> Callable:
+    """(images uint8 [N, I, S, S, 3], image_mask, prompts, states) -> robot-space chunks
+    [N, H, A], sampled as the node samples them, step n from row n of `Policy.noise`."""
+    cfg = policy.config
+    sample = jax.jit(
+        lambda params, inputs, noise: pi05.denoise(
+            params, cfg, pi05.prefill(params, cfg, inputs), noise, denoise_steps
+        )
+    )
+
+    def chunks(images, image_mask, prompts: list[str], states: np.ndarray) -> np.ndarray:
+        tokens = [policy.prompt_tokens(p, s) for p, s in zip(prompts, states, strict=True)]
+        inputs = pi05.PrefixInputs(
+            images=scale_images(images),
+            image_mask=image_mask,
+            tokens=np.stack([t for t, _ in tokens]),
+            token_mask=np.stack([m for _, m in tokens]),
+        )
+        actions = np.asarray(sample(policy.params, inputs, policy.noise(noise_seed, len(states))))
+        return np.stack([policy.robot_actions(a, s) for a, s in zip(actions, states, strict=True)])
+
+    return chunks
+
+
+REACH_NARRATION = "moving"  # "moving to the ..." (pick, put), "moving behind the ..." (push)
+
+
+def check(
+    policy: Policy, data: Episodes, count: int = 256, noise_seed: int = 0, denoise_steps: int = 10
+) -> dict[str, Grounding]:
+    """The figures on `count` held-out steps of `data` (see the module docstring):
+    {"all": every step, "reach": the reach-phase steps among them, "push_direction": the
+    push steps, with `swap_change` the change when "left" and "right" trade places}."""
+    idx = pick_steps(data, count)
+    swaps = [swapped_instruction(data.episode[i], data.instruction[i]) for i in idx]
+    idx = np.asarray([i for i, s in zip(idx, swaps, strict=True) if s is not None])
+    swaps = [s for s in swaps if s is not None]
+    images, mask, states = data.images[idx], data.image_mask[idx], data.state[idx]
+    expert = data.actions[idx]
+    arm = list(policy.robot.delta_actions)
+
+    sample = chunk_sampler(policy, noise_seed, denoise_steps)
+    prompts = [data.instruction[i] for i in idx]
+    pred = sample(images, mask, prompts, states)
+    swapped = sample(images, mask, swaps, states)
+    other = len(idx) // 2  # steps half the set away: another episode's scene
+    other_camera = []
+    for k in range(images.shape[1]):
+        moved = images.copy()
+        moved[:, k] = np.roll(images[:, k], other, axis=0)
+        other_camera.append(sample(moved, mask, prompts, states))
+    hold = np.broadcast_to(states[:, None, :], expert.shape)
+    reach = np.asarray([data.narration[i].startswith(REACH_NARRATION) for i in idx])
+
+    push = np.asarray([data.episode[i].startswith("push/") for i in idx])
+    turned = sample(images, mask, [swap_direction(p) for p in prompts], states)
+
+    def figures(rows: np.ndarray, other_prompt: np.ndarray) -> Grounding:
+        err = lambda a, b: float(np.mean(np.abs(a[rows][..., arm] - b[rows][..., arm])))  # noqa: E731
+        camera = tuple(err(pred, c) for c in other_camera)
+        return Grounding(
+            int(rows.sum()), err(pred, expert), err(hold, expert), err(pred, other_prompt), camera
+        )
+
+    everything = np.ones(len(idx), bool)
+    result = {"all": figures(everything, swapped), "reach": figures(reach, swapped)}
+    if push.any():
+        result["push_direction"] = figures(push, turned)
+    return result
+
+
+def swap_direction(instruction: str) -> str:
+    """ "... to the left" <-> "... to the right" (other instructions unchanged)."""
+    for a, b in (("to the left", "to the right"), ("to the right", "to the left")):
+        if instruction.endswith(a):
+            return instruction[: -len(a)] + b
+    return instruction
