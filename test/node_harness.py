@@ -9,13 +9,15 @@ conditions over what arrived, never for a fixed time.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pytest
@@ -60,6 +62,20 @@ def console_script(name: str = "oxygen-node") -> str:
     if found is None:
         pytest.skip(f"{name} is not installed (run the project's setup)")
     return found
+
+
+def start_tiny_node(log: IO[str]) -> subprocess.Popen:
+    """`oxygen-node` autostarting on config/tiny.yaml in its own process, as on a robot;
+    its output goes to `log` (a file: a full pipe would block the node)."""
+    root = Path(__file__).resolve().parents[1]
+    tiny = root / "config" / "tiny.yaml"
+    return subprocess.Popen(
+        [console_script(), "--ros-args", "--params-file", str(tiny), "-p", "autostart:=true"],
+        cwd=root,
+        env=os.environ.copy(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import rclpy
 import yaml
-from node_harness import Probe, SensorFaults, Spinners, console_script
+from node_harness import Probe, SensorFaults, Spinners, console_script, start_tiny_node
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -27,13 +27,7 @@ PARAMS = yaml.safe_load(TINY.read_text())["/**"]["ros__parameters"]
 
 def test_console_script_autostarts_publishes_and_exits_on_sigint(tmp_path):
     log = (tmp_path / "oxygen-node.log").open("w+")  # a file: a full pipe would block it
-    process = subprocess.Popen(
-        [console_script(), "--ros-args", "--params-file", str(TINY), "-p", "autostart:=true"],
-        cwd=ROOT,
-        env=os.environ.copy(),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    process = start_tiny_node(log)
     rclpy.init()
     probe = Probe(
         cameras=PARAMS["camera_topics"],

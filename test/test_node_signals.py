@@ -15,7 +15,6 @@ then failed against the dead context (or spun forever when the shutdown raced th
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 import rclpy
 import yaml
-from node_harness import Probe, SensorFaults, Spinners, console_script
+from node_harness import Probe, SensorFaults, Spinners, start_tiny_node
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -35,10 +34,7 @@ PARAMS = yaml.safe_load(TINY.read_text())["/**"]["ros__parameters"]
 
 def test_repeated_sigint_during_shutdown_still_exits_cleanly(tmp_path):
     log = (tmp_path / "oxygen-node.log").open("w+")  # a file: a full pipe would block it
-    process = subprocess.Popen(
-        [console_script(), "--ros-args", "--params-file", str(TINY), "-p", "autostart:=true"],
-        cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    process = start_tiny_node(log)
     rclpy.init()
     probe = Probe(
         cameras=PARAMS["camera_topics"], joints=PARAMS["joint_names"],
@@ -79,10 +75,7 @@ def test_sigterm_during_start_up_ends_the_node_promptly(tmp_path, after_s):
     """after_s: seconds after the node logs that autostart configures (None: 0.3 s after
     the spawn, while Python still imports, where the default action ends it: 143)."""
     log = (tmp_path / "oxygen-node.log").open("w+")
-    process = subprocess.Popen(
-        [console_script(), "--ros-args", "--params-file", str(TINY), "-p", "autostart:=true"],
-        cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    process = start_tiny_node(log)
     try:
         if after_s is None:
             time.sleep(0.3)  # a moment after the spawn, not a condition
