@@ -379,3 +379,26 @@ def test_shipped_sim_bag_is_a_replay_input_for_the_sim_params(tmp_path):
         ("push", 0, True),
     ]
     assert [i[1] for i in job.info("offline").instructions] == [o.instruction for o in outcomes]
+
+
+def test_a_command_delay_holds_each_trajectory_for_that_many_ticks():
+    """With command_delay_steps d the arm takes a trajectory d ticks after the one that
+    would take it without delay."""
+    cfg = SimConfig(episode_plan(("push",), 3, 1), camera_size=16, command_delay_steps=2)
+    loop = SimLoop(cfg, Null())
+    loop.tick()
+    target = HOME[None, :] + np.array([0.02] * 6 + [-0.02])  # the gripper is open at home
+    loop.receive(trajectory_msg([0.0], target, 0))  # zero stamp: when the controller gets it
+    for _ in range(2):
+        loop.tick()
+        np.testing.assert_allclose(loop.episode.world.joints, HOME, atol=1e-12)
+        assert loop.episode.accepted == 0
+    loop.tick()
+    assert loop.episode.accepted == 1
+    loop.tick()
+    np.testing.assert_allclose(loop.episode.world.joints, target[0], atol=1e-12)
+
+
+def test_a_negative_command_delay_is_refused():
+    with pytest.raises(ValueError, match="command_delay_steps"):
+        SimConfig(episode_plan(("push",), 3, 1), command_delay_steps=-1)

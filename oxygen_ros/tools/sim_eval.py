@@ -2,7 +2,8 @@
 
     oxygen-sim-eval [--params config/sim.yaml] [--policy model|expert] [--mode oxygen]
                     [--families pick,put,push] [--episodes 2] [--seed 0]
-                    [--rtf 0.5] [--camera-size 224] [--camera-rate 10] [--out DIR]
+                    [--rtf 0.5] [--camera-size 224] [--camera-rate 10]
+                    [--command-delay-steps 0] [--out DIR]
 
 Two processes, as on a robot: the sim node (`oxygen-sim`, oxygen_ros.tools.sim.node) owns
 sim time and publishes cameras, joint states, /clock and each episode's instruction; the
@@ -87,6 +88,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--camera-size", type=int, default=224)
     parser.add_argument("--camera-rate", type=float, default=10.0, help="Hz")
+    parser.add_argument(
+        "--command-delay-steps",
+        type=int,
+        default=0,
+        help="control periods the sim holds each trajectory before executing it (latency)",
+    )
     parser.add_argument("--gif-fps", type=float, default=5.0, help="animation frames/s")
     parser.add_argument("--out", type=Path, help="output folder (default out/sim/<time>)")
     parser.add_argument(
@@ -202,6 +209,7 @@ class SimEvalSpec:
     rtf: float | None = None  # None: 0.5 for the model, 2 for the expert
     camera_size: int = 224
     camera_rate: float = 10.0
+    command_delay_steps: int = 0  # the sim's trajectory latency in control periods
     gif_fps: float = 5.0
     wait_s: float = 300.0  # how long the node may take to activate
     domain_id: int | None = None  # ROS_DOMAIN_ID of the sim, the node and the recorder
@@ -223,6 +231,7 @@ def sim_parameters(spec: SimEvalSpec, names: TopicNames, control_hz: float) -> d
         "real_time_factor": float(spec.real_time_factor),
         "camera_size": spec.camera_size,
         "camera_rate_hz": float(spec.camera_rate),
+        "command_delay_steps": spec.command_delay_steps,
         "joint_state_topic": names.joint_state,
         "instruction_topic": names.instruction,
         "trajectory_topic": names.output(topics.JOINT_TRAJECTORY) or "",
@@ -324,6 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rtf=args.rtf,
         camera_size=args.camera_size,
         camera_rate=args.camera_rate,
+        command_delay_steps=args.command_delay_steps,
         gif_fps=args.gif_fps,
         wait_s=args.wait_s,
     )

@@ -10,12 +10,14 @@ Each `tick` at sim time t:
    the episode; then /clock = t. Sensors go before the clock, so a node whose frame timer
    fires at t already has them;
 3. trajectories: with an external policy, every JointTrajectory received since the last
-   tick goes to the executor (`replace` at its stamp, a zero stamp meaning now); one whose
-   stamp is older than the episode is dropped as `previous_episode` (also one that was
-   still waiting when the episode changed); a rejected one is counted by the executor's
-   `Rejection.kind` and the arm keeps its current command. With the expert, its targets
-   for this tick are wrapped as a one-point trajectory and go the same way (and are
-   published, with its narration and memory lines, on /sim/expert/...);
+   tick (or, with `command_delay_steps` d, received d ticks before this one: a link and
+   actuation latency the policy must plan for) goes to the executor (`replace` at its
+   stamp, a zero stamp meaning now); one whose stamp is older than the episode is dropped
+   as `previous_episode` (also one that was still waiting when the episode changed); a
+   rejected one is counted by the executor's `Rejection.kind` and the arm keeps its
+   current command. With the expert, its targets for this tick are wrapped as a one-point
+   trajectory and go the same way (and are published, with its narration and memory
+   lines, on /sim/expert/...);
 4. success or the time limit ends the episode (checked after the policy saw the world, as
    `oxygen_core.sim.runner` does); otherwise the executor's command at t goes into the seam
    meter and the world steps one period.
@@ -61,12 +63,15 @@ class SimConfig:
     camera_rate_hz: float = 10.0
     camera_size: int = 224
     start_s: float = 1.0  # sim time of the first tick (a zero stamp would mean "now")
+    command_delay_steps: int = 0  # ticks a received trajectory waits for the controller
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy {self.policy!r} is not one of {POLICIES}")
         if not self.episodes:
             raise ValueError("no episodes to run")
+        if self.command_delay_steps < 0:
+            raise ValueError(f"command_delay_steps must be >= 0, got {self.command_delay_steps}")
         for family, _ in self.episodes:
             if family not in FAMILIES:
                 raise ValueError(f"unknown task family {family!r}; choose from {FAMILIES}")
@@ -141,6 +146,7 @@ class SimLoop:
         self._inbox: collections.deque[JointTrajectory] = collections.deque(maxlen=_INBOX_MAX)
         self._overflowed = 0  # trajectories the full inbox dropped (written by `receive`)
         self._overflow_counted = 0  # of those, counted into an episode (by `tick`)
+        self._transit: collections.deque[tuple[int, JointTrajectory]] = collections.deque()
         self._next = 0
         self.ticks = 0
         self.episode: _Episode | None = None
@@ -267,9 +273,12 @@ class SimLoop:
         self._apply(ep, msg, t)
 
     def _drain_inbox(self, ep: _Episode, t: int) -> None:
-        """Every trajectory received since the last tick, then what the full inbox lost."""
+        """Every trajectory whose delay is over (received since the last tick when there is
+        none), then what the full inbox lost."""
         while self._inbox:
-            self._apply(ep, self._inbox.popleft(), t)
+            self._transit.append((self.ticks + self.cfg.command_delay_steps, self._inbox.popleft()))
+        while self._transit and self._transit[0][0] <= self.ticks:
+            self._apply(ep, self._transit.popleft()[1], t)
         overflowed = self._overflowed
         if overflowed > self._overflow_counted:
             ep.rejected["inbox_full"] += overflowed - self._overflow_counted

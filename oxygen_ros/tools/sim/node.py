@@ -60,6 +60,12 @@ PARAMETERS: tuple[ParamDoc, ...] = (
     ParamDoc("real_time_factor", 1.0, "Sim seconds per wall second (below 1: slower)."),
     ParamDoc("camera_size", 224, "Width and height of the rendered camera images."),
     ParamDoc("camera_rate_hz", 10.0, "Camera frames per sim second (a divisor of the rate)."),
+    ParamDoc(
+        "command_delay_steps",
+        0,
+        "Control periods a received trajectory waits before the controller takes it (a "
+        "link and actuation latency; 0: at the next tick).",
+    ),
     ParamDoc("trajectory_topic", TRAJECTORY_TOPIC, "JointTrajectory input (external policy)."),
     ParamDoc(
         "wait_for_peers_s",
@@ -86,6 +92,7 @@ class SimNode(Node):
             control_rate_hz=p["control_rate_hz"],
             camera_rate_hz=p["camera_rate_hz"],
             camera_size=p["camera_size"],
+            command_delay_steps=p["command_delay_steps"],
         )
         if not p["real_time_factor"] > 0:
             raise ValueError(f"real_time_factor must be > 0, got {p['real_time_factor']}")
