@@ -324,6 +324,7 @@ def _episodes(values: np.ndarray) -> D.Episodes:
         image_mask=np.ones((n, CFG.num_images), bool),
         state=state,
         actions=np.repeat(state[:, None], 3, axis=1),
+        grounding=np.full((n, 1, 2), ["Target:", "r1 c2"]),
         episode=["e"] * n,
         instruction=["pick up the red block"] * n,
         narration=["moving to the red block"] * n,

@@ -15,9 +15,11 @@ writes only a depth, a material number and a brightness per pixel, all (H, W) fl
 uint8; the RGB image is made once at the end by looking the materials' colours up and
 scaling them by the brightness.
 
-The base camera stands across the table facing the robot, a little to its left, so the whole
-workspace is in view and the arm rarely hides it; the robot's left (+y, "push to the left")
-is therefore the image's right. The wrist camera sits on the palm behind the fingers,
+The base camera stands across the table facing the robot, high and narrow (38 degrees), so
+the workspace fills the image and the arm rarely hides it: an object is 5-6 pixels across
+at the demo policy's 64 px, enough to tell a ball from a block (a wider view that also
+showed the floor left it 2-3 pixels, and the trained policy did not use that camera). The
+robot's left (+y, "push to the left") is the image's right. The wrist camera sits on the palm behind the fingers,
 looking past the fingertips; it draws the fingers and the objects (the arm behind it is out
 of view).
 """
@@ -31,9 +33,9 @@ from oxygen_core.sim.scene import BOWL_HEIGHT, BOWL_RADIUS, BOWL_RIM, COLOURS, S
 from oxygen_core.sim.world import World
 
 CAMERAS = ("base", "wrist")
-BASE_EYE = np.array([0.98, 0.12, 0.60])
-BASE_TARGET = np.array([0.36, 0.0, 0.02])
-BASE_FOV = 56.0  # degrees, horizontal
+BASE_EYE = np.array([0.86, 0.0, 0.80])
+BASE_TARGET = np.array([0.38, 0.0, 0.0])
+BASE_FOV = 38.0  # degrees, horizontal
 WRIST_FOV = 80.0
 WRIST_MOUNT = (0.03, -0.06)  # (along the tool axis from the wrist, along tool x) in metres
 WRIST_LOOK_BEYOND = 0.12  # the wrist camera aims this far past the grip point

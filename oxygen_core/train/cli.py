@@ -94,8 +94,13 @@ class Prepared:
         )
 
 
-def prepare(cfg, robot, data: D.Episodes, val_every_episode: int) -> Prepared:
-    """Episodes -> held-out split, norm stats, the trained tokenizer, tokenized arrays."""
+def prepare(
+    cfg, robot, data: D.Episodes, val_every_episode: int, grounding_rows: bool = True
+) -> Prepared:
+    """Episodes -> held-out split, norm stats, the trained tokenizer, tokenized arrays
+    (without the `locate` rows when `grounding_rows` is False)."""
+    if not grounding_rows:
+        data = dataclasses.replace(data, grounding=data.grounding[:, :0])
     train_eps, val_eps = split(data, val_every_episode)
     norm = D.norm_stats(train_eps, robot)
     tokenizer_bytes = D.train_tokenizer(D.corpus(train_eps, robot, norm, DEFAULT_STREAMS))
@@ -118,7 +123,7 @@ def train_main(argv: list[str] | None = None) -> None:
     robot = robot_preset(args.robot)
     cfg = robot.apply(model_preset(args.preset))
     data = _episodes(args, cfg)
-    prep = prepare(cfg, robot, data, args.val_every_episode)
+    prep = prepare(cfg, robot, data, args.val_every_episode, args.grounding_rows)
     train_set, val_set, norm = prep.train_set, prep.val_set, prep.norm
     out.mkdir(parents=True, exist_ok=True)
     (out / TOKENIZER_FILE).write_bytes(prep.tokenizer_bytes)
@@ -148,6 +153,7 @@ def train_main(argv: list[str] | None = None) -> None:
         "families": list(args.families),
         "seeds": args.seeds,
         "dart": args.dart,
+        "grounding_rows": args.grounding_rows,
         "train_steps": len(train_set),
         "val_steps": len(val_set),
         "train": dataclasses.asdict(tc),
@@ -174,6 +180,12 @@ def _train_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=120, help="sim seeds 0..N-1 per family")
     p.add_argument("--camera-size", type=int, default=128, help="rendered camera pixels")
     p.add_argument("--no-dart", dest="dart", action="store_false", help="clean expert only")
+    p.add_argument(
+        "--no-grounding-rows",
+        dest="grounding_rows",
+        action="store_false",
+        help="train without the where-is rows (oxygen_core.train.locate)",
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--val-every-episode", type=int, default=10)
     p.add_argument("--steps", type=int, default=TrainConfig.steps)
@@ -193,7 +205,8 @@ def eval_main(argv: list[str] | None = None) -> None:
         seeds = range(args.first_seed, args.first_seed + args.episodes)
         held_out = held_out_episodes(args.families, seeds, policy.config, camera, Path(args.work))
         result = grounding.check(policy, held_out, args.open_loop)
-        print(json.dumps({part: g.row() for part, g in result.items()}))
+        said = grounding.answers(policy, held_out, args.open_loop)
+        print(json.dumps({**{part: g.row() for part, g in result.items()}, "answers": said}))
         return
     streams = (
         StreamConfig("narration", "Narrate:", max_tokens=args.max_tokens, every_frames=5),

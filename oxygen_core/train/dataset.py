@@ -10,7 +10,8 @@ Two stages, because the prompt depends on statistics of the data itself:
    language targets) are fitted, then `tokenize` builds the `Arrays`: prompt ids with the
    state discretised into them by `Policy.prompt_tokens`, action chunks normalised and
    zero-padded to the model's action width as openpi pads them, and one text row per
-   stream (its prompt, the target line, EOS) with the target positions marked.
+   stream (its prompt, the target line, EOS) with the target positions marked, then one
+   per grounding row (`locate`) built the same way.
 
 Episodes are generated in worker processes, one (family, seed) at a time, and joined in
 seed order, so the data is the same whatever the number of workers.
@@ -37,6 +38,7 @@ TOKENIZER_VOCAB = 512
 # Which record field each default stream is trained to say.
 STREAM_TARGETS = {"narration": "narration", "memory": "memory"}
 _STRINGS = ("episode", "instruction", "narration", "memory")
+_ARRAYS = ("images", "image_mask", "state", "actions", "grounding")
 
 
 @dataclasses.dataclass
@@ -47,6 +49,7 @@ class Episodes:
     image_mask: np.ndarray  # bool [N, I]
     state: np.ndarray  # float32 [N, D_state]
     actions: np.ndarray  # float32 [N, H, D_action]
+    grounding: np.ndarray  # str [N, R, 2]: (prompt, answer) of R grounding rows per step
     episode: list[str]
     instruction: list[str]
     narration: list[str]
@@ -58,7 +61,7 @@ class Episodes:
     def select(self, keep: np.ndarray) -> Episodes:
         """The steps where `keep` (bool [N]) is True."""
         idx = np.flatnonzero(keep)
-        arrays = {f: getattr(self, f)[idx] for f in ("images", "image_mask", "state", "actions")}
+        arrays = {f: getattr(self, f)[idx] for f in _ARRAYS}
         strings = {f: [getattr(self, f)[i] for i in idx] for f in _STRINGS}
         return Episodes(**arrays, **strings)
 
@@ -76,27 +79,27 @@ class Episodes:
 
 def collect(records: Iterable[Record], config: ModelConfig) -> Episodes:
     """Records -> Episodes, images through the inference preprocessing."""
-    images, masks, state, actions, strings = [], [], [], [], {f: [] for f in _STRINGS}
+    images, masks, state, actions, grounding = [], [], [], [], []
+    strings: dict[str, list[str]] = {f: [] for f in _STRINGS}
     for r in records:
         img, mask = model_images(config, r.obs.images)
         images.append(img)
         masks.append(mask)
         state.append(np.asarray(r.obs.state, np.float32))
         actions.append(np.asarray(r.actions, np.float32))
+        grounding.append(r.grounding)
         for f, v in zip(_STRINGS, (r.episode, r.obs.prompt, r.narration, r.memory), strict=True):
             strings[f].append(v)
     if not state:
         raise ValueError("no records: every episode failed or the source is empty")
+    rows = np.asarray(grounding, dtype=str).reshape(len(state), -1, 2)
     return Episodes(
-        np.stack(images), np.stack(masks), np.stack(state), np.stack(actions), **strings
+        np.stack(images), np.stack(masks), np.stack(state), np.stack(actions), rows, **strings
     )
 
 
 def concat(parts: Sequence[Episodes]) -> Episodes:
-    arrays = {
-        f: np.concatenate([getattr(p, f) for p in parts])
-        for f in ("images", "image_mask", "state", "actions")
-    }
+    arrays = {f: np.concatenate([getattr(p, f) for p in parts]) for f in _ARRAYS}
     return Episodes(**arrays, **{f: sum((getattr(p, f) for p in parts), []) for f in _STRINGS})
 
 
@@ -164,9 +167,15 @@ def norm_stats(data: Episodes, robot: RobotConfig) -> NormStats:
 def corpus(
     data: Episodes, robot: RobotConfig, norm: NormStats, streams: Sequence[StreamConfig]
 ) -> list[str]:
-    """The tokenizer's training lines: the stream prompts, every distinct instruction and
-    language target, and the full pi0.5 prompt (with its state bins) of every step."""
-    text = sorted(set(data.instruction) | set(data.narration) | set(data.memory))
+    """The tokenizer's training lines: the stream prompts, every distinct instruction,
+    language target and grounding line, and the full pi0.5 prompt (with its state bins) of
+    every step."""
+    text = sorted(
+        set(data.instruction)
+        | set(data.narration)
+        | set(data.memory)
+        | set(data.grounding.ravel().tolist())
+    )
     prompts = [s.prompt for s in streams]
     full = [
         prompt_text(p, prompt_state(robot, norm, s))
@@ -189,8 +198,8 @@ class Arrays:
     tokens: np.ndarray  # int32 [N, L]
     token_mask: np.ndarray  # bool [N, L]
     actions: np.ndarray  # float32 [N, H, A] normalised, zero-padded to the model's A
-    text: np.ndarray  # int32 [N, streams, T]
-    text_target: np.ndarray  # bool [N, streams, T]
+    text: np.ndarray  # int32 [N, rows, T]: the streams' rows, then the grounding rows
+    text_target: np.ndarray  # bool [N, rows, T]
     episode: np.ndarray  # int32 [N] episode index (for splits)
 
     def __len__(self) -> int:
@@ -220,14 +229,21 @@ def text_row(
     return ids, target_mask
 
 
+def text_pairs(data: Episodes, streams: Sequence[StreamConfig]) -> list[list[tuple[str, str]]]:
+    """Every text row of the data as (prompt, line): per row kind (the streams, then the
+    grounding rows), one pair per step."""
+    kinds = [[(s.prompt, line) for line in getattr(data, STREAM_TARGETS[s.name])] for s in streams]
+    kinds += [
+        [tuple(pair) for pair in data.grounding[:, r].tolist()]
+        for r in range(data.grounding.shape[1])
+    ]
+    return kinds
+
+
 def text_length(tokenizer: Tokenizer, data: Episodes, streams: Sequence[StreamConfig]) -> int:
-    """The longest stream row in the data."""
-    longest = 0
-    for s in streams:
-        head = len(tokenizer.encode(s.prompt))
-        lines = set(getattr(data, STREAM_TARGETS[s.name]))
-        longest = max(longest, head + max(len(tokenizer.encode(t)) + 1 for t in lines))
-    return longest
+    """The longest text row in the data."""
+    distinct = {pair for kind in text_pairs(data, streams) for pair in kind}
+    return max(len(tokenizer.encode(p)) + len(tokenizer.encode(t)) + 1 for p, t in distinct)
 
 
 def tokenize(
@@ -246,14 +262,14 @@ def tokenize(
     actions = np.zeros((*normalised.shape[:2], width), np.float32)
     actions[..., : normalised.shape[-1]] = normalised
     text_len = text_len or text_length(tok, data, streams)
+    kinds = text_pairs(data, streams)
     rows = {}  # a line's row is the same everywhere: tokenize each once
-    text = np.zeros((len(data), len(streams), text_len), np.int32)
+    text = np.zeros((len(data), len(kinds), text_len), np.int32)
     target = np.zeros_like(text, dtype=bool)
-    for j, s in enumerate(streams):
-        for i, line in enumerate(getattr(data, STREAM_TARGETS[s.name])):
-            key = (s.prompt, line)
+    for j, kind in enumerate(kinds):
+        for i, key in enumerate(kind):
             if key not in rows:
-                rows[key] = text_row(tok, s.prompt, line, text_len)
+                rows[key] = text_row(tok, *key, text_len)
             text[i, j], target[i, j] = rows[key]
     names = {name: k for k, name in enumerate(dict.fromkeys(data.episode))}
     return Arrays(

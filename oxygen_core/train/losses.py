@@ -80,20 +80,16 @@ def flow_loss(
     return jnp.mean(jnp.square(v - u))
 
 
-def text_loss(
-    params: pi05.Params,
-    cfg: ModelConfig,
-    cache: pi05.PrefixCache,
-    text: jax.Array,
-    text_target: jax.Array,
-) -> tuple[jax.Array, jax.Array]:
-    """Cross-entropy summed over target tokens, and their count, for every stream row.
+def text_logits(
+    params: pi05.Params, cfg: ModelConfig, cache: pi05.PrefixCache, text: jax.Array
+) -> jax.Array:
+    """Next-token logits [B, N, T - 1, V] of every text row after the shared prefix.
 
-    text, text_target: [B, N, T]. Each of the N streams gets its own cache row holding the
-    shared prefix, as a language request gets a pool row in the engine.
+    text: [B, N, T]. Each of the N rows gets its own cache row holding the shared prefix,
+    as a language request gets a pool row in the engine.
     """
     b, n, t = text.shape
-    repeat = lambda a: jnp.repeat(a, n, axis=0)  # noqa: E731  row b*n + s = batch b, stream s
+    repeat = lambda a: jnp.repeat(a, n, axis=0)  # noqa: E731  row b*n + s = batch b, row s
     rows_cache = pi05.PrefixCache(
         kv=[(repeat(k), repeat(v)) for k, v in cache.kv], mask=repeat(cache.mask)
     )
@@ -102,8 +98,21 @@ def text_loss(
     start = jnp.zeros((b * n,), jnp.int32)
     _, hidden = pi05.extend_hidden(params, cfg, rows, rows_cache.mask, start, tokens)
     logits = gemma.lm_logits(params["PaliGemma"]["llm"], hidden[:, :-1])
-    ce = optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:])
-    scored = text_target.reshape(b * n, t)[:, 1:]
+    return logits.reshape(b, n, t - 1, -1)
+
+
+def text_loss(
+    params: pi05.Params,
+    cfg: ModelConfig,
+    cache: pi05.PrefixCache,
+    text: jax.Array,
+    text_target: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """Cross-entropy summed over target tokens, and their count, for every text row
+    (text, text_target: [B, N, T])."""
+    logits = text_logits(params, cfg, cache, text)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, text[..., 1:])
+    scored = text_target[..., 1:]
     return jnp.sum(ce * scored), jnp.sum(scored)
 
 

@@ -5,7 +5,8 @@ it (camera images by model slot at the camera's resolution, the joint state, the
 instruction), the action chunk target (the next H joint positions the expert commanded,
 absolute, the first one being this step's command), and the language targets (the
 expert's narration line now, and the latest memory line it has written, empty before the
-first sub-goal). A source is any iterator of records, so training from the sim here and
+first sub-goal), and the grounding rows of `locate` where the source knows the scene (the
+sim does, a bag does not). A source is any iterator of records, so training from the sim here and
 from recorded bags (oxygen_ros.tools.train_data) differ in one argument.
 
 `expert_episode` is the sim source. It runs the scripted expert and, for DART-style data,
@@ -29,6 +30,7 @@ from oxygen_core.sim.expert import Expert
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
 from oxygen_core.sim.tasks import make_task
+from oxygen_core.train import locate
 
 # The sim's cameras in model slot order (the node's camera_topics order).
 CAMERA_SLOTS = {"base": IMAGE_SLOTS[0], "wrist": IMAGE_SLOTS[1]}
@@ -43,6 +45,7 @@ class Record:
     actions: np.ndarray  # float32 [H, 7]: the commands of this step and the next H - 1
     narration: str
     memory: str
+    grounding: tuple[tuple[str, str], ...] = ()  # (prompt, answer) rows of `locate`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,8 +76,9 @@ def expert_episode(
     expert = Expert(task, world)
     renderer = Renderer(camera_size, camera_size)
     rng = np.random.default_rng([seed, 7])
+    ask = np.random.default_rng([seed, 11])  # its own stream: DART's draws stay as they were
     dt = 1.0 / control_hz
-    seen: list[tuple[Observation, str, str]] = []
+    seen: list[tuple[Observation, str, str, tuple]] = []
     commands: list[np.ndarray] = []
     memory, offset, burst_left = "", np.zeros(arm.NUM_JOINTS), 0
     for _ in range(int(round(task.time_limit * control_hz))):
@@ -82,7 +86,7 @@ def expert_episode(
         obs = Observation(images, world.joints.astype(np.float32), task.instruction)
         step = expert.act(world, dt)
         memory = step.memory or memory
-        seen.append((obs, step.narration, memory))
+        seen.append((obs, step.narration, memory, locate.rows(task, world, ask)))
         commands.append(step.targets)
         if task.succeeded(world):
             break
@@ -109,14 +113,17 @@ def _dart_offset(
 
 
 def _records(
-    episode: str, seen: list[tuple[Observation, str, str]], commands: np.ndarray, horizon: int
+    episode: str,
+    seen: list[tuple[Observation, str, str, tuple]],
+    commands: np.ndarray,
+    horizon: int,
 ) -> list[Record]:
     """Chunk targets: commands t .. t+H-1, the last command repeated past the end (the
     robot holds there)."""
     last = len(commands) - 1
     return [
-        Record(episode, obs, commands[np.minimum(np.arange(t, t + horizon), last)], narr, mem)
-        for t, (obs, narr, mem) in enumerate(seen)
+        Record(episode, obs, commands[np.minimum(np.arange(t, t + horizon), last)], *texts)
+        for t, (obs, *texts) in enumerate(seen)
     ]
 
 

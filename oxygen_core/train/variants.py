@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     vision = {k: v for k, v in vision.items() if v is not None}
     cfg = dataclasses.replace(cfg, vision=dataclasses.replace(cfg.vision, **vision))
     data = cli._episodes(targs, cfg)
-    prep = cli.prepare(cfg, robot, data, targs.val_every_episode)
+    prep = cli.prepare(cfg, robot, data, targs.val_every_episode, targs.grounding_rows)
     train_set = prep.train_set
     if args.reach_repeat > 1:
         train_eps, _ = cli.split(data, targs.val_every_episode)
@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         "train_s": round(time.perf_counter() - started),
         "val": history.val[-1],
         **{part: g.row() for part, g in result.items()},
+        "answers": grounding.answers(prep.policy(cfg, robot, params), held, args.check_steps),
     }
     print(json.dumps(row))
     with open(work / "results.jsonl", "a") as f:
