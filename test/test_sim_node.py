@@ -402,3 +402,22 @@ def test_a_command_delay_holds_each_trajectory_for_that_many_ticks():
 def test_a_negative_command_delay_is_refused():
     with pytest.raises(ValueError, match="command_delay_steps"):
         SimConfig(episode_plan(("push",), 3, 1), command_delay_steps=-1)
+
+
+@pytest.mark.slow
+def test_sim_eval_echoes_the_trained_policys_texts_and_each_outcome(tmp_path, capsys):
+    """The demo's run (`oxygen-demo --sim` is oxygen-sim-eval on config/sim_demo.yaml with
+    --echo): the shipped policy narrates the instructed object and the outcome is a line."""
+    root = Path(__file__).resolve().parents[1]
+    seed = 100_000  # held out from training
+    args = ["--params", str(root / "config" / "sim_demo.yaml"), "--families", "pick",
+            "--episodes", "1", "--seed", str(seed), "--rtf", "4", "--camera-size", "128",
+            "--echo", "--out", str(tmp_path / "eval")]  # fmt: skip
+    assert sim_eval.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    task = make_task("pick", seed)
+    outcome = [line for line in lines if line.startswith(f"episode 1/1 pick seed {seed}: ")]
+    assert len(outcome) == 1 and repr(task.instruction) in outcome[0]
+    narration = [line for line in lines if line.startswith("  narration: ")]
+    assert narration and any(task.objects[task.target].name in line for line in narration)
+    assert all(a != b for a, b in zip(narration, narration[1:]))  # only changes are echoed

@@ -1,6 +1,12 @@
-"""The main job: the oxygen lifecycle node on the tiny model, fed from the bundled bag.
+"""The main job: the oxygen lifecycle node driving the sim, or fed from a bundled bag.
 
-    make demo            # or: .venv/bin/oxygen-demo [--rate 2] [--out DIR]
+    make demo            # = .venv/bin/oxygen-demo --sim: the trained policy, closed loop
+    .venv/bin/oxygen-demo [--bag data/demo_bag] [--params config/tiny.yaml] [--rate 2]
+
+With --sim the node runs the policy trained here (data/policy/sim_demo) on the simulated
+tabletop, one held-out episode per task family, through `oxygen-sim-eval`: the terminal
+shows the node's narration and memory lines as they change and each episode's outcome,
+then where the report and the animation are. Without it:
 
 The real node (`python -m oxygen_ros.node`, the `oxygen-node` executable) starts as its
 own process with config/tiny.yaml, `autostart` and `use_sim_time`, exactly as on a robot:
@@ -22,30 +28,31 @@ import argparse
 import collections
 import datetime
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from oxygen_ros import topics
 from oxygen_ros.convert import stamp_to_ns
-from oxygen_ros.ros_args import parameter_args
-from oxygen_ros.tools import children
+from oxygen_ros.tools import children, sim_eval
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.job import Job
 from oxygen_ros.tools.live import replay_live
+from oxygen_ros.tools.node_process import start_node, stop_node
 from oxygen_ros.tools.replay import summary
 from oxygen_ros.tools.share import resource
+from oxygen_ros.tools.sim import report as sim_report
 
 # share/oxygen_ros after `colcon build`, else the checkout (oxygen_ros.tools.share)
 DEMO_BAG = resource("data/demo_bag")
 DEMO_PARAMS = resource("config/tiny.yaml")
+SIM_DEMO_PARAMS = resource("config/sim_demo.yaml")
+SIM_DEMO_CAMERA = 128  # the trained policy's camera size (config/sim_demo.yaml)
 _STATUS_PERIOD_S = 1.0  # wall seconds between status lines
-_STOP_TIMEOUT_S = 15.0  # for the node to shut down cleanly after Ctrl-C
 
 
 class Console:
@@ -103,37 +110,6 @@ class Console:
         print(line, file=self._out, flush=True)
 
 
-def start_node(
-    params: Path,
-    log: IO[bytes],
-    overrides: Mapping[str, object] | None = None,
-    env: Mapping[str, str] | None = None,
-) -> subprocess.Popen:
-    """The node as its own process: autostart, on the simulated clock of the player. It
-    gets SIGTERM if this process dies first (tools.children).
-
-    overrides: parameter values after the params file, as `-p name:=value`.
-    env: the process's environment (default: this one's), e.g. with its own ROS_DOMAIN_ID."""
-    command = [
-        sys.executable, "-m", "oxygen_ros.node",
-        "--ros-args", "--params-file", str(params),
-        "-p", "use_sim_time:=true", "-p", "autostart:=true",
-    ]  # fmt: skip
-    command += parameter_args(overrides or {})
-    return children.popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-
-
-def stop_node(node: subprocess.Popen) -> None:
-    """Ctrl-C (the node releases the engine and shuts down), then kill if it hangs."""
-    if node.poll() is None:
-        node.send_signal(signal.SIGINT)
-        try:
-            node.wait(_STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            node.kill()
-            node.wait()
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="oxygen-demo", description=__doc__.split("\n\n")[0].strip()
@@ -145,6 +121,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--wait-s", type=float, default=300.0, help="how long the node may take to activate"
     )
+    parser.add_argument(
+        "--sim",
+        action="store_true",
+        help="instead of a bag: the trained policy (config/sim_demo.yaml) closed loop in the "
+        "sim, one episode per task family",
+    )
+    parser.add_argument("--seed", type=int, default=100_000, help="--sim: the episodes' seed")
     parser.add_argument(
         "--foxglove",
         action="store_true",
@@ -165,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # node and player share a host
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = args.out or Path("out") / "demo" / stamp
+    if args.sim:
+        return sim_demo(args.seed, out, args.wait_s)
     try:
         job = Job.load(args.bag, args.params, out)
     except (OSError, ValueError) as error:
@@ -203,6 +188,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             if viewer is not None:
                 stop_node(viewer)
     print(summary(report, out))
+    return 0
+
+
+def sim_demo(seed: int, out: Path, wait_s: float) -> int:
+    """The trained policy driving the simulated arm over ROS topics (oxygen-sim-eval with
+    its texts and outcomes echoed), on held-out seeds; the run's report paths at the end."""
+    spec = sim_eval.SimEvalSpec(
+        params=SIM_DEMO_PARAMS,
+        episodes=1,
+        seed=seed,
+        rtf=1.0,
+        camera_size=SIM_DEMO_CAMERA,
+        wait_s=wait_s,
+        echo=True,
+    )
+    print(
+        "the oxygen node drives the simulated arm with the policy trained here "
+        f"({SIM_DEMO_PARAMS}); it narrates and remembers as it goes"
+    )
+    try:
+        paths = sim_eval.run_sim_eval(spec, out)
+    except (OSError, ValueError, TimeoutError, RuntimeError) as error:
+        print(f"oxygen-demo: {error}", file=sys.stderr)
+        return 1
+    print(sim_report.headline(paths))
     return 0
 
 

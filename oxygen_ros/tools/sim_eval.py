@@ -38,7 +38,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +58,9 @@ from oxygen_ros.ros_args import parameter_args
 from oxygen_ros.tools import children
 from oxygen_ros.tools.bagio import BagMessage, BagWriter
 from oxygen_ros.tools.configure import TopicNames, load_settings
-from oxygen_ros.tools.demo import start_node, stop_node
 from oxygen_ros.tools.job import OUTPUT_BAG, OutputSink
 from oxygen_ros.tools.live import OutputRecorder, wait_until
+from oxygen_ros.tools.node_process import start_node, stop_node
 from oxygen_ros.tools.sim import report as sim_report
 from oxygen_ros.tools.sim.loop import episode_plan
 from oxygen_ros.tools.sim.messages import SIM_TOPICS
@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
         help="control periods the sim holds each trajectory before executing it (latency)",
     )
     parser.add_argument("--gif-fps", type=float, default=5.0, help="animation frames/s")
+    parser.add_argument(
+        "--echo", action="store_true", help="print texts as they change and each outcome"
+    )
     parser.add_argument("--out", type=Path, help="output folder (default out/sim/<time>)")
     parser.add_argument(
         "--wait-s", type=float, default=300.0, help="how long the node may take to activate"
@@ -107,10 +110,20 @@ class Collector:
     chunks and texts by stamp, the expert's lines, and base camera frames for the GIF.
 
     Its callbacks run on the recording executor's one thread; read it after that stops.
+    With `echo`, each episode's outcome and every finished text that differs from its
+    stream's last one go to it as lines while the run goes.
     """
 
-    def __init__(self, names: TopicNames, gif_episodes: int, gif_period_ns: int) -> None:
+    def __init__(
+        self,
+        names: TopicNames,
+        gif_episodes: int,
+        gif_period_ns: int,
+        echo: Callable[[str], None] | None = None,
+    ) -> None:
         self._names = names
+        self._echo = echo
+        self._said: dict[str, str] = {}  # the last finished text echoed per stream
         self._chunk_topic = names.output(topics.ACTION_CHUNK)
         self._tokens = set(names.per_stream(topics.TOKENS).values())
         self._sim = {t.key: t.topic for t in SIM_TOPICS}
@@ -126,14 +139,23 @@ class Collector:
         topic = message.topic
         if topic == self._sim["episode"]:
             self.outcomes.append(msg)
+            self._say(outcome_line(msg))
+            self._said.clear()
         elif topic == self._chunk_topic:
             self.chunks.append((stamp_to_ns(msg.header.stamp), msg.deadline_met))
         elif topic in self._tokens:
             stamp = stamp_to_ns(msg.header.stamp)
             self.language.append((stamp, msg.stream, msg.text, msg.finished))
+            if msg.finished and msg.text.strip() and self._said.get(msg.stream) != msg.text:
+                self._said[msg.stream] = msg.text
+                self._say(f"  {msg.stream}: {msg.text}")
         elif topic in (self._sim["narration"], self._sim["memory"]):
             stream = "narration" if topic == self._sim["narration"] else "memory"
             self.expert.append((message.time_ns, stream, msg.data))
+
+    def _say(self, line: str) -> None:
+        if self._echo is not None:
+            self._echo(line)
 
     def on_frame(self, msg: Image) -> None:
         """A base camera frame: kept at the GIF's rate while the GIF's episodes run."""
@@ -143,6 +165,17 @@ class Collector:
         if self.frames and stamp - self.frames[-1][0] < self.gif_period_ns:
             return
         self.frames.append((stamp, image_to_rgb(msg)))
+
+
+def outcome_line(msg: Any) -> str:
+    """One line for an EpisodeOutcome: which task, and how it ended."""
+    how = (
+        f"succeeded in {msg.duration_s:.1f} s"
+        if msg.success
+        else f"failed (time limit {msg.time_limit_s:.0f} s)"
+    )
+    which = f"episode {msg.index + 1}/{msg.episodes} {msg.family} seed {msg.seed}"
+    return f"{which}: {msg.instruction!r} {how}"
 
 
 @contextlib.contextmanager
@@ -211,6 +244,7 @@ class SimEvalSpec:
     camera_rate: float = 10.0
     command_delay_steps: int = 0  # the sim's trajectory latency in control periods
     gif_fps: float = 5.0
+    echo: bool = False  # print the node's texts as they change and each episode's outcome
     wait_s: float = 300.0  # how long the node may take to activate
     domain_id: int | None = None  # ROS_DOMAIN_ID of the sim, the node and the recorder
 
@@ -276,7 +310,8 @@ def run_sim_eval(spec: SimEvalSpec, out: Path) -> dict[str, Path]:
     record = {t.topic: msgtype(t.msg_class) for t in SIM_TOPICS if t.key in _RECORDED_SIM_KEYS}
     if spec.policy == "model":
         record.update(names.outputs())
-    collector = Collector(names, len(spec.families), round(1e9 / spec.gif_fps))
+    echo = print if spec.echo else None
+    collector = Collector(names, len(spec.families), round(1e9 / spec.gif_fps), echo)
     env = None if spec.domain_id is None else {**os.environ, "ROS_DOMAIN_ID": str(spec.domain_id)}
     begin = time.monotonic()
     with (
@@ -335,6 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         camera_rate=args.camera_rate,
         command_delay_steps=args.command_delay_steps,
         gif_fps=args.gif_fps,
+        echo=args.echo,
         wait_s=args.wait_s,
     )
     try:
