@@ -11,6 +11,7 @@ limits exactly, one control period later).
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import math
 import threading
@@ -420,4 +421,4 @@ def test_sim_eval_echoes_the_trained_policys_texts_and_each_outcome(tmp_path, ca
     assert len(outcome) == 1 and repr(task.instruction) in outcome[0]
     narration = [line for line in lines if line.startswith("  narration: ")]
     assert narration and any(task.objects[task.target].name in line for line in narration)
-    assert all(a != b for a, b in zip(narration, narration[1:]))  # only changes are echoed
+    assert all(a != b for a, b in itertools.pairwise(narration))  # only changes are echoed

@@ -193,6 +193,31 @@ def test_training_lowers_the_loss_on_a_fixed_batch(params, tokenizer, tmp_path):
 
 
 @pytest.mark.slow
+def test_the_text_only_stage_leaves_the_action_expert_alone(params, tokenizer, tmp_path):
+    """flow=False (the grounding stage): the text loss is the same as with the flow loss,
+    training lowers it, and no action expert weight moves."""
+    arrays = _arrays(tokenizer, 4)
+    key = jax.random.key(3)
+    both, text_only = (
+        make_eval(CFG)(params, to_batch(arrays), key),
+        make_eval(CFG, False)(params, to_batch(arrays), key),
+    )
+    assert float(text_only["flow"]) == 0.0
+    np.testing.assert_allclose(float(text_only["text"]), float(both["text"]), rtol=1e-6)
+    tc = TrainConfig(steps=20, batch_size=4, lr=3e-3, warmup=5, flow=False, save_every=1000)
+    trained, _ = train(CFG, params, arrays, None, tc, tmp_path / "work")
+    after = make_eval(CFG, False)(trained, to_batch(arrays), key)
+    assert float(after["text"]) < 0.7 * float(text_only["text"])
+    moved = {  # beyond AdamW's weight decay, which shrinks every weight by lr * 1e-4 a step
+        name
+        for name in params
+        for a, b in zip(jax.tree.leaves(params[name]), jax.tree.leaves(trained[name]), strict=True)
+        if not np.allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-7)
+    }
+    assert moved == {"PaliGemma"}  # action_in/out_proj and time_mlp_in/out: no gradient
+
+
+@pytest.mark.slow
 def test_resumed_training_equals_uninterrupted_training(params, tokenizer, tmp_path):
     arrays = _arrays(tokenizer, 8)
     tc = TrainConfig(steps=4, batch_size=2, warmup=1, val_every=2, save_every=2, val_batches=1)

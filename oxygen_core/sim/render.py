@@ -19,9 +19,9 @@ The base camera stands across the table facing the robot, high and narrow (38 de
 the workspace fills the image and the arm rarely hides it: an object is 5-6 pixels across
 at the demo policy's 64 px, enough to tell a ball from a block (a wider view that also
 showed the floor left it 2-3 pixels, and the trained policy did not use that camera). The
-robot's left (+y, "push to the left") is the image's right. The wrist camera sits on the palm behind the fingers,
-looking past the fingertips; it draws the fingers and the objects (the arm behind it is out
-of view).
+robot's left (+y, "push to the left") is the image's right. The wrist camera sits on the
+palm behind the fingers, looking past the fingertips; it draws the fingers and the objects
+(the arm behind it is out of view).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from oxygen_core.model.tokenizer import Tokenizer
 from oxygen_core.policy import Policy, load_policy
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_core.train import dataset as D
-from oxygen_core.train import grounding, rollout
+from oxygen_core.train import grounding, locate, rollout
 from oxygen_core.train.curves import plot_history
 from oxygen_core.train.records import Dart
 from oxygen_core.train.trainer import TrainConfig, train
@@ -140,9 +140,10 @@ def train_main(argv: list[str] | None = None) -> None:
         if step % 20 == 0:
             bar.set_postfix(flow=f"{losses['flow']:.3f}", text=f"{losses['text']:.3f}")
 
-    params, history = train(
-        cfg, P.to_runtime(P.init_params(cfg, args.seed)), train_set, val_set, tc, work, progress
-    )
+    params = P.to_runtime(P.init_params(cfg, args.seed))
+    if args.ground_steps:
+        params = ground(cfg, params, prep, args, work)
+    params, history = train(cfg, params, train_set, val_set, tc, work, progress)
     bar.close()
     write_checkpoint(out, params, norm, robot.name)
     plot_history(history, out / "loss.png")
@@ -154,6 +155,7 @@ def train_main(argv: list[str] | None = None) -> None:
         "seeds": args.seeds,
         "dart": args.dart,
         "grounding_rows": args.grounding_rows,
+        "ground_steps": args.ground_steps,
         "train_steps": len(train_set),
         "val_steps": len(val_set),
         "train": dataclasses.asdict(tc),
@@ -162,6 +164,39 @@ def train_main(argv: list[str] | None = None) -> None:
     }
     (out / CONFIG_FILE).write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary["final_val"]))
+
+
+def ground(cfg, params, prep: Prepared, args: argparse.Namespace, work: Path):
+    """The grounding stage before co-training: `--ground-steps` steps on the grounding
+    rows alone (no action expert, no stream rows), resumable under <work>/ground.
+
+    pi0.5 starts from a VLM that already localises objects; this stage gives the small
+    VLM that skill from the same episodes before the flow loss competes for it."""
+    tc = TrainConfig(
+        steps=args.ground_steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        flow=False,
+    )
+    bar = tqdm(total=tc.steps, desc="grounding stage", unit="step")
+
+    def progress(step: int, losses: dict) -> None:
+        bar.update(step - bar.n)
+        if step % 20 == 0:
+            bar.set_postfix(text=f"{losses['text']:.3f}")
+
+    params, _ = train(
+        cfg,
+        params,
+        prep.train_set.last_rows(locate.COUNT),
+        prep.val_set.last_rows(locate.COUNT),
+        tc,
+        work / "ground",
+        progress,
+    )
+    bar.close()
+    return params
 
 
 def write_checkpoint(out: Path, params: P.Tree, norm: NormStats, asset_id: str) -> None:
@@ -185,6 +220,12 @@ def _train_parser() -> argparse.ArgumentParser:
         dest="grounding_rows",
         action="store_false",
         help="train without the where-is rows (oxygen_core.train.locate)",
+    )
+    p.add_argument(
+        "--ground-steps",
+        type=int,
+        default=0,
+        help="grounding-stage steps (grounding rows only) before co-training",
     )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--val-every-episode", type=int, default=10)

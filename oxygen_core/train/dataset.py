@@ -208,6 +208,11 @@ class Arrays:
     def take(self, idx: np.ndarray) -> Arrays:
         return Arrays(**{f.name: getattr(self, f.name)[idx] for f in dataclasses.fields(self)})
 
+    def last_rows(self, count: int) -> Arrays:
+        """The same steps with only their last `count` text rows (the grounding rows)."""
+        text, target = self.text[:, -count:], self.text_target[:, -count:]
+        return dataclasses.replace(self, text=text, text_target=target)
+
 
 def text_row(
     tokenizer: Tokenizer, prompt: str, target: str, length: int

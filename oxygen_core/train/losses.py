@@ -117,10 +117,11 @@ def text_loss(
 
 
 def losses(
-    params: pi05.Params, cfg: ModelConfig, batch: Batch, key: jax.Array
+    params: pi05.Params, cfg: ModelConfig, batch: Batch, key: jax.Array, flow: bool = True
 ) -> dict[str, jax.Array]:
-    """Both losses from one prefill: {"flow", "text"} (text: mean over target tokens)."""
+    """Both losses from one prefill: {"flow", "text"} (text: mean over target tokens).
+    flow=False leaves the action expert out (its loss reads 0): the text rows alone."""
     cache = pi05.prefill(params, cfg, batch.prefix)
-    flow = flow_loss(params, cfg, cache, batch.actions, key)
     ce_sum, count = text_loss(params, cfg, cache, batch.text, batch.text_target)
-    return {"flow": flow, "text": ce_sum / jnp.maximum(count, 1.0)}
+    action = flow_loss(params, cfg, cache, batch.actions, key) if flow else jnp.zeros(())
+    return {"flow": action, "text": ce_sum / jnp.maximum(count, 1.0)}

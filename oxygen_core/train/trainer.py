@@ -39,6 +39,7 @@ class TrainConfig:
     weight_decay: float = 1e-4
     clip_norm: float = 1.0
     text_weight: float = 0.5  # text cross-entropy relative to the flow loss
+    flow: bool = True  # False: text rows only (the grounding stage), no action expert
     seed: int = 0
     val_every: int = 250
     val_batches: int = 4
@@ -78,7 +79,9 @@ def make_step(cfg: ModelConfig, tc: TrainConfig, opt: optax.GradientTransformati
     """The jitted update: (params, opt_state, batch, key) -> (params, opt_state, losses)."""
 
     def objective(params, batch, key):
-        parts = losses(params, cfg, batch, key)
+        parts = losses(params, cfg, batch, key, tc.flow)
+        if not tc.flow:
+            return parts["text"], parts
         return parts["flow"] + tc.text_weight * parts["text"], parts
 
     @jax.jit
@@ -90,8 +93,8 @@ def make_step(cfg: ModelConfig, tc: TrainConfig, opt: optax.GradientTransformati
     return step
 
 
-def make_eval(cfg: ModelConfig) -> Callable:
-    return jax.jit(lambda params, batch, key: losses(params, cfg, batch, key))
+def make_eval(cfg: ModelConfig, flow: bool = True) -> Callable:
+    return jax.jit(lambda params, batch, key: losses(params, cfg, batch, key, flow))
 
 
 @dataclasses.dataclass
@@ -159,7 +162,7 @@ def train(
     start, history = 0, History()
     if state_path.exists():
         start, params, opt_state, history = load_state(state_path, params, opt_state)
-    step_fn, evaluate = make_step(cfg, tc, opt), make_eval(cfg)
+    step_fn, evaluate = make_step(cfg, tc, opt), make_eval(cfg, tc.flow)
     base_key = jax.random.key(tc.seed)
     for step in range(start, tc.steps):
         idx = batch_indices(len(train_set), tc.batch_size, tc.seed, step)
