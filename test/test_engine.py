@@ -105,6 +105,16 @@ def test_oxygen_shared_and_isolated_agree(policy, observations, k, n, steps):
         assert (memory.stream, len(memory.token_ids), memory.events) == ("memory", MAX_NEW, 11)
 
 
+def test_an_engine_without_streams_acts_the_same_in_every_mode(policy, observations):
+    """Actions only (no language stream configured): same chunks as with streams."""
+    reference = run(policy, observations, "isolated")
+    for mode in MODES:
+        trace = run(policy, observations, mode, streams=())
+        assert not trace.requests
+        for a, b in zip(trace.actions, reference.actions, strict=True):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-4)
+
+
 def test_sampling_draws_the_same_tokens_in_every_mode(policy, observations):
     sampled = streams(7, temperature=0.8)
     traces = run_all(policy, observations, steps_per_frame=3, streams=sampled)

@@ -101,8 +101,8 @@ class Engine(abc.ABC):
         for stream in cfg.streams:
             if not self.prompts[stream.name] or stream.max_tokens < 1:
                 raise ValueError(f"stream {stream.name!r} needs a prompt and max_tokens >= 1")
-        self.prompt_len = max(len(p) for p in self.prompts.values())
-        self.max_new = max(s.max_tokens for s in cfg.streams)
+        self.prompt_len = max((len(p) for p in self.prompts.values()), default=0)
+        self.max_new = max((s.max_tokens for s in cfg.streams), default=0)  # none: actions only
         self.capacity = self.model.prefix_len + self.prompt_len + self.max_new
         self._cache: pi05.PrefixCache | None = None
         self._inputs: pi05.PrefixInputs | None = None

@@ -103,6 +103,8 @@ def drain(engine: Engine, trace: Trace) -> None:
         if not (sched.active or sched.queue):
             return
         trace.record(engine.language())
+    if not (sched.active or sched.queue):
+        return
     raise RuntimeError(
         f"{len(sched.active)} active and {len(sched.queue)} queued requests still pending "
         f"after {limit} language phases"
