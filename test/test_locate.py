@@ -14,7 +14,7 @@ from oxygen_core.sim.scene import WORKSPACE_X, WORKSPACE_Y
 from oxygen_core.sim.tasks import make_task
 from oxygen_core.train import dataset as D
 from oxygen_core.train import locate
-from oxygen_core.train.records import expert_episode
+from oxygen_core.train.records import expert_episode, scene_records
 
 CFG = model_preset("tiny")
 
@@ -77,3 +77,19 @@ def test_grounding_rows_come_after_the_streams_and_score_only_the_answer():
             head = tok.encode(prompt)
             assert row[: len(head)].tolist() == head
             assert row[scored].tolist() == tok.encode(answer) + [EOS_ID]
+
+
+def test_still_scenes_answer_from_their_own_world_and_repeat_per_seed():
+    records = scene_records("push", 10_003, horizon=4, camera_size=32, poses=3)
+    again = scene_records("push", 10_003, horizon=4, camera_size=32, poses=3)
+    task = make_task("push", 10_003)
+    cells = {o.name: locate.cell(o.position[:2]) for o in task.objects}
+    assert len(records) == 3 and len({tuple(r.obs.state) for r in records}) == 3
+    for r, s in zip(records, again, strict=True):
+        assert r.grounding == s.grounding
+        np.testing.assert_array_equal(r.obs.images["base_0_rgb"], s.obs.images["base_0_rgb"])
+        (find, where), (_, target) = r.grounding
+        assert where == cells[find.removeprefix("Find the ").removesuffix(":")]
+        assert target == cells[task.objects[task.target].name]
+        assert not r.actions.any() and r.actions.shape == (4, 7)
+        assert r.obs.prompt == task.instruction

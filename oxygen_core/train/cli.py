@@ -156,6 +156,7 @@ def train_main(argv: list[str] | None = None) -> None:
         "dart": args.dart,
         "grounding_rows": args.grounding_rows,
         "ground_steps": args.ground_steps,
+        "ground_scenes": args.ground_scenes,
         "train_steps": len(train_set),
         "val_steps": len(val_set),
         "train": dataclasses.asdict(tc),
@@ -172,6 +173,11 @@ def ground(cfg, params, prep: Prepared, args: argparse.Namespace, work: Path):
 
     pi0.5 starts from a VLM that already localises objects; this stage gives the small
     VLM that skill from the same episodes before the flow loss competes for it."""
+    train_set = prep.train_set.last_rows(locate.COUNT)
+    if args.ground_scenes:
+        scenes = _scenes(args, cfg)
+        policy = prep.policy(cfg, robot_preset(args.robot), {})
+        train_set = D.tokenize(scenes, policy).last_rows(locate.COUNT)
     tc = TrainConfig(
         steps=args.ground_steps,
         batch_size=args.batch_size,
@@ -189,7 +195,7 @@ def ground(cfg, params, prep: Prepared, args: argparse.Namespace, work: Path):
     params, _ = train(
         cfg,
         params,
-        prep.train_set.last_rows(locate.COUNT),
+        train_set,
         prep.val_set.last_rows(locate.COUNT),
         tc,
         work / "ground",
@@ -197,6 +203,33 @@ def ground(cfg, params, prep: Prepared, args: argparse.Namespace, work: Path):
     )
     bar.close()
     return params
+
+
+SCENE_FIRST_SEED = 10_000  # still scenes: above the expert's seeds, below the evaluation's
+
+
+def _scenes(args: argparse.Namespace, cfg) -> D.Episodes:
+    """`--ground-scenes` still scenes per family (two arm poses each), cached in --work."""
+    size = cfg.vision.image_size
+    cache = Path(args.work) / f"scenes-{args.ground_scenes}-{args.camera_size}-{size}.npz"
+    if cache.exists():
+        return D.Episodes.load(cache)
+    seeds = range(SCENE_FIRST_SEED, SCENE_FIRST_SEED + args.ground_scenes)
+    bar = tqdm(total=len(args.families) * len(seeds), desc="still scenes", unit="scene")
+    data = D.generate_sim(
+        args.families,
+        seeds,
+        cfg,
+        args.camera_size,
+        None,
+        workers=args.workers,
+        progress=lambda done, total: bar.update(done - bar.n),
+        scenes=True,
+    )
+    bar.close()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    data.save(cache)
+    return data
 
 
 def write_checkpoint(out: Path, params: P.Tree, norm: NormStats, asset_id: str) -> None:
@@ -226,6 +259,13 @@ def _train_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="grounding-stage steps (grounding rows only) before co-training",
+    )
+    p.add_argument(
+        "--ground-scenes",
+        type=int,
+        default=0,
+        help="the grounding stage trains on this many still scenes per family (0: on the "
+        "expert episodes' steps)",
     )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--val-every-episode", type=int, default=10)

@@ -32,7 +32,7 @@ from oxygen_core.engine.types import DEFAULT_STREAMS, StreamConfig
 from oxygen_core.model.normalize import NormStats, Stats
 from oxygen_core.model.tokenizer import Tokenizer, prompt_text, train_model
 from oxygen_core.policy import Policy, model_images, prompt_state
-from oxygen_core.train.records import Dart, Record, expert_episode
+from oxygen_core.train.records import Dart, Record, expert_episode, scene_records
 
 TOKENIZER_VOCAB = 512
 # Which record field each default stream is trained to say.
@@ -109,6 +109,11 @@ def _episode_job(args: tuple) -> Episodes | None:
     return collect(records, config) if records else None
 
 
+def _scene_job(args: tuple) -> Episodes:
+    family, seed, horizon, camera_size, _, config = args
+    return collect(scene_records(family, seed, horizon, camera_size), config)
+
+
 def generate_sim(
     families: Sequence[str],
     seeds: Sequence[int],
@@ -117,20 +122,23 @@ def generate_sim(
     dart: Dart | None,
     workers: int = 1,
     progress=None,
+    scenes: bool = False,
 ) -> Episodes:
-    """Expert episodes in the sim for families x seeds (failed ones dropped), in seed order.
+    """Expert episodes in the sim for families x seeds (failed ones dropped), in seed order;
+    with `scenes`, still scenes for the grounding stage instead (`scene_records`).
 
     progress: optional callable(done, total) after each episode.
     """
     jobs = [
         (f, s, config.action_horizon, camera_size, dart, config) for s in seeds for f in families
     ]
+    job = _scene_job if scenes else _episode_job
     parts: list[Episodes] = []
     if workers <= 1:
-        results = map(_episode_job, jobs)
+        results = map(job, jobs)
     else:
         pool = ProcessPoolExecutor(workers)
-        results = pool.map(_episode_job, jobs, chunksize=4)
+        results = pool.map(job, jobs, chunksize=16)
     for done, part in enumerate(results, 1):
         if part is not None:
             parts.append(part)

@@ -29,7 +29,8 @@ from oxygen_core.sim import arm
 from oxygen_core.sim.expert import Expert
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
-from oxygen_core.sim.tasks import make_task
+from oxygen_core.sim.tasks import FAMILIES, make_task
+from oxygen_core.sim.world import World
 from oxygen_core.train import locate
 
 # The sim's cameras in model slot order (the node's camera_topics order).
@@ -125,6 +126,35 @@ def _records(
         Record(episode, obs, commands[np.minimum(np.arange(t, t + horizon), last)], *texts)
         for t, (obs, *texts) in enumerate(seen)
     ]
+
+
+def scene_records(
+    family: str, seed: int, horizon: int, camera_size: int, poses: int = 2
+) -> list[Record]:
+    """Still scenes for the grounding stage: the seeded task's objects where they start,
+    the arm at `poses` random top-down poses above the workspace (as it is while it
+    reaches), both cameras, and the grounding rows; no expert, so no actions (zeros) and
+    no language targets. Rendering a scene costs milliseconds, so the stage can see many
+    more scenes than the expert has episodes."""
+    task = make_task(family, seed)
+    rng = np.random.default_rng([seed, FAMILIES.index(family), 13])
+    renderer = Renderer(camera_size, camera_size)
+    records = []
+    while len(records) < poses:
+        point = np.array(
+            [rng.uniform(0.25, 0.55), rng.uniform(-0.25, 0.25), rng.uniform(0.08, 0.3)]
+        )
+        try:
+            joints = arm.inverse_top_down(point, yaw=rng.uniform(0, np.pi), gripper=1.0)
+        except arm.Unreachable:
+            continue
+        world = World(list(task.objects), joints)
+        images = {slot: renderer.render(world, cam) for cam, slot in CAMERA_SLOTS.items()}
+        obs = Observation(images, world.joints.astype(np.float32), task.instruction)
+        still = np.zeros((horizon, arm.NUM_JOINTS), np.float32)
+        grounding = locate.rows(task, world, rng)
+        records.append(Record(f"scene/{family}/{seed}", obs, still, "", "", grounding))
+    return records
 
 
 def sim_records(
