@@ -1,0 +1,43 @@
+"""The closed-loop comparison plans and their table (the runs are oxygen-sim-eval's)."""
+
+from __future__ import annotations
+
+from oxygen_ros.tools.sim import compare as C
+
+
+def test_handover_plan_pairs_each_handover_with_both_latencies_and_d_covers_the_delay():
+    plan = C.handover_plan(slow_delay=2)
+    assert [v.name for v in plan] == [
+        "fast-replace-dauto", "fast-blend-dauto", "fast-rtc-dauto",
+        "slow-replace-d3", "slow-blend-d3", "slow-rtc-d3",
+    ]  # fmt: skip
+    for v in plan:
+        fast = v.name.startswith("fast")
+        assert v.command_delay_steps == (0 if fast else 2)
+        # a chunk reaches the sim before the next tick, then waits 2 more: 3 rows run meanwhile
+        assert v.overrides["rtc_delay_steps"] == ("auto" if fast else 3)
+
+
+def test_modes_plan_runs_every_mode_at_the_params_frame_and_at_a_tight_one():
+    plan = C.modes_plan()
+    assert [v.name for v in plan] == [f"{b}-{m}" for b in ("default", "tight") for m in C.MODES]
+    for v in plan:
+        assert v.overrides["engine_mode"] == v.name.split("-")[1] and v.command_delay_steps == 0
+        assert ({k: x for k, x in v.overrides.items() if k != "engine_mode"} == C.TIGHT) == (
+            v.name.startswith("tight")
+        )
+
+
+def test_rows_come_from_the_report_and_print_as_one_table():
+    report = {
+        "seams": {"seams": 40, "jump_mean": 0.0123, "jump_max": 0.05, "jerk_mean": 12.5,
+                  "jerk_max": 99.0, "jerks": 38},
+        "success": {"all": {"successes": 2, "episodes": 3, "rate": 2 / 3}},
+        "action_hz": 19.95,
+        "deadline_misses": 1,
+        "lang_tps": 40.04,
+    }  # fmt: skip
+    row = C.row("slow-rtc-d3", report)
+    table = C.markdown([row]).splitlines()
+    assert len(table) == 3 and table[0].count("|") == table[1].count("|") == 10
+    assert table[2] == "| slow-rtc-d3 | 2/3 | 19.95 | 1 | 40.0 | 40 | 0.0123 | 0.0500 | 12 |"
