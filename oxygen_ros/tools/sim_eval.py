@@ -125,6 +125,8 @@ class Collector:
         self._echo = echo
         self._said: dict[str, str] = {}  # the last finished text echoed per stream
         self._chunk_topic = names.output(topics.ACTION_CHUNK)
+        # on the node's steady timer: it keeps coming after the sim's clock stops
+        self.diagnostics_topic = names.output(topics.DIAGNOSTICS)
         self._tokens = set(names.per_stream(topics.TOKENS).values())
         self._sim = {t.key: t.topic for t in SIM_TOPICS}
         self._gif_episodes = gif_episodes
@@ -196,7 +198,9 @@ def _recording(
     def record(message: BagMessage) -> None:
         collector.on_output(message, sink.raw(message))
 
-    recorder = OutputRecorder(topics_to_record, record, context=context)
+    recorder = OutputRecorder(
+        topics_to_record, record, context=context, periodic=(collector.diagnostics_topic,)
+    )
     grabber = Node(
         "oxygen_sim_eval_camera",
         context=context,
