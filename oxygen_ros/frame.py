@@ -79,11 +79,33 @@ class Tick:
 
 @dataclasses.dataclass(frozen=True)
 class SentChunk:
-    """The last chunk that went out: what the robot executes until the next one arrives."""
+    """What the robot executes from the last chunk's row-0 time on: the d rows of the plan
+    before it that run until it takes over, then the rows it published. With d within a
+    frame (d <= execute_horizon) the next tick lies past the first d rows; with a longer
+    delay it does not, and the next chunk must meet these, not the unstarted chunk's."""
 
-    rows: np.ndarray  # float32 [rows, D], robot units, exactly the rows published
-    row0_ns: int  # node clock at which rows[0] executes: the chunk's header stamp
+    rows: np.ndarray  # float32 [rows, D], robot units: the plan's d rows, then the published
+    row0_ns: int  # node clock at which rows[0] executes
     tick_ns: int  # the stamp of the frame that computed it
+
+
+def _plan(
+    handover: Handover | None,
+    first: int,
+    rows: np.ndarray,
+    anchor_ns: int,
+    period_ns: int,
+    tick_ns: int,
+) -> SentChunk:
+    """The robot's commands from the new chunk's row-0 time (`anchor_ns`): the previous
+    plan's rows for the `first` (d) steps before the new rows take over (its last row held
+    if it ends sooner), then the new rows. Without a handover, the new rows from d on."""
+    rows = np.asarray(rows, np.float32)
+    if handover is None or first == 0:
+        return SentChunk(rows, anchor_ns + first * period_ns, tick_ns)
+    previous = np.asarray(handover.previous, np.float32)
+    idx = np.minimum(np.arange(handover.executed, handover.executed + first), len(previous) - 1)
+    return SentChunk(np.concatenate([previous[idx], rows]), anchor_ns, tick_ns)
 
 
 class FrameLoop:
@@ -156,7 +178,7 @@ class FrameLoop:
         action = self._engine.act(obs, handover)
         if handover is not None and action.handover == "replace":
             self._stats.handover_fell_back()  # the previous chunk had no row left to meet
-        if not self._publish_actions(tick, action, anchor_ns):
+        if not self._publish_actions(tick, action, anchor_ns, handover):
             return  # deactivated mid-frame: no language work for a closed node
         time_left_s = max(0.0, tick.deadline_s - self._clock())
         language = self._engine.language(time_left_s=time_left_s)
@@ -195,7 +217,9 @@ class FrameLoop:
             )
         return min(action.delay_steps, last)
 
-    def _publish_actions(self, tick: Tick, action: ActionResult, anchor_ns: int) -> bool:
+    def _publish_actions(
+        self, tick: Tick, action: ActionResult, anchor_ns: int, handover: Handover | None
+    ) -> bool:
         """Publish the chunk (and trajectory) at once, from row d, stamped d control steps
         after `anchor_ns` (the time of its row 0); False when the outputs are closed."""
         first = self._first_row(action)
@@ -225,7 +249,7 @@ class FrameLoop:
         if published:
             self._stats.chunk_published(at_s=now_s, latency_s=latency_s, deadline_met=met)
             self._check_stamp_order(row0_ns, tick_ns)
-            self._sent = SentChunk(np.array(rows, np.float32), row0_ns, tick_ns)
+            self._sent = _plan(handover, first, rows, anchor_ns, self._period_ns, tick_ns)
             # The robot gets the chunk at publish, not when act returns: d ("auto") must
             # cover the whole tick-to-publish time (docs/DESIGN.md section 10).
             self._engine.delay.observe(latency_s)

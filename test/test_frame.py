@@ -348,11 +348,33 @@ def _ns(stamp) -> int:
     return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
+def test_a_delay_longer_than_a_frame_keeps_chunks_on_the_frame_grid():
+    """Frames every 2 steps (40 ms), d = 3: each chunk arrives after the next frame's tick,
+    so at that tick the robot still runs the plan before it. The new chunk meets that plan
+    (its rows until the unstarted chunk takes over, then that chunk's), and stamps advance
+    one frame at a time; anchoring on the unstarted chunk instead pushed every stamp a
+    step further out per frame, and each chunk was replaced before it ever took over."""
+    r = rig(act_s=[0.01] * 4, handover="rtc", delays=[0, 3, 3, 3])
+    r.assembler.on_instruction("stack")
+    r.feed()
+    for now_s in (10.00, 10.04, 10.08, 10.12):
+        r.tick(now_s)
+    ms = 1_000_000
+    stamps = [_ns(c.header.stamp) for c in _sent(r, topics.ACTION_CHUNK)]
+    assert stamps == [10_000 * ms, 10_100 * ms, 10_140 * ms, 10_180 * ms]
+    h = r.engine.handovers
+    assert [x.executed for x in h[1:]] == [2, 2, 2]
+    # at 10.08: frame 0's rows 2, 3 and 3 again (it sent 4 rows; the robot holds the last)
+    # run until frame 1's chunk (its rows 3..) takes over at 10.10
+    np.testing.assert_array_equal(h[2].previous[:, 0], [2, 3, 3, 13, 14, 15])
+
+
 def test_handover_counts_executed_steps_from_the_last_chunks_row_0_and_stamps_with_d():
-    """Control period 20 ms. Each frame's handover is the rows the previous frame sent,
-    with the steps from their row-0 stamp to the tick, rounded to the nearest row and
-    clamped at 0; each chunk starts at row d and is stamped d steps after the time of
-    the previous row its row 0 continues (the tick, without a handover)."""
+    """Control period 20 ms. Each frame's handover is the robot's plan from the previous
+    chunk's row-0 time (the d rows it kept of the plan before, then the rows it sent), with
+    the steps from that time to the tick, rounded to the nearest row; each chunk starts at
+    row d and is stamped d steps after the time of the previous row its row 0 continues
+    (the tick, without a handover)."""
     delays = [0, 2, 1, 0, 1, 0]
     r = rig(act_s=[0.01, 0.01, 0.05, 0.01, 0.01, 0.01], handover="rtc", delays=delays)
     r.assembler.on_instruction("stack")
@@ -379,10 +401,18 @@ def test_handover_counts_executed_steps_from_the_last_chunks_row_0_and_stamps_wi
     assert [t.points[1].time_from_start.nanosec for t in trajectories] == [20 * ms] * 6
     handovers = r.engine.handovers
     assert handovers[0] is None and handovers[5] is None
-    assert [h.executed for h in handovers[1:5]] == [2, 1, 0, 9]
-    for h, f in zip(handovers[1:5], range(4), strict=True):
-        np.testing.assert_array_equal(h.previous[:, 0], firsts[f])  # exactly the rows sent
-        np.testing.assert_array_equal(h.previous[:, 1], [20 * f - v for v in firsts[f]])
+    # The previous plan from the last chunk's row-0 time: the d rows of the plan before it
+    # that run until it takes over, then the rows it sent (frame 1: rows 2-3 of frame 0's,
+    # then its own from row 2; frame 2: row 3 of frame 1's plan, i.e. frame 1's row 3).
+    plans = [firsts[0], [2, 3, *firsts[1]], [13, *firsts[2]], firsts[3]]
+    owners = [[0] * len(firsts[0]), [0, 0] + [1] * len(firsts[1]), [1] + [2] * len(firsts[2]),
+              [3] * len(firsts[3])]  # fmt: skip
+    assert [h.executed for h in handovers[1:5]] == [2, 3, 1, 9]
+    for h, plan, owner in zip(handovers[1:5], plans, owners, strict=True):
+        np.testing.assert_array_equal(h.previous[:, 0], plan)
+        np.testing.assert_array_equal(
+            h.previous[:, 1], [20 * f - v for f, v in zip(owner, plan, strict=True)]
+        )  # noqa: E501
         assert h.control_period_s == pytest.approx(0.02)
     stats = _sent(r, topics.STATS)
     assert [(m.handover, m.delay_steps) for m in stats] == [
