@@ -48,20 +48,28 @@ def _episodes(args: argparse.Namespace, cfg) -> D.Episodes:
     if args.episodes:
         return D.Episodes.load(Path(args.episodes))
     size = cfg.vision.image_size
-    cache = (
-        Path(args.work) / f"episodes-{args.seeds}-{args.camera_size}-{size}-{int(args.dart)}.npz"
-    )
+    name = f"episodes-{args.seeds}-{args.camera_size}-{size}-{int(args.dart)}.npz"
+    dart = Dart() if args.dart else None
+    return _cached_sim(Path(args.work) / name, range(args.seeds), args, cfg, dart, scenes=False)
+
+
+def _cached_sim(
+    cache: Path, seeds: range, args: argparse.Namespace, cfg, dart: Dart | None, scenes: bool
+) -> D.Episodes:
+    """`generate_sim` for args.families x seeds, with a progress bar, cached at `cache`."""
     if cache.exists():
         return D.Episodes.load(cache)
-    bar = tqdm(total=len(args.families) * args.seeds, desc="expert episodes", unit="ep")
+    desc = "still scenes" if scenes else "expert episodes"
+    bar = tqdm(total=len(args.families) * len(seeds), desc=desc, unit="ep")
     data = D.generate_sim(
         args.families,
-        range(args.seeds),
+        seeds,
         cfg,
         args.camera_size,
-        Dart() if args.dart else None,
+        dart,
         workers=args.workers,
         progress=lambda done, total: bar.update(done - bar.n),
+        scenes=scenes,
     )
     bar.close()
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -116,7 +124,10 @@ def prepare(
 
 
 def train_main(argv: list[str] | None = None) -> None:
-    args = _train_parser().parse_args(argv)
+    parser = _train_parser()
+    args = parser.parse_args(argv)
+    if args.ground_steps and not args.grounding_rows:
+        parser.error("--ground-steps trains on the grounding rows: drop --no-grounding-rows")
     logging.basicConfig(level=logging.WARNING)
     started = time.perf_counter()
     out, work = Path(args.out), Path(args.work)
@@ -133,6 +144,9 @@ def train_main(argv: list[str] | None = None) -> None:
         f"{len(val_set)} validation steps; model {cfg.name}, "
         f"{sum(np.size(v) for v in P.flatten(P.init_params(cfg)).values()) / 1e6:.2f}M params"
     )
+    params = P.to_runtime(P.init_params(cfg, args.seed))
+    if args.ground_steps:
+        params = ground(cfg, params, prep, args, work)
     bar = tqdm(total=tc.steps, desc="training", unit="step")
 
     def progress(step: int, losses: dict) -> None:
@@ -140,9 +154,6 @@ def train_main(argv: list[str] | None = None) -> None:
         if step % 20 == 0:
             bar.set_postfix(flow=f"{losses['flow']:.3f}", text=f"{losses['text']:.3f}")
 
-    params = P.to_runtime(P.init_params(cfg, args.seed))
-    if args.ground_steps:
-        params = ground(cfg, params, prep, args, work)
     params, history = train(cfg, params, train_set, val_set, tc, work, progress)
     bar.close()
     write_checkpoint(out, params, norm, robot.name)
@@ -212,24 +223,8 @@ def _scenes(args: argparse.Namespace, cfg) -> D.Episodes:
     """`--ground-scenes` still scenes per family (two arm poses each), cached in --work."""
     size = cfg.vision.image_size
     cache = Path(args.work) / f"scenes-{args.ground_scenes}-{args.camera_size}-{size}.npz"
-    if cache.exists():
-        return D.Episodes.load(cache)
     seeds = range(SCENE_FIRST_SEED, SCENE_FIRST_SEED + args.ground_scenes)
-    bar = tqdm(total=len(args.families) * len(seeds), desc="still scenes", unit="scene")
-    data = D.generate_sim(
-        args.families,
-        seeds,
-        cfg,
-        args.camera_size,
-        None,
-        workers=args.workers,
-        progress=lambda done, total: bar.update(done - bar.n),
-        scenes=True,
-    )
-    bar.close()
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    data.save(cache)
-    return data
+    return _cached_sim(cache, seeds, args, cfg, None, scenes=True)
 
 
 def write_checkpoint(out: Path, params: P.Tree, norm: NormStats, asset_id: str) -> None:
