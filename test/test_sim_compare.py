@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+
+import pytest
+
 from oxygen_ros.tools.sim import compare as C
 
 
@@ -41,3 +45,12 @@ def test_rows_come_from_the_report_and_print_as_one_table():
     table = C.markdown([row]).splitlines()
     assert len(table) == 3 and table[0].count("|") == table[1].count("|") == 10
     assert table[2] == "| slow-rtc-d3 | 2/3 | 19.95 | 1 | 40.0 | 40 | 0.0123 | 0.0500 | 12 |"
+
+
+def test_set_reads_yaml_values_and_refuses_a_missing_name():
+    assert C.override("rtc_max_guidance=10") == ("rtc_max_guidance", 10)
+    assert C.override("rtc_delay_steps=auto") == ("rtc_delay_steps", "auto")
+    assert C.override("streams.memory.every_frames=2") == ("streams.memory.every_frames", 2)
+    for bad in ("rtc_max_guidance", "=3"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            C.override(bad)

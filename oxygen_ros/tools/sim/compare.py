@@ -23,7 +23,8 @@ overridden (and the sim's `command_delay_steps`); each run's full report stays u
 Columns: success; the node's action Hz, deadline misses and language tokens/s (sim
 time); the sim's seams (jump: max joint difference, rad, between the last command before
 a take-over and the new trajectory's first executed point; jerk from the commands around
-it). JSON of the rows with --json.
+it). JSON of the rows with --json; `--set NAME=VALUE` adds a node parameter to every
+variant (a variant's own overrides win).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+
+import yaml
 
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros.tools.sim.record import families_arg
@@ -110,6 +113,14 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join([HEAD, "|" + "---|" * 9, *(markdown_row(r) for r in rows)])
 
 
+def override(text: str) -> tuple[str, object]:
+    """NAME=VALUE -> (NAME, the value as YAML reads it: 10 is an int, auto a string)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, yaml.safe_load(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m oxygen_ros.tools.sim.compare", description=__doc__.split("\n")[0]
@@ -124,7 +135,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slow-delay", type=int, default=2, help="handover: the slow command delay")
     p.add_argument("--out", type=Path, required=True, help="one folder per variant in here")
     p.add_argument("--json", type=Path, help="write the rows here")
+    p.add_argument(
+        "--set",
+        type=override,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a node parameter for every variant (YAML value), e.g. rtc_max_guidance=10",
+    )
     args = p.parse_args(argv)
+    common = dict(args.set)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     plan = handover_plan(args.slow_delay) if args.plan == "handover" else modes_plan()
     rows = []
@@ -132,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     for variant in plan:
         spec = SimEvalSpec(
             params=args.params,
-            overrides=variant.overrides,
+            overrides={**common, **variant.overrides},
             families=tuple(args.families),
             episodes=args.episodes,
             seed=args.seed,
