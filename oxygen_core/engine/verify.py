@@ -99,16 +99,15 @@ def drain(engine: Engine, trace: Trace) -> None:
     # Every phase decodes at least one token per live row (fixed k >= 1) or admits from
     # the queue, so this bound is only reached when the step budget grants nothing.
     limit = (len(sched.active) + len(sched.queue) + 1) * engine.max_new
-    for _ in range(limit):
-        if not (sched.active or sched.queue):
-            return
+    phases = 0
+    while sched.active or sched.queue:
+        if phases == limit:
+            raise RuntimeError(
+                f"{len(sched.active)} active and {len(sched.queue)} queued requests still "
+                f"pending after {limit} language phases"
+            )
         trace.record(engine.language())
-    if not (sched.active or sched.queue):
-        return
-    raise RuntimeError(
-        f"{len(sched.active)} active and {len(sched.queue)} queued requests still pending "
-        f"after {limit} language phases"
-    )
+        phases += 1
 
 
 def run_engine(engine: Engine, observations: Sequence[Observation]) -> Trace:

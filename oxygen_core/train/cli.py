@@ -146,7 +146,7 @@ def train_main(argv: list[str] | None = None) -> None:
     )
     params = P.to_runtime(P.init_params(cfg, args.seed))
     if args.ground_steps:
-        params = ground(cfg, params, prep, args, work)
+        params = ground(cfg, robot, params, prep, args, work)
     bar = tqdm(total=tc.steps, desc="training", unit="step")
 
     def progress(step: int, losses: dict) -> None:
@@ -178,7 +178,7 @@ def train_main(argv: list[str] | None = None) -> None:
     print(json.dumps(summary["final_val"]))
 
 
-def ground(cfg, params, prep: Prepared, args: argparse.Namespace, work: Path):
+def ground(cfg, robot, params, prep: Prepared, args: argparse.Namespace, work: Path):
     """The grounding stage before co-training: `--ground-steps` steps on the grounding
     rows alone (no action expert, no stream rows), resumable under <work>/ground.
 
@@ -187,7 +187,7 @@ def ground(cfg, params, prep: Prepared, args: argparse.Namespace, work: Path):
     train_set = prep.train_set.last_rows(locate.COUNT)
     if args.ground_scenes:
         scenes = _scenes(args, cfg)
-        policy = prep.policy(cfg, robot_preset(args.robot), {})
+        policy = prep.policy(cfg, robot, {})
         train_set = D.tokenize(scenes, policy).last_rows(locate.COUNT)
     tc = TrainConfig(
         steps=args.ground_steps,

@@ -45,7 +45,6 @@ from oxygen_ros.tools.live import replay_live
 from oxygen_ros.tools.node_process import start_node, stop_node
 from oxygen_ros.tools.replay import summary
 from oxygen_ros.tools.share import resource
-from oxygen_ros.tools.sim import report as sim_report
 
 # share/oxygen_ros after `colcon build`, else the checkout (oxygen_ros.tools.share)
 DEMO_BAG = resource("data/demo_bag")
@@ -192,28 +191,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def sim_demo(seed: int, out: Path, wait_s: float) -> int:
-    """The trained policy driving the simulated arm over ROS topics (oxygen-sim-eval with
-    its texts and outcomes echoed), on held-out seeds; the run's report paths at the end."""
-    spec = sim_eval.SimEvalSpec(
-        params=SIM_DEMO_PARAMS,
-        episodes=1,
-        seed=seed,
-        rtf=1.0,
-        camera_size=SIM_DEMO_CAMERA,
-        wait_s=wait_s,
-        echo=True,
-    )
+    """The trained policy driving the simulated arm over ROS topics: `oxygen-sim-eval` on
+    config/sim_demo.yaml with its texts and outcomes echoed, one held-out episode per
+    family; the run's report paths at the end."""
     print(
         "the oxygen node drives the simulated arm with the policy trained here "
         f"({SIM_DEMO_PARAMS}); it narrates and remembers as it goes"
     )
-    try:
-        paths = sim_eval.run_sim_eval(spec, out)
-    except (OSError, ValueError, TimeoutError, RuntimeError) as error:
-        print(f"oxygen-demo: {error}", file=sys.stderr)
-        return 1
-    print(sim_report.headline(paths))
-    return 0
+    return sim_eval.main(
+        ["--params", str(SIM_DEMO_PARAMS), "--episodes", "1", "--seed", str(seed),
+         "--rtf", "1", "--camera-size", str(SIM_DEMO_CAMERA), "--wait-s", str(wait_s),
+         "--echo", "--out", str(out)]
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
