@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import sentencepiece as spm
 
 from oxygen_core.config import EOS_ID, PAD_ID, model_preset, robot_preset
 from oxygen_core.model import pi05
@@ -168,13 +169,20 @@ def test_chunk_targets_come_back_through_the_policys_output_transform(tokenizer)
     np.testing.assert_array_equal(offsets[:, :, 6], data.actions[:, :, 6])
 
 
-def test_tokenizer_training_is_deterministic_and_covers_the_corpus():
+@pytest.mark.parametrize("with_state", [True, False])
+def test_tokenizer_training_is_deterministic_and_fills_the_embedding(with_state: bool):
     lines = ["Narrate:", "Remember:", "pick up the red block", "moving to the red block"] * 3
-    lines += [f"Task: push the blue ball to the left, State: {i} {255 - i};" for i in range(256)]
+    if with_state:
+        lines += [f"Task: push the ball left, State: {i} {255 - i};" for i in range(256)]
     first, second = D.train_tokenizer(lines), D.train_tokenizer(lines)
     assert first == second
     tok = Tokenizer(first, "trained")
-    assert tok.vocab_size <= D.TOKENIZER_VOCAB
+    # Exactly the model's rows, so the checkpoint loader's vocabulary check passes; a corpus
+    # this small (no state bins) supports far fewer pieces: the rest are unused ones.
+    assert tok.vocab_size == D.TOKENIZER_VOCAB
+    pieces = spm.SentencePieceProcessor(model_proto=first)
+    unused = [i for i in range(tok.vocab_size) if pieces.id_to_piece(i).startswith("<unused")]
+    assert bool(unused) != with_state
     assert tok.decode(tok.encode("moving to the red block")) == "moving to the red block"
 
 

@@ -266,18 +266,32 @@ def _train(corpus: str) -> bytes:
     return train_model(corpus.splitlines(), BUNDLED_VOCAB_SIZE)
 
 
-def train_model(lines: Sequence[str], vocab_size: int, exact_size: bool = True) -> bytes:
-    """A serialized SentencePiece model trained on `lines` with the bundled model's text
-    handling and ids; the same lines in the same order always give the same bytes.
+def train_model(lines: Sequence[str], vocab_size: int, pad_unused: bool = False) -> bytes:
+    """A serialized SentencePiece model with exactly `vocab_size` pieces trained on `lines`,
+    with the bundled model's text handling and ids; the same lines in the same order always
+    give the same bytes.
 
-    Blank lines are skipped. exact_size=False lets a small corpus (a sim's few dozen words)
-    that supports fewer than `vocab_size` pieces get as many as it has, instead of failing.
+    Blank lines are skipped. pad_unused: a small corpus (a sim's few dozen words) supports
+    fewer pieces than the model's embedding has rows; it gets as many as it has and the
+    rest are "<unusedN>" pieces, as Gemma's vocabulary has, so the tokenizer still matches
+    the embedding row for row (the checkpoint loader checks that) instead of failing.
     """
     lines = [line for line in lines if line.strip()]
+    if not pad_unused:
+        return _train_pieces(lines, vocab_size)
+    natural = spm.SentencePieceProcessor(
+        model_proto=_train_pieces(lines, vocab_size, hard_limit=False)
+    ).vocab_size()
+    unused = [f"<unused{i}>" for i in range(vocab_size - natural)]
+    return _train_pieces(lines, vocab_size, unused=unused)
+
+
+def _train_pieces(
+    lines: Sequence[str], vocab_size: int, hard_limit: bool = True, unused: Sequence[str] = ()
+) -> bytes:
     out = io.BytesIO()
-    settings = {**_TRAINER_SETTINGS, "vocab_size": vocab_size}
-    if not exact_size:
-        settings["hard_vocab_limit"] = False
+    settings = {**_TRAINER_SETTINGS, "vocab_size": vocab_size, "hard_vocab_limit": hard_limit}
+    settings["user_defined_symbols"] = [*_TRAINER_SETTINGS["user_defined_symbols"], *unused]
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(lines), model_writer=out, minloglevel=2, **settings
     )

@@ -194,7 +194,7 @@ def corpus(
 
 def train_tokenizer(lines: Sequence[str]) -> bytes:
     """The project's SentencePiece model for this corpus (deterministic for the same lines)."""
-    return train_model(lines, TOKENIZER_VOCAB, exact_size=False)
+    return train_model(lines, TOKENIZER_VOCAB, pad_unused=True)
 
 
 @dataclasses.dataclass
