@@ -55,6 +55,21 @@ def test_servo_step_enforces_velocity_and_position_limits():
     np.testing.assert_allclose(q, [2.8, -0.8, 0.01, 0.0, 0.0, 0.0, 1.0], atol=1e-12)
 
 
+def test_the_table_stops_the_fingertips_and_the_gripper_still_moves():
+    world = World([])
+    below = arm.inverse_top_down(np.array([0.4, 0.05, -0.1]), np.pi / 2, 0.0)
+    for _ in range(200):
+        world.step(below, DT)
+    # The arm reaches down onto the table top (not through it, not short of it) and the
+    # gripper closes as commanded.
+    assert 0.0 <= world.pose.grip[2] < 0.002
+    assert world.joints[6] == 0.0
+    above = arm.inverse_top_down(np.array([0.4, 0.05, 0.1]), np.pi / 2, 1.0)
+    for _ in range(60):
+        world.step(above, DT)
+    np.testing.assert_allclose(world.pose.grip, [0.4, 0.05, 0.1], atol=1e-6)
+
+
 def _world_with(*objects):
     return World([SceneObject(c, s, np.array(p, float)) for c, s, p in objects])
 

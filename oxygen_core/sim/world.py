@@ -1,7 +1,9 @@
 """The kinematic tabletop world: arm servos, grasping by attachment, falling, pushing.
 
 No physics engine: each `step` moves the joints towards their targets within the limits
-(`arm.limit_step`), then applies four rules in a fixed order, which is all the tasks need:
+(`arm.limit_step`), cut short where the fingertips would go below the table top (a real arm
+stops on the table; a policy that pushes down must not end up inside it), then applies
+four rules in a fixed order, which is all the tasks need:
 
 1. grasp: a free object lies between the fingertips (its centre within `GRASP_TOLERANCE` of
    the grip point sideways, the grip point inside its vertical extent) and the closing
@@ -65,7 +67,7 @@ class World:
         if targets.shape != (arm.NUM_JOINTS,) or not np.all(np.isfinite(targets)):
             raise ValueError(f"joint targets must be {arm.NUM_JOINTS} finite numbers: {targets}")
         before = self.joints
-        self.joints = arm.limit_step(before, targets, dt)
+        self.joints = _stopped_by_table(before, arm.limit_step(before, targets, dt))
         held = self.held
         if held is not None:
             # The fingers cannot close through the object they hold.
@@ -170,3 +172,22 @@ class World:
             if state.support == index and not state.held:
                 self.objects[j].position[:2] += shift
                 self._drag_contents(j, shift)
+
+
+def _stopped_by_table(before: np.ndarray, after: np.ndarray, halvings: int = 12) -> np.ndarray:
+    """The arm joints of a servo step cut short where the grip point (the fingertips) reaches
+    the table top, by bisection on the fraction of the step; the gripper moves as commanded.
+    A step that starts below the top (a world built there) is left as it is."""
+    if arm.forward(after).grip[2] >= 0.0 or arm.forward(before).grip[2] < 0.0:
+        return after
+    low, high = 0.0, 1.0
+    for _ in range(halvings):
+        mid = (low + high) / 2
+        low, high = (
+            (mid, high)
+            if arm.forward(before + mid * (after - before)).grip[2] >= 0.0
+            else (low, mid)
+        )
+    stopped = before + low * (after - before)
+    stopped[arm.ARM_DOF :] = after[arm.ARM_DOF :]
+    return stopped
