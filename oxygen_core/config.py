@@ -219,9 +219,17 @@ ROBOT_PRESETS: dict[str, RobotConfig] = {
     "demo": RobotConfig("demo", cameras=IMAGE_SLOTS, action_dim=7, state_dim=7),
     # The simulated tabletop arm (oxygen_core.sim): base and wrist cameras, six joints and
     # the gripper. The joints are predicted as offsets from the frame's state (a chunk that
-    # holds still is the zero prediction), the gripper as an absolute opening.
+    # holds still is the zero prediction), the gripper as an absolute opening. No state in
+    # the prompt, as pi05_libero: along an expert's straight reach the joint state alone
+    # tells where the arm is heading, so a small policy that reads it learns to continue
+    # whatever motion it has begun instead of looking for the target (DESIGN section 11).
     "sim": RobotConfig(
-        "sim", cameras=IMAGE_SLOTS[:2], action_dim=7, state_dim=7, delta_actions=(0, 1, 2, 3, 4, 5)
+        "sim",
+        cameras=IMAGE_SLOTS[:2],
+        action_dim=7,
+        state_dim=7,
+        delta_actions=(0, 1, 2, 3, 4, 5),
+        discrete_state=False,
     ),
 }
 
