@@ -113,15 +113,18 @@ MODEL_PRESETS: dict[str, ModelConfig] = {
     ),
     # The trained sim policy (data/policy): two 64 px cameras (base, wrist) in 8 px patches,
     # 128 image tokens; sized so that training it fits a 2-core CPU in minutes and one
-    # frame (prefill + 10 denoise steps) takes milliseconds there.
+    # frame (prefill + 10 denoise steps) takes milliseconds there. Four layers, not three:
+    # finding the instructed object takes the action tokens a chain of attention steps
+    # (read the name, find its patch, act on where it is), and the fourth layer made the
+    # policy use the base camera and the target's name (README "Training a policy").
     "demo": ModelConfig(
         name="demo",
         vision=SiglipConfig(
             width=48, depth=2, mlp_dim=96, num_heads=2, patch_size=8, image_size=64
         ),
-        vlm=GemmaConfig(width=64, depth=3, mlp_dim=128, num_heads=2, num_kv_heads=1, head_dim=32),
+        vlm=GemmaConfig(width=64, depth=4, mlp_dim=128, num_heads=2, num_kv_heads=1, head_dim=32),
         expert=GemmaConfig(
-            width=64, depth=3, mlp_dim=128, num_heads=2, num_kv_heads=1, head_dim=32
+            width=64, depth=4, mlp_dim=128, num_heads=2, num_kv_heads=1, head_dim=32
         ),
         vocab_size=512,
         action_dim=32,
