@@ -67,7 +67,7 @@ class World:
         if targets.shape != (arm.NUM_JOINTS,) or not np.all(np.isfinite(targets)):
             raise ValueError(f"joint targets must be {arm.NUM_JOINTS} finite numbers: {targets}")
         before = self.joints
-        self.joints = _stopped_by_table(before, arm.limit_step(before, targets, dt))
+        self.joints = _stopped_by_table(before, self.pose, arm.limit_step(before, targets, dt))
         held = self.held
         if held is not None:
             # The fingers cannot close through the object they hold.
@@ -174,11 +174,14 @@ class World:
                 self._drag_contents(j, shift)
 
 
-def _stopped_by_table(before: np.ndarray, after: np.ndarray, halvings: int = 12) -> np.ndarray:
-    """The arm joints of a servo step cut short where the grip point (the fingertips) reaches
-    the table top, by bisection on the fraction of the step; the gripper moves as commanded.
-    A step that starts below the top (a world built there) is left as it is."""
-    if arm.forward(after).grip[2] >= 0.0 or arm.forward(before).grip[2] < 0.0:
+def _stopped_by_table(
+    before: np.ndarray, pose: arm.ArmPose, after: np.ndarray, halvings: int = 12
+) -> np.ndarray:
+    """The arm joints of a servo step from `before` (whose pose is `pose`) cut short where
+    the grip point (the fingertips) reaches the table top, by bisection on the fraction of
+    the step; the gripper moves as commanded. A step that starts below the top (a world
+    built there) is left as it is."""
+    if arm.forward(after).grip[2] >= 0.0 or pose.grip[2] < 0.0:
         return after
     low, high = 0.0, 1.0
     for _ in range(halvings):
