@@ -63,6 +63,26 @@ def test_flow_loss_is_the_velocity_error_at_the_drawn_time_and_noise(params):
     np.testing.assert_allclose(L.flow_loss(params, CFG, cache, actions, key), expected, rtol=1e-5)
 
 
+def test_several_flow_draws_per_chunk_each_read_that_chunks_own_prefix(params):
+    inputs = _inputs(2, seed=1)
+    cache = pi05.prefill(params, CFG, inputs)
+    actions = jax.random.normal(jax.random.key(2), (2, CFG.action_horizon, CFG.action_dim))
+    key, draws = jax.random.key(3), 3
+    noise_key, time_key = jax.random.split(key)
+    noise = jax.random.normal(noise_key, (2 * draws, *actions.shape[1:]))
+    t = L.sample_time(time_key, (2 * draws,))
+    errors = []
+    for row in range(2 * draws):
+        b = row // draws  # rows b * draws .. b * draws + draws - 1 are chunk b's draws
+        alone = pi05.prefill(params, CFG, jax.tree.map(lambda a, b=b: a[b : b + 1], inputs))
+        x_t = t[row] * noise[row] + (1 - t[row]) * actions[b]
+        v = pi05.velocity(params, CFG, alone, x_t[None], t[row : row + 1])
+        errors.append(np.square(np.asarray(v[0]) - np.asarray(noise[row] - actions[b])))
+    np.testing.assert_allclose(
+        L.flow_loss(params, CFG, cache, actions, key, samples=draws), np.mean(errors), rtol=1e-4
+    )
+
+
 def test_text_row_marks_only_the_line_and_its_eos(tokenizer):
     ids, target = D.text_row(tokenizer, "Narrate:", "moving to the red block", 24)
     head = tokenizer.encode("Narrate:")

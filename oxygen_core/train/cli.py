@@ -138,7 +138,13 @@ def train_main(argv: list[str] | None = None) -> None:
     train_set, val_set, norm = prep.train_set, prep.val_set, prep.norm
     out.mkdir(parents=True, exist_ok=True)
     (out / TOKENIZER_FILE).write_bytes(prep.tokenizer_bytes)
-    tc = TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+    tc = TrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        flow_samples=args.flow_samples,
+        seed=args.seed,
+    )
     print(
         f"{len(train_set)} training steps of {prep.train_episodes} episodes, "
         f"{len(val_set)} validation steps; model {cfg.name}, "
@@ -267,6 +273,12 @@ def _train_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=TrainConfig.steps)
     p.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
     p.add_argument("--lr", type=float, default=TrainConfig.lr)
+    p.add_argument(
+        "--flow-samples",
+        type=int,
+        default=TrainConfig.flow_samples,
+        help="flow-matching (time, noise) draws per chunk and step, from one prefill",
+    )
     p.add_argument("--seed", type=int, default=0)
     return p
 

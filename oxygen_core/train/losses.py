@@ -8,6 +8,9 @@ K/V cache that both losses read, as pi0.5 co-trains actions and language:
   x_t = t * noise + (1 - t) * actions, and the action expert's velocity at (x_t, t) is
   regressed onto u = noise - actions (mean squared error over every dimension). The
   velocity comes from `pi05.velocity`, the function `denoise` integrates at inference.
+  Each chunk may be scored at several (time, noise) draws from the one prefill
+  (`samples`): the same expectation with less variance, for little more work, since the
+  action expert's pass over H tokens is small next to the prefill's hundreds.
 - next-token cross-entropy on language: each stream's row is its prompt ("Narrate:"),
   then the target line, then EOS, appended causally after the prefix by
   `pi05.extend_hidden`, the same function the engine decodes with. Only predictions of
@@ -70,8 +73,16 @@ def flow_loss(
     cache: pi05.PrefixCache,
     actions: jax.Array,
     key: jax.Array,
+    samples: int = 1,
 ) -> jax.Array:
-    """Mean squared error of the predicted velocity at a random time and noise."""
+    """Mean squared error of the predicted velocity at `samples` random (time, noise)
+    draws per chunk, all reading the one prefix cache."""
+    if samples > 1:
+        repeat = lambda a: jnp.repeat(a, samples, axis=0)  # noqa: E731
+        cache = pi05.PrefixCache(
+            kv=[(repeat(k), repeat(v)) for k, v in cache.kv], mask=repeat(cache.mask)
+        )
+        actions = repeat(actions)
     noise_key, time_key = jax.random.split(key)
     noise = jax.random.normal(noise_key, actions.shape, actions.dtype)
     t = sample_time(time_key, actions.shape[:1])
@@ -117,11 +128,18 @@ def text_loss(
 
 
 def losses(
-    params: pi05.Params, cfg: ModelConfig, batch: Batch, key: jax.Array, flow: bool = True
+    params: pi05.Params,
+    cfg: ModelConfig,
+    batch: Batch,
+    key: jax.Array,
+    flow: bool = True,
+    flow_samples: int = 1,
 ) -> dict[str, jax.Array]:
     """Both losses from one prefill: {"flow", "text"} (text: mean over target tokens).
     flow=False leaves the action expert out (its loss reads 0): the text rows alone."""
     cache = pi05.prefill(params, cfg, batch.prefix)
     ce_sum, count = text_loss(params, cfg, cache, batch.text, batch.text_target)
-    action = flow_loss(params, cfg, cache, batch.actions, key) if flow else jnp.zeros(())
+    action = (
+        flow_loss(params, cfg, cache, batch.actions, key, flow_samples) if flow else jnp.zeros(())
+    )
     return {"flow": action, "text": ce_sum / jnp.maximum(count, 1.0)}

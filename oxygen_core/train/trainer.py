@@ -40,6 +40,7 @@ class TrainConfig:
     clip_norm: float = 1.0
     text_weight: float = 0.5  # text cross-entropy relative to the flow loss
     flow: bool = True  # False: text rows only (the grounding stage), no action expert
+    flow_samples: int = 1  # (time, noise) draws per chunk and step, from one prefill
     seed: int = 0
     val_every: int = 250
     val_batches: int = 4
@@ -79,7 +80,7 @@ def make_step(cfg: ModelConfig, tc: TrainConfig, opt: optax.GradientTransformati
     """The jitted update: (params, opt_state, batch, key) -> (params, opt_state, losses)."""
 
     def objective(params, batch, key):
-        parts = losses(params, cfg, batch, key, tc.flow)
+        parts = losses(params, cfg, batch, key, tc.flow, tc.flow_samples)
         if not tc.flow:
             return parts["text"], parts
         return parts["flow"] + tc.text_weight * parts["text"], parts
