@@ -643,7 +643,16 @@ def test_an_episode_outcome_round_trips_through_its_message():
         accepted=17,
         rejected={"stale": 2, "bad_names": 1},
         seams=SeamSummary(
-            seams=16, jerks=3, jump_mean=0.5, jump_max=1.5, jerk_mean=0.25, jerk_max=2.0
+            seams=16,
+            jerks=3,
+            jump_mean=0.5,
+            jump_max=1.5,
+            jerk_mean=0.25,
+            jerk_max=2.0,
+            arm_jump_mean=0.125,
+            arm_jump_max=0.75,
+            gripper_jump_mean=0.375,
+            gripper_jump_max=1.5,
         ),
         renders=340,
         render_wall_s=1.125,

@@ -48,7 +48,8 @@ def _success(**families: tuple[int, int]) -> dict:
 
 def _sim(success: dict, seams: int, jump: float, node: dict | None = None) -> dict:
     """A sim report's aggregated fields; `node` adds the model's (absent for the expert)."""
-    seam = {"seams": seams, "jump_mean": jump, "jump_max": 2 * jump, "jerk_mean": 1.0}
+    seam = {"seams": seams, "jump_mean": jump, "jump_max": 2 * jump, "arm_jump_mean": jump / 2}
+    seam |= {"jerk_mean": 1.0}
     return {"policy": "model" if node else "expert", "success": success, "seams": seam} | (
         node or {}
     )
@@ -165,9 +166,9 @@ def test_files(tmp_path: Path, tree: list[Task]) -> None:
     md = paths["md"].read_text()
     assert (
         "| fast | 3 | 200 ± 100 | 30 ± 26.5 | 2 ± 2.65 | 1 ± 1.73 | 50 ± 10 | 500 ± 100 | 0.75 "
-        "| 5 | 0.01 |\n" in md
+        "| 5 | 0.01 | 0.005 |\n" in md
     )
-    assert "| slow | 1 | 50 | 5 | 7 | 4 | 30 | 300 | - | - | - |\n" in md
+    assert "| slow | 1 | 50 | 5 | 7 | 4 | 30 | 300 | - | - | - | - |\n" in md
     assert "| fast | pick | 1 | 4 | 3 | 0.75 | 0.75 |\n" in md
     assert "| action Hz | 3 | 200 | 100 | 100 | 300 |" in md
     assert "- y/slow: WorkerDied: gone" in md
@@ -232,12 +233,21 @@ def test_closed_loop_success_from_sim_reports(tmp_path: Path) -> None:
     assert oxygen["metrics"]["skipped_frames"]["max"] == 1
     assert oxygen["metrics"]["seams"]["mean"] == 5
     assert oxygen["metrics"]["seam_jump_mean"]["mean"] == pytest.approx(0.03, rel=1e-12)
+    assert oxygen["metrics"]["seam_arm_jump_mean"]["mean"] == pytest.approx(0.015, rel=1e-12)
     # The expert has no node: success and seams only.
-    assert set(expert["metrics"]) == {"success_rate", "seams", "seam_jump_mean"}
+    assert set(expert["metrics"]) == {
+        "success_rate",
+        "seams",
+        "seam_jump_mean",
+        "seam_arm_jump_mean",
+    }
     assert expert["metrics"]["success_rate"]["mean"] == 1.0
     assert expert["success"]["all"]["rate"] == 1.0 and expert["success"]["all"]["episodes"] == 9
     md = write_aggregate(summary, tmp_path)["md"].read_text()
     assert "| oxygen | pick | 2 | 6 | 5 | 0.8333 | 0.875 ± 0.177 |\n" in md
     assert "| oxygen | all | 3 | 9 | 5 | 0.5556 | 0.5833 ± 0.52 |\n" in md
     assert "| expert | push | 1 | 3 | 3 | 1 | 1 |\n" in md
-    assert "| expert | 3 | - | - | - | - | - | - | 1 ± 0 | 2 ± 1 | 0.002 ± 0.001 |\n" in md
+    assert (
+        "| expert | 3 | - | - | - | - | - | - | 1 ± 0 | 2 ± 1 | 0.002 ± 0.001 | 0.001 ± 0.0005 |\n"
+        in md
+    )

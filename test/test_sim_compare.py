@@ -35,7 +35,8 @@ def test_modes_plan_runs_every_mode_at_the_params_frame_and_at_a_tight_one():
 def test_rows_come_from_the_report_and_print_as_one_table():
     report = {
         "seams": {"seams": 40, "jump_mean": 0.0123, "jump_max": 0.05, "jerk_mean": 12.5,
-                  "jerk_max": 99.0, "jerks": 38},
+                  "jerk_max": 99.0, "jerks": 38, "arm_jump_mean": 0.0061,
+                  "gripper_jump_mean": 0.0115},
         "success": {"all": {"successes": 2, "episodes": 3, "rate": 2 / 3}},
         "action_hz": 19.95,
         "deadline_misses": 1,
@@ -43,8 +44,10 @@ def test_rows_come_from_the_report_and_print_as_one_table():
     }  # fmt: skip
     row = C.row("slow-rtc-d3", report)
     table = C.markdown([row]).splitlines()
-    assert len(table) == 3 and table[0].count("|") == table[1].count("|") == 10
-    assert table[2] == "| slow-rtc-d3 | 2/3 | 19.95 | 1 | 40.0 | 40 | 0.0123 | 0.0500 | 12 |"
+    assert len(table) == 3 and table[0].count("|") == table[1].count("|") == 12
+    assert table[2] == (
+        "| slow-rtc-d3 | 2/3 | 19.95 | 1 | 40.0 | 40 | 0.0123 | 0.0500 | 0.0061 | 0.0115 | 12 |"
+    )
 
 
 def test_set_reads_yaml_values_and_refuses_a_missing_name():

@@ -5,7 +5,7 @@ import pytest
 
 from oxygen_core.sim.arm import JOINT_NAMES
 from oxygen_core.sim.executor import Rejection, Takeover, Trajectory, TrajectoryExecutor
-from oxygen_core.sim.seam import SeamMeter
+from oxygen_core.sim.seam import SeamMeter, SeamSummary
 
 NAMES = ("a", "b")
 DT = 0.1
@@ -47,7 +47,7 @@ def test_replacement_takes_effect_at_the_new_start_stamp():
     assert (takeover.time, takeover.skipped) == (0.5, 0)
     np.testing.assert_allclose(takeover.previous, [0.4, 4.0], atol=1e-12)
     np.testing.assert_allclose(takeover.first_point, [3.0, 30.0])
-    assert takeover.jump == pytest.approx(26.0)  # joint b: 30 - 4
+    assert takeover.jumps.max() == pytest.approx(26.0)  # joint b: 30 - 4
     np.testing.assert_allclose(_run(ex, [0.6, 0.7, 0.8]), [3.5, 4.0, 4.0], atol=1e-12)
 
 
@@ -77,7 +77,7 @@ def test_handover_reports_skipped_points():
     ex.replace(_traj(0.5, [0.1, 0.3, 0.7], [7.0, 8.0, 3.0]), now=1.0)
     ex.command(1.0)
     assert ex.last_takeover.skipped == 2
-    assert ex.last_takeover.jump == pytest.approx(20.0)  # joint b: 30 - 10
+    assert ex.last_takeover.jumps.max() == pytest.approx(20.0)  # joint b: 30 - 10
 
 
 def test_joint_order_of_the_message_is_mapped_to_the_robots():
@@ -175,3 +175,30 @@ def test_seam_summary_over_two_seams_and_a_smooth_run():
     assert summary.jerk_max == pytest.approx(1.0 / DT**3)
     assert summary.jerk_mean == pytest.approx((1.0 + 0.1) / 2 / DT**3)
     assert SeamMeter(DT).summary().seams == 0
+
+
+def test_seam_jump_is_split_into_the_arms_joints_and_the_gripper():
+    meter = SeamMeter(DT, gripper=2)
+    arm_wins = Takeover(0.1, np.array([0.0, 0.0, 1.0]), np.array([0.25, -0.5, 0.875]), 0)
+    gripper_wins = Takeover(0.2, np.array([0.0, 0.0, 0.0]), np.array([0.0, 0.125, 1.0]), 0)
+    meter.observe(np.zeros(3), arm_wins)
+    meter.observe(np.zeros(3), gripper_wins)
+    s = meter.summary()
+    assert (s.jump_mean, s.jump_max) == (0.75, 1.0)
+    assert (s.arm_jump_mean, s.arm_jump_max) == (0.3125, 0.5)
+    assert (s.gripper_jump_mean, s.gripper_jump_max) == (0.5625, 1.0)
+    # Without a gripper every joint is the arm's.
+    alone = SeamMeter(DT)
+    alone.observe(np.zeros(3), gripper_wins)
+    assert alone.summary().arm_jump_max == 1.0 and alone.summary().gripper_jump_max == 0.0
+
+
+def test_pooled_seams_weigh_each_run_by_its_seams():
+    one, two = SeamMeter(DT, gripper=1), SeamMeter(DT, gripper=1)
+    one.observe(np.zeros(2), Takeover(0.1, np.zeros(2), np.array([0.5, 0.0]), 0))
+    for _ in range(3):
+        two.observe(np.zeros(2), Takeover(0.1, np.zeros(2), np.array([0.0, 1.0]), 0))
+    pooled = SeamSummary.pooled([one.summary(), two.summary()])
+    assert pooled.seams == 4 and pooled.jump_mean == pytest.approx((0.5 + 3) / 4)
+    assert pooled.arm_jump_mean == pytest.approx(0.125) and pooled.arm_jump_max == 0.5
+    assert pooled.gripper_jump_mean == pytest.approx(0.75) and pooled.gripper_jump_max == 1.0

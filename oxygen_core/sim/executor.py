@@ -61,9 +61,9 @@ class Takeover:
     skipped: int  # points already in the past at take-over
 
     @property
-    def jump(self) -> float:
-        """Largest joint difference between the old command and the new first point."""
-        return float(np.max(np.abs(self.first_point - self.previous)))
+    def jumps(self) -> np.ndarray:
+        """Each joint's difference between the old command and the new first point."""
+        return np.abs(self.first_point - self.previous)
 
 
 @dataclasses.dataclass

@@ -48,7 +48,7 @@ def _success_rate(report: Mapping[str, Any]) -> float | None:
 
 
 def _seams(key: str) -> Callable[[Mapping[str, Any]], float | None]:
-    return lambda r: r["seams"][key] if "seams" in r else None
+    return lambda r: r["seams"].get(key) if "seams" in r else None
 
 
 METRICS = (
@@ -60,7 +60,8 @@ METRICS = (
     Metric("tokens", "tokens", lambda r: r.get("tokens")),
     Metric("success_rate", "success rate", _success_rate),
     Metric("seams", "seams", _seams("seams")),
-    Metric("seam_jump_mean", "seam jump (rad)", _seams("jump_mean")),
+    Metric("seam_jump_mean", "seam jump (rad; gripper 0..1)", _seams("jump_mean")),
+    Metric("seam_arm_jump_mean", "seam jump, arm (rad)", _seams("arm_jump_mean")),
 )
 PLOTTED = ("action_hz", "lang_tps", "deadline_misses", "skipped_frames", "success_rate", "seams")
 

@@ -22,8 +22,9 @@ overridden (and the sim's `command_delay_steps`); each run's full report stays u
 
 Columns: success; the node's action Hz, deadline misses and language tokens/s (sim
 time); the sim's seams (jump: max joint difference, rad, between the last command before
-a take-over and the new trajectory's first executed point; jerk from the commands around
-it). JSON of the rows with --json; `--set NAME=VALUE` adds a node parameter to every
+a take-over and the new trajectory's first executed point, over all seven commands and
+split into the arm's six joints and the gripper's 0..1 opening; jerk from the commands
+around it). JSON of the rows with --json; `--set NAME=VALUE` adds a node parameter to every
 variant (a variant's own overrides win).
 """
 
@@ -91,13 +92,15 @@ def row(name: str, report: dict) -> dict:
         "seams": seams["seams"],
         "jump_mean": seams["jump_mean"],
         "jump_max": seams["jump_max"],
+        "arm_jump_mean": seams["arm_jump_mean"],
+        "gripper_jump_mean": seams["gripper_jump_mean"],
         "jerk_mean": seams["jerk_mean"],
     }
 
 
 HEAD = (
     "| run | success | action Hz | deadline misses | language tok/s | seams | jump mean | "
-    "jump max | jerk mean |"
+    "jump max | arm jump mean | gripper jump mean | jerk mean |"
 )
 
 
@@ -105,12 +108,13 @@ def markdown_row(r: dict) -> str:
     return (
         f"| {r['run']} | {r['success']} | {r['action_hz']:.2f} | {r['misses']} | "
         f"{r['lang_tps']:.1f} | {r['seams']} | {r['jump_mean']:.4f} | {r['jump_max']:.4f} | "
-        f"{r['jerk_mean']:.0f} |"
+        f"{r['arm_jump_mean']:.4f} | {r['gripper_jump_mean']:.4f} | {r['jerk_mean']:.0f} |"
     )
 
 
 def markdown(rows: list[dict]) -> str:
-    return "\n".join([HEAD, "|" + "---|" * 9, *(markdown_row(r) for r in rows)])
+    rule = "|" + "---|" * (HEAD.count("|") - 1)
+    return "\n".join([HEAD, rule, *(markdown_row(r) for r in rows)])
 
 
 def override(text: str) -> tuple[str, object]:

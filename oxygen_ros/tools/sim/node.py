@@ -182,7 +182,9 @@ def summary(loop: SimLoop, wall_s: float) -> str:
         f"{wall_s:.1f} s (real-time factor {sim_s / wall_s if wall_s else 0:.2f}); "
         f"trajectories accepted {sum(o.accepted for o in outcomes)}, rejected "
         f"{dict(rejected)}; seams {seams.seams}, jump mean {seams.jump_mean:.4f} max "
-        f"{seams.jump_max:.4f}, jerk mean {seams.jerk_mean:.1f} max {seams.jerk_max:.1f}; "
+        f"{seams.jump_max:.4f} (arm {seams.arm_jump_mean:.4f}, gripper "
+        f"{seams.gripper_jump_mean:.4f}), jerk mean {seams.jerk_mean:.1f} max "
+        f"{seams.jerk_max:.1f}; "
         f"{renders} renders at {renders / render_s if render_s else 0:.0f}/s"
     )
 

@@ -229,7 +229,10 @@ def headline(paths: Mapping[str, Path]) -> str:
             f"{report['lang_tps']:.1f} tok/s, {report['deadline_misses']} deadline misses"
         )
     s = report["seams"]
-    lines.append(f"seams: {s['seams']}, jump mean {s['jump_mean']:.4f} max {s['jump_max']:.4f}")
+    lines.append(
+        f"seams: {s['seams']}, jump mean {s['jump_mean']:.4f} max {s['jump_max']:.4f} "
+        f"(arm {s['arm_jump_mean']:.4f} rad, gripper {s['gripper_jump_mean']:.4f})"
+    )
     lines += [f"{kind}: {path}" for kind, path in paths.items()]
     return "\n".join(lines)
 
@@ -261,6 +264,9 @@ def markdown(report: Mapping[str, Any], paths: Mapping[str, Path]) -> str:
         f"| trajectories rejected | {r['trajectories_rejected'] or 'none'} |",
         f"| seams | {s['seams']}: jump mean {s['jump_mean']:.4f}, max {s['jump_max']:.4f}; "
         f"jerk mean {s['jerk_mean']:.1f}, max {s['jerk_max']:.1f} |",
+        f"| seam jump: arm (rad) / gripper (0..1) | mean {s['arm_jump_mean']:.4f}, max "
+        f"{s['arm_jump_max']:.4f} / mean {s['gripper_jump_mean']:.4f}, max "
+        f"{s['gripper_jump_max']:.4f} |",
         f"| renders/s (sim) | {r['renders_per_s']} ({r['renders']} renders) |",
     ]
     if "node" in r:
