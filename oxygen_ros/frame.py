@@ -37,6 +37,7 @@ from std_msgs.msg import String
 
 from oxygen_core.engine import Engine
 from oxygen_core.engine.types import ActionResult, Handover, LanguageResult
+from oxygen_core.model.rtc import shift_chunk
 from oxygen_ros import topics
 from oxygen_ros.convert import (
     action_chunk_msg,
@@ -103,9 +104,8 @@ def _plan(
     rows = np.asarray(rows, np.float32)
     if handover is None or first == 0:
         return SentChunk(rows, anchor_ns + first * period_ns, tick_ns)
-    previous = np.asarray(handover.previous, np.float32)
-    idx = np.minimum(np.arange(handover.executed, handover.executed + first), len(previous) - 1)
-    return SentChunk(np.concatenate([previous[idx], rows]), anchor_ns, tick_ns)
+    running = shift_chunk(np.asarray(handover.previous, np.float32), handover.executed, first)
+    return SentChunk(np.concatenate([running, rows]), anchor_ns, tick_ns)
 
 
 class FrameLoop:

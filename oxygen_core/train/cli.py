@@ -308,6 +308,9 @@ def eval_main(argv: list[str] | None = None) -> None:
             max_active_requests=8,
             batch_buckets=(1, 2, 4, 8),
             streams=streams,
+            chunk_handover=args.handover,
+            rtc_delay_steps=args.link_delay,
+            rtc_max_guidance=args.rtc_max_guidance,
         ),
     )
     seeds = range(args.first_seed, args.first_seed + args.episodes)
@@ -319,7 +322,9 @@ def eval_main(argv: list[str] | None = None) -> None:
         bar.update(1)
         bar.set_postfix({f: f"{np.mean(w):.2f}" for f, w in wins.items()})
 
-    outcomes = rollout.evaluate(engine, args.families, seeds, args.execute, camera, progress)
+    outcomes = rollout.evaluate(
+        engine, args.families, seeds, args.execute, camera, progress, args.link_delay
+    )
     bar.close()
     table = rollout.summarise(outcomes)
     print(json.dumps(table, indent=1))
@@ -355,6 +360,15 @@ def _eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=2, help="tokens per frame (oxygen mode)")
     p.add_argument("--max-tokens", type=int, default=24)
     p.add_argument("--camera-size", type=int, default=0, help="0: the training camera size")
+    p.add_argument("--handover", default="replace", choices=("replace", "blend", "rtc"))
+    p.add_argument(
+        "--link-delay",
+        type=int,
+        default=0,
+        help="control steps from a frame to its chunk's arrival at the controller; blend "
+        "and rtc are told it as d (rtc_delay_steps)",
+    )
+    p.add_argument("--rtc-max-guidance", type=float, default=5.0, help="beta")
     p.add_argument("--json", help="write the summary and every episode here")
     p.add_argument(
         "--open-loop",

@@ -2,14 +2,22 @@
 
 The loop is the node's, minus the topics: every `execute` control steps the engine (the
 real one, OxyGen mode by default) takes an observation rendered by the sim at the
-camera's resolution, returns an action chunk, runs its language phase, and the first
-`execute` rows of the chunk are the joint targets of the next `execute` control steps.
-No expert is consulted. An episode ends at the task's success check or its time limit.
+camera's resolution, returns an action chunk, runs its language phase, and the chunk goes
+to the sim's trajectory controller (`TrajectoryExecutor`, as the sim node's does) from
+row d on, with the node's hand-over bookkeeping: with `chunk_handover` blend or rtc the
+engine is told the chunk the arm is running and how many of its rows ran. A `link_delay`
+of L control steps holds each chunk L ticks before the controller gets it (a slow frame
+or link: the arm runs the old chunk meanwhile); 0 is a chunk that arrives at its own
+tick. No expert is consulted. An episode ends at the task's success check or its time
+limit.
 
 What is measured, per family: success rate; for the finished texts, whether a narration
 names the target object's colour and shape, and whether a text ended at EOS (not at its
-token budget); and the memory lines written (non-empty memory texts). This is the quick
-check before `oxygen-sim-eval`, which drives the real node over ROS topics.
+token budget); and the memory lines written (non-empty memory texts). The hand-over is
+measured too: the sim's seam meter at every take-over, and how far each new chunk's first
+L rows are from the rows the arm runs at those ticks (`Overlap`; rtc should pin them to
+the old chunk). This is the quick check before `oxygen-sim-eval`, which drives the real
+node over ROS topics.
 """
 
 from __future__ import annotations
@@ -20,11 +28,18 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from oxygen_core.engine.engine import Engine
+from oxygen_core.engine.types import Handover
+from oxygen_core.model.rtc import shift_chunk
 from oxygen_core.observation import Observation
+from oxygen_core.sim.arm import JOINT_NAMES
+from oxygen_core.sim.executor import Trajectory, TrajectoryExecutor
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
+from oxygen_core.sim.seam import SeamMeter, SeamSummary
 from oxygen_core.sim.tasks import make_task
 from oxygen_core.train.records import CAMERA_SLOTS
+
+GRIPPER = JOINT_NAMES.index("gripper")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +47,26 @@ class Text:
     stream: str
     text: str
     reason: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Overlap:
+    """New chunks against the rows the arm runs while they are on their way: per frame
+    with a previous chunk, the largest |new - running| over the first L rows, for the arm's
+    joints (rad) and for the gripper's opening, then the mean over frames."""
+
+    frames: int
+    arm_mean: float
+    gripper_mean: float
+
+    @classmethod
+    def pooled(cls, parts: Sequence[Overlap]) -> Overlap:
+        frames = sum(p.frames for p in parts)
+
+        def mean(field: str) -> float:
+            return sum(getattr(p, field) * p.frames for p in parts) / frames if frames else 0.0
+
+        return cls(frames, mean("arm_mean"), mean("gripper_mean"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +78,38 @@ class Outcome:
     success: bool
     steps: int
     texts: tuple[Text, ...]
+    seams: SeamSummary
+    overlap: Overlap
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What the arm is told to run from tick `row0` on, one row per tick (the node's
+    `SentChunk`): the previous plan's rows until the new chunk takes over, then its rows."""
+
+    rows: np.ndarray
+    row0: int
+
+
+class _Link:
+    """Chunks on their way to the controller: each reaches it `delay` ticks after its frame."""
+
+    def __init__(self, executor: TrajectoryExecutor, delay: int, dt: float) -> None:
+        self.executor, self.delay, self.dt = executor, delay, dt
+        self._transit: list[tuple[int, Trajectory]] = []
+
+    def send(self, tick: int, first_row_tick: int, rows: np.ndarray) -> None:
+        times = np.arange(len(rows)) * self.dt
+        trajectory = Trajectory(JOINT_NAMES, first_row_tick * self.dt, times, rows)
+        self._transit.append((tick + self.delay, trajectory))
+
+    def command(self, tick: int) -> np.ndarray:
+        """The controller's command at `tick`, after delivering what has arrived."""
+        while self._transit and self._transit[0][0] <= tick:
+            rejection = self.executor.replace(self._transit.pop(0)[1], now=tick * self.dt)
+            if rejection is not None:
+                raise RuntimeError(f"the engine's chunk was rejected: {rejection.reason}")
+        return self.executor.command(tick * self.dt)
 
 
 def run_episode(
@@ -52,34 +119,88 @@ def run_episode(
     execute: int,
     renderer: Renderer,
     control_hz: float = DEFAULT_CONTROL_HZ,
+    link_delay: int = 0,
 ) -> Outcome:
     """One closed-loop episode of the policy behind `engine`."""
     task = make_task(family, seed)
     world = task.new_world()
     engine.reset()
     dt = 1.0 / control_hz
+    link = _Link(TrajectoryExecutor(world.joints), link_delay, dt)
+    meter = SeamMeter(dt, gripper=GRIPPER)
     texts: list[Text] = []
-    chunk = np.empty((0, 0))
+    gaps: list[np.ndarray] = []  # per frame: [arm, gripper] of the overlap
+    plan: _Plan | None = None
     steps = int(round(task.time_limit * control_hz))
     success = False
     for step in range(steps):
         if step % execute == 0:
             images = {slot: renderer.render(world, cam) for cam, slot in CAMERA_SLOTS.items()}
             obs = Observation(images, world.joints.astype(np.float32), task.instruction)
-            chunk = engine.act(obs).actions
+            action = engine.act(obs, _handover(engine.cfg.chunk_handover, plan, step, dt))
+            if plan is not None and link_delay:
+                gaps.append(_overlap_gap(action.actions, plan, step, link_delay))
+            first = min(action.delay_steps, len(action.actions) - 1)  # d, as the node
+            link.send(step, step + first, action.actions[first:])
+            plan = _next_plan(plan, action.actions[first:], first, step)
             for event in engine.language().events:
                 if event.finished:
                     texts.append(Text(event.stream, event.text, event.finish_reason))
-        world.step(chunk[step % execute], dt)
+        command = link.command(step)
+        meter.observe(command, link.executor.last_takeover)
+        world.step(command, dt)
         if task.succeeded(world):
             success = True
             break
     target = task.objects[task.target].name
-    return Outcome(family, seed, task.instruction, target, success, step + 1, tuple(texts))
+    return Outcome(
+        family,
+        seed,
+        task.instruction,
+        target,
+        success,
+        steps=step + 1,
+        texts=tuple(texts),
+        seams=meter.summary(),
+        overlap=_summarise_gaps(gaps),
+    )
 
 
-def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict[str, float]]:
-    """Per family and overall: success rate, narration naming the target, EOS rate, counts."""
+def _handover(chunk_handover: str, plan: _Plan | None, step: int, dt: float) -> Handover | None:
+    """The node's: nothing for replace or the first frame, else the plan and its rows run."""
+    if chunk_handover == "replace" or plan is None:
+        return None
+    return Handover(plan.rows, step - plan.row0, dt)
+
+
+def _next_plan(plan: _Plan | None, rows: np.ndarray, first: int, step: int) -> _Plan:
+    """The arm's plan after this frame's `rows` (the chunk from row d = `first` on) were
+    sent to start `first` ticks after it: the previous plan's rows until they take over,
+    then them (the node's `_plan`, with ticks for times)."""
+    if plan is None or first == 0:
+        return _Plan(rows, step + first)
+    running = shift_chunk(plan.rows, step - plan.row0, first)
+    return _Plan(np.concatenate([running, rows]), step)
+
+
+def _overlap_gap(new: np.ndarray, plan: _Plan, step: int, rows: int) -> np.ndarray:
+    """[arm, gripper]: the largest |new - plan| over the first `rows` rows of `new` (the
+    ticks the arm runs the plan while `new` is on its way)."""
+    running = shift_chunk(plan.rows, step - plan.row0, rows)
+    gap = np.abs(np.asarray(new[:rows], np.float64) - running)
+    return np.array([np.delete(gap, GRIPPER, axis=1).max(), gap[:, GRIPPER].max()])
+
+
+def _summarise_gaps(gaps: list[np.ndarray]) -> Overlap:
+    if not gaps:
+        return Overlap(0, 0.0, 0.0)
+    arm, gripper = np.mean(gaps, axis=0)
+    return Overlap(len(gaps), float(arm), float(gripper))
+
+
+def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict]:
+    """Per family and overall: success rate, narration naming the target, EOS rate, counts,
+    the pooled seams and overlap."""
     groups: dict[str, list[Outcome]] = {}
     for o in outcomes:
         groups.setdefault(o.family, []).append(o)
@@ -97,6 +218,8 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict[str, float]]:
             "texts": len(texts),
             "ended_at_eos": _mean([t.reason == "eos" for t in texts]),
             "memory_lines": len(memory),
+            "seams": SeamSummary.pooled([o.seams for o in group]).as_dict(),
+            "overlap": dataclasses.asdict(Overlap.pooled([o.overlap for o in group])),
         }
     return table
 
@@ -112,13 +235,14 @@ def evaluate(
     execute: int,
     camera_size: int,
     progress: Callable[[Outcome], None] | None = None,
+    link_delay: int = 0,
 ) -> list[Outcome]:
     """Every family on every seed (seeds should be ones training never saw)."""
     renderer = Renderer(camera_size, camera_size)
     outcomes = []
     for seed in seeds:
         for family in families:
-            outcome = run_episode(engine, family, seed, execute, renderer)
+            outcome = run_episode(engine, family, seed, execute, renderer, link_delay=link_delay)
             outcomes.append(outcome)
             if progress is not None:
                 progress(outcome)

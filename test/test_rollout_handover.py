@@ -1,0 +1,91 @@
+"""The in-process closed loop with chunk hand-over and a link delay (oxygen-train-eval
+--handover/--link-delay): the node's bookkeeping of what the arm runs, the seam meter and
+the overlap of each new chunk with the rows the arm runs while it travels."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oxygen_core.engine import EngineConfig, make_engine
+from oxygen_core.policy import load_policy
+from oxygen_core.sim.executor import TrajectoryExecutor
+from oxygen_core.sim.render import Renderer
+from oxygen_core.train import rollout
+from oxygen_core.train.cli import CONFIG_FILE, TOKENIZER_FILE, eval_main
+
+POLICY = Path(__file__).resolve().parents[1] / "data" / "policy" / "sim_demo"
+SEED = 100_000  # held out from training
+DT = 0.05
+
+
+@pytest.fixture(scope="module")
+def policy():
+    meta = json.loads((POLICY / CONFIG_FILE).read_text())
+    return load_policy(meta["preset"], meta["robot"], POLICY, POLICY / TOKENIZER_FILE)
+
+
+def engine_for(policy, handover: str, delay: int):
+    cfg = EngineConfig(
+        max_active_requests=2,
+        batch_buckets=(1, 2),
+        chunk_handover=handover,
+        rtc_delay_steps=delay,
+    )
+    return make_engine(policy, cfg)
+
+
+def test_a_chunk_reaches_the_controller_link_delay_ticks_after_its_frame():
+    link = rollout._Link(TrajectoryExecutor(np.zeros(7)), delay=3, dt=DT)
+    rows = np.arange(10, dtype=np.float64)[:, None] * np.ones((1, 7))
+    link.send(tick=0, first_row_tick=0, rows=rows)
+    commands = [link.command(t)[0] for t in range(5)]
+    assert commands[:3] == [0.0, 0.0, 0.0]  # the start pose held while it travels
+    assert commands[3:] == pytest.approx([3.0, 4.0])  # its rows 0-2 were past on arrival
+
+
+def test_the_plan_runs_the_previous_plans_rows_until_the_new_chunk_takes_over():
+    previous = rollout._Plan(np.arange(10, dtype=np.float32)[:, None] * np.ones((1, 7)), row0=4)
+    handover = rollout._handover("rtc", previous, step=6, dt=DT)
+    assert handover.executed == 2 and handover.previous is previous.rows
+    assert rollout._handover("replace", previous, step=6, dt=DT) is None
+    rows = np.full((7, 7), -1.0, np.float32)  # a new chunk from row d = 3 on
+    plan = rollout._next_plan(previous, rows, first=3, step=6)
+    assert plan.row0 == 6  # the new chunk's row 0, the frame's tick
+    np.testing.assert_array_equal(plan.rows[:3, 0], [2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(plan.rows[3:], rows)
+    replaced = rollout._next_plan(previous, rows, first=0, step=6)
+    assert replaced.row0 == 6 and replaced.rows is rows
+
+
+@pytest.mark.slow
+def test_blend_meets_the_running_rows_exactly_and_rtc_comes_closer_than_replace(policy):
+    """blend keeps the rows in transit by construction (gap 0); rtc's guidance pulls the
+    trained policy's chunk toward them, replace ignores them."""
+    renderer = Renderer(128, 128)
+    gaps = {}
+    for handover in ("replace", "blend", "rtc"):
+        engine = engine_for(policy, handover, delay=3)
+        out = rollout.run_episode(engine, "pick", SEED, 2, renderer, link_delay=3)
+        frames = (out.steps + 1) // 2
+        assert out.overlap.frames == frames - 1  # every frame after the first
+        # a take-over per chunk after the first, but for the last that is still on its way
+        assert out.seams.seams == frames - 2
+        gaps[handover] = out.overlap
+    assert gaps["blend"].arm_mean == pytest.approx(0.0, abs=1e-6)
+    assert gaps["blend"].gripper_mean == pytest.approx(0.0, abs=1e-6)
+    assert gaps["rtc"].arm_mean < 0.6 * gaps["replace"].arm_mean
+
+
+@pytest.mark.slow
+def test_train_eval_reports_seams_and_overlap_per_family(tmp_path):
+    out = tmp_path / "eval.json"
+    eval_main(["--checkpoint", str(POLICY), "--families", "push", "--episodes", "1",
+               "--first-seed", str(SEED), "--handover", "blend", "--link-delay", "2",
+               "--json", str(out)])  # fmt: skip
+    summary = json.loads(out.read_text())["summary"]
+    for group in ("push", "all"):
+        assert summary[group]["seams"]["seams"] > 100
+        assert summary[group]["overlap"]["frames"] > 100
+        assert summary[group]["overlap"]["arm_mean"] == pytest.approx(0.0, abs=1e-6)
