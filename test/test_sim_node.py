@@ -419,6 +419,7 @@ def test_sim_eval_echoes_the_trained_policys_texts_and_each_outcome(tmp_path, ca
     task = make_task("pick", seed)
     outcome = [line for line in lines if line.startswith(f"episode 1/1 pick seed {seed}: ")]
     assert len(outcome) == 1 and repr(task.instruction) in outcome[0]
-    narration = [line for line in lines if line.startswith("  narration: ")]
+    during = lines[: lines.index(outcome[0])]  # a text may still finish after the outcome
+    narration = [line for line in during if line.startswith("  narration: ")]
     assert narration and any(task.objects[task.target].name in line for line in narration)
     assert all(a != b for a, b in itertools.pairwise(narration))  # only changes are echoed
