@@ -368,7 +368,9 @@ def _eval_parser() -> argparse.ArgumentParser:
         help="control steps from a frame to its chunk's arrival at the controller; blend "
         "and rtc are told it as d (rtc_delay_steps)",
     )
-    p.add_argument("--rtc-max-guidance", type=float, default=5.0, help="beta")
+    p.add_argument(
+        "--rtc-max-guidance", type=float, default=EngineConfig.rtc_max_guidance, help="beta"
+    )
     p.add_argument("--json", help="write the summary and every episode here")
     p.add_argument(
         "--open-loop",
