@@ -138,13 +138,7 @@ def train_main(argv: list[str] | None = None) -> None:
     train_set, val_set, norm = prep.train_set, prep.val_set, prep.norm
     out.mkdir(parents=True, exist_ok=True)
     (out / TOKENIZER_FILE).write_bytes(prep.tokenizer_bytes)
-    tc = TrainConfig(
-        steps=args.steps,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        flow_samples=args.flow_samples,
-        seed=args.seed,
-    )
+    tc = train_config(args)
     print(
         f"{len(train_set)} training steps of {prep.train_episodes} episodes, "
         f"{len(val_set)} validation steps; model {cfg.name}, "
@@ -236,6 +230,19 @@ def _scenes(args: argparse.Namespace, cfg) -> D.Episodes:
 def write_checkpoint(out: Path, params: P.Tree, norm: NormStats, asset_id: str) -> None:
     """Runtime params -> openpi's layout: `<out>/params` and `assets/<id>/norm_stats.json`."""
     save_checkpoint(out, P.to_checkpoint(params), norm, asset_id=asset_id)
+
+
+def train_config(args: argparse.Namespace, **overrides: object) -> TrainConfig:
+    """oxygen-train's optimisation flags as a TrainConfig; `oxygen_core.train.variants`
+    parses the same flags and overrides a few fields."""
+    return TrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        flow_samples=args.flow_samples,
+        seed=args.seed,
+        **overrides,
+    )
 
 
 def _train_parser() -> argparse.ArgumentParser:

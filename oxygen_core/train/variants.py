@@ -56,11 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.reach_repeat > 1:
         train_eps, _ = cli.split(data, targs.val_every_episode)
         train_set = oversample_reach(train_set, train_eps.narration, args.reach_repeat)
-    tc = TrainConfig(
-        steps=targs.steps,
-        batch_size=targs.batch_size,
-        lr=targs.lr,
-        seed=targs.seed,
+    tc = cli.train_config(
+        targs,
         text_weight=args.text_weight,
         warmup=args.warmup,
         val_every=max(targs.steps // 2, 1),
