@@ -30,6 +30,7 @@ import numpy as np
 
 JOINT_NAMES = ("joint_1", "joint_2", "joint_3", "joint_4", "joint_5", "joint_6", "gripper")
 ARM_DOF = 6
+GRIPPER = JOINT_NAMES.index("gripper")  # its command: the opening, 0 closed .. 1 open
 NUM_JOINTS = len(JOINT_NAMES)
 
 BASE_HEIGHT = 0.12  # shoulder axis above the table (m)

@@ -31,15 +31,13 @@ from oxygen_core.engine.engine import Engine
 from oxygen_core.engine.types import Handover
 from oxygen_core.model.rtc import shift_chunk
 from oxygen_core.observation import Observation
-from oxygen_core.sim.arm import JOINT_NAMES
+from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES
 from oxygen_core.sim.executor import Trajectory, TrajectoryExecutor
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
 from oxygen_core.sim.seam import SeamMeter, SeamSummary
 from oxygen_core.sim.tasks import make_task
 from oxygen_core.train.records import CAMERA_SLOTS
-
-GRIPPER = JOINT_NAMES.index("gripper")
 
 
 @dataclasses.dataclass(frozen=True)

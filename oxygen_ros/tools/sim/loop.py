@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from trajectory_msgs.msg import JointTrajectory
 
-from oxygen_core.sim.arm import JOINT_NAMES
+from oxygen_core.sim.arm import GRIPPER
 from oxygen_core.sim.executor import TrajectoryExecutor
 from oxygen_core.sim.expert import Expert
 from oxygen_core.sim.outcome import Outcome
@@ -207,7 +207,7 @@ class SimLoop:
             start_ns=self.now_ns,
             start_wall_s=time.monotonic(),
             max_steps=int(round(task.time_limit * _NS / self.cfg.period_ns)),
-            seams=SeamMeter(self._dt, gripper=JOINT_NAMES.index("gripper")),
+            seams=SeamMeter(self._dt, gripper=GRIPPER),
             expert=expert,
             next_instruction_ns=self.now_ns + _INSTRUCTION_PERIOD_NS,
         )
