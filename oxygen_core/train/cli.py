@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from oxygen_core.config import model_preset, robot_preset
+from oxygen_core.config import ModelConfig, model_preset, robot_preset
 from oxygen_core.engine.engine import make_engine
 from oxygen_core.engine.types import DEFAULT_STREAMS, EngineConfig, StreamConfig
 from oxygen_core.model import weights as P
@@ -36,6 +36,7 @@ from oxygen_core.sim.tasks import FAMILIES
 from oxygen_core.train import dataset as D
 from oxygen_core.train import grounding, locate, rollout
 from oxygen_core.train.curves import plot_history
+from oxygen_core.train.init import training_params
 from oxygen_core.train.records import Dart
 from oxygen_core.train.trainer import TrainConfig, train
 
@@ -144,7 +145,7 @@ def train_main(argv: list[str] | None = None) -> None:
         f"{len(val_set)} validation steps; model {cfg.name}, "
         f"{sum(np.size(v) for v in P.flatten(P.init_params(cfg)).values()) / 1e6:.2f}M params"
     )
-    params = P.to_runtime(P.init_params(cfg, args.seed))
+    params = initial_params(cfg, args)
     if args.ground_steps:
         params = ground(cfg, robot, params, prep, args, work)
     bar = tqdm(total=tc.steps, desc="training", unit="step")
@@ -168,6 +169,7 @@ def train_main(argv: list[str] | None = None) -> None:
         "grounding_rows": args.grounding_rows,
         "ground_steps": args.ground_steps,
         "ground_scenes": args.ground_scenes,
+        "weights_init": args.weights_init,
         "train_steps": len(train_set),
         "val_steps": len(val_set),
         "train": dataclasses.asdict(tc),
@@ -286,8 +288,24 @@ def _train_parser() -> argparse.ArgumentParser:
         default=TrainConfig.flow_samples,
         help="flow-matching (time, noise) draws per chunk and step, from one prefill",
     )
+    p.add_argument(
+        "--weights-init",
+        choices=INITS,
+        default="training",
+        help="starting weights: 'training' (oxygen_core.train.init) or 'random' (the tests' "
+        "init_params, which every policy before this flag started from)",
+    )
     p.add_argument("--seed", type=int, default=0)
     return p
+
+
+INITS = ("training", "random")
+
+
+def initial_params(cfg: ModelConfig, args: argparse.Namespace) -> P.Tree:
+    """The runtime parameters a run starts from (`--weights-init`, `--seed`)."""
+    fresh = training_params if args.weights_init == "training" else P.init_params
+    return P.to_runtime(fresh(cfg, args.seed))
 
 
 def eval_main(argv: list[str] | None = None) -> None:

@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 
 from oxygen_core.config import model_preset, robot_preset
-from oxygen_core.model import weights as P
 from oxygen_core.policy import load_policy
 from oxygen_core.train import cli, grounding
 from oxygen_core.train.dataset import Arrays
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
         warmup=args.warmup,
         val_every=max(targs.steps // 2, 1),
     )
-    params = P.to_runtime(P.init_params(cfg, targs.seed))
+    params = cli.initial_params(cfg, targs)
     if args.init_from:
         init = Path(args.init_from)
         params = load_policy(targs.preset, robot, init, init / cli.TOKENIZER_FILE).params
