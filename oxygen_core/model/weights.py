@@ -155,6 +155,8 @@ def flatten(tree: Tree, prefix: str = "") -> dict[str, Any]:
 def init_params(config: ModelConfig, seed: int = 0) -> Tree:
     """Random float32 parameters in checkpoint layout (nested, layers stacked).
 
+    For tests and benchmarks: every path of the model is live. A training run starts from
+    `oxygen_core.train.init.training_params`, which resets norms, gates and positions.
     Drawn with numpy on the host: eager JAX random ops compile once per shape, which made
     even the tiny preset take half a minute to initialise.
     """
