@@ -234,6 +234,10 @@ def write_checkpoint(out: Path, params: P.Tree, norm: NormStats, asset_id: str) 
     save_checkpoint(out, P.to_checkpoint(params), norm, asset_id=asset_id)
 
 
+# --weights-init: the function that draws a run's starting parameters (checkpoint layout)
+INITS = {"training": training_params, "random": P.init_params}
+
+
 def train_config(args: argparse.Namespace, **overrides: object) -> TrainConfig:
     """oxygen-train's optimisation flags as a TrainConfig; `oxygen_core.train.variants`
     parses the same flags and overrides a few fields."""
@@ -290,7 +294,7 @@ def _train_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--weights-init",
-        choices=INITS,
+        choices=list(INITS),
         default="training",
         help="starting weights: 'training' (oxygen_core.train.init) or 'random' (the tests' "
         "init_params, which every policy before this flag started from)",
@@ -299,13 +303,9 @@ def _train_parser() -> argparse.ArgumentParser:
     return p
 
 
-INITS = ("training", "random")
-
-
 def initial_params(cfg: ModelConfig, args: argparse.Namespace) -> P.Tree:
     """The runtime parameters a run starts from (`--weights-init`, `--seed`)."""
-    fresh = training_params if args.weights_init == "training" else P.init_params
-    return P.to_runtime(fresh(cfg, args.seed))
+    return P.to_runtime(INITS[args.weights_init](cfg, args.seed))
 
 
 def eval_main(argv: list[str] | None = None) -> None:
