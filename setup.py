@@ -32,6 +32,7 @@ setup(
             "oxygen-sim-bench=oxygen_core.sim.bench:main",
             "oxygen-train=oxygen_core.train.cli:train_main",
             "oxygen-train-eval=oxygen_core.train.cli:eval_main",
+            "oxygen-train-dagger=oxygen_core.train.dagger:main",
             "oxygen-node=oxygen_ros.node:main",
             "oxygen-replay=oxygen_ros.tools.replay:main",
             "oxygen-demo=oxygen_ros.tools.demo:main",

@@ -59,7 +59,7 @@ def test_oxygen_train_starts_from_the_init_it_is_told(init: str):
     )
     fresh = training_params if init == "training" else P.init_params
     expected = P.to_runtime(fresh(CFG, 3))
-    got = cli.initial_params(CFG, args)
+    got = cli.initial_params(CFG, args, cli.base_policy(args))
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected), strict=True):
         np.testing.assert_array_equal(a, b)
 

@@ -106,6 +106,11 @@ class Tokenizer:
         self._truncated_warned = ""  # the last prompt whose truncation was logged
 
     @property
+    def model_proto(self) -> bytes:
+        """The serialized SentencePiece model (what a tokenizer file holds)."""
+        return self._sp.serialized_model_proto()
+
+    @property
     def vocab_size(self) -> int:
         return self._sp.vocab_size()
 

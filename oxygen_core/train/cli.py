@@ -46,12 +46,17 @@ EVAL_FIRST_SEED = 100_000  # training seeds are far below this
 
 
 def _episodes(args: argparse.Namespace, cfg) -> D.Episodes:
+    """The training episodes: --episodes or the sim's expert, then any --add-episodes."""
     if args.episodes:
-        return D.Episodes.load(Path(args.episodes))
-    size = cfg.vision.image_size
-    name = f"episodes-{args.seeds}-{args.camera_size}-{size}-{int(args.dart)}.npz"
-    dart = Dart() if args.dart else None
-    return _cached_sim(Path(args.work) / name, range(args.seeds), args, cfg, dart, scenes=False)
+        data = D.Episodes.load(Path(args.episodes))
+    else:
+        size = cfg.vision.image_size
+        name = f"episodes-{args.seeds}-{args.camera_size}-{size}-{int(args.dart)}.npz"
+        dart = Dart() if args.dart else None
+        cache = Path(args.work) / name
+        data = _cached_sim(cache, range(args.seeds), args, cfg, dart, scenes=False)
+    added = [D.Episodes.load(Path(f)) for f in args.add_episodes]
+    return D.concat([data, *added]) if added else data
 
 
 def _cached_sim(
@@ -104,15 +109,25 @@ class Prepared:
 
 
 def prepare(
-    cfg, robot, data: D.Episodes, val_every_episode: int, grounding_rows: bool = True
+    cfg,
+    robot,
+    data: D.Episodes,
+    val_every_episode: int,
+    grounding_rows: bool = True,
+    base: Policy | None = None,
 ) -> Prepared:
     """Episodes -> held-out split, norm stats, the trained tokenizer, tokenized arrays
-    (without the `locate` rows when `grounding_rows` is False)."""
+    (without the `locate` rows when `grounding_rows` is False). With `base` (a checkpoint
+    training continues from), its norm stats and tokenizer instead of fitted ones: its
+    weights know only its vocabulary and its action scale."""
     if not grounding_rows:
         data = dataclasses.replace(data, grounding=data.grounding[:, :0])
     train_eps, val_eps = split(data, val_every_episode)
-    norm = D.norm_stats(train_eps, robot)
-    tokenizer_bytes = D.train_tokenizer(D.corpus(train_eps, robot, norm, DEFAULT_STREAMS))
+    if base is None:
+        norm = D.norm_stats(train_eps, robot)
+        tokenizer_bytes = D.train_tokenizer(D.corpus(train_eps, robot, norm, DEFAULT_STREAMS))
+    else:
+        norm, tokenizer_bytes = base.norm, base.tokenizer.model_proto
     preprocess = Policy(cfg, robot, {}, Tokenizer(tokenizer_bytes, TOKENIZER_FILE), norm)
     text_len = D.text_length(preprocess.tokenizer, data, DEFAULT_STREAMS)
     return Prepared(
@@ -135,7 +150,8 @@ def train_main(argv: list[str] | None = None) -> None:
     robot = robot_preset(args.robot)
     cfg = robot.apply(model_preset(args.preset))
     data = _episodes(args, cfg)
-    prep = prepare(cfg, robot, data, args.val_every_episode, args.grounding_rows)
+    base = base_policy(args)
+    prep = prepare(cfg, robot, data, args.val_every_episode, args.grounding_rows, base)
     train_set, val_set, norm = prep.train_set, prep.val_set, prep.norm
     out.mkdir(parents=True, exist_ok=True)
     (out / TOKENIZER_FILE).write_bytes(prep.tokenizer_bytes)
@@ -145,7 +161,7 @@ def train_main(argv: list[str] | None = None) -> None:
         f"{len(val_set)} validation steps; model {cfg.name}, "
         f"{sum(np.size(v) for v in P.flatten(P.init_params(cfg)).values()) / 1e6:.2f}M params"
     )
-    params = initial_params(cfg, args)
+    params = initial_params(cfg, args, base)
     if args.ground_steps:
         params = ground(cfg, robot, params, prep, args, work)
     bar = tqdm(total=tc.steps, desc="training", unit="step")
@@ -170,6 +186,8 @@ def train_main(argv: list[str] | None = None) -> None:
         "ground_steps": args.ground_steps,
         "ground_scenes": args.ground_scenes,
         "weights_init": args.weights_init,
+        "init_from": args.init_from,
+        "add_episodes": args.add_episodes,
         "train_steps": len(train_set),
         "val_steps": len(val_set),
         "train": dataclasses.asdict(tc),
@@ -299,13 +317,37 @@ def _train_parser() -> argparse.ArgumentParser:
         help="starting weights: 'training' (oxygen_core.train.init) or 'random' (the tests' "
         "init_params, which every policy before this flag started from)",
     )
+    p.add_argument(
+        "--init-from",
+        metavar="CHECKPOINT",
+        help="continue from a checkpoint oxygen-train wrote: its weights, norm stats and "
+        "tokenizer (instead of --weights-init and fitted ones)",
+    )
+    p.add_argument(
+        "--add-episodes",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="more episodes .npz to train on (oxygen-train-dagger's recovery frames)",
+    )
     p.add_argument("--seed", type=int, default=0)
     return p
 
 
-def initial_params(cfg: ModelConfig, args: argparse.Namespace) -> P.Tree:
-    """The runtime parameters a run starts from (`--weights-init`, `--seed`)."""
+def initial_params(cfg: ModelConfig, args: argparse.Namespace, base: Policy | None) -> P.Tree:
+    """The runtime parameters a run starts from: `base`'s (--init-from), else
+    `--weights-init`'s draw for `--seed`."""
+    if base is not None:
+        return base.params
     return P.to_runtime(INITS[args.weights_init](cfg, args.seed))
+
+
+def base_policy(args: argparse.Namespace) -> Policy | None:
+    """The checkpoint of --init-from, loaded (None without it)."""
+    if not args.init_from:
+        return None
+    ckpt = Path(args.init_from)
+    return load_policy(args.preset, args.robot, ckpt, ckpt / TOKENIZER_FILE)
 
 
 def eval_main(argv: list[str] | None = None) -> None:

@@ -36,8 +36,14 @@ from oxygen_core.sim.executor import Trajectory, TrajectoryExecutor
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
 from oxygen_core.sim.seam import SeamMeter, SeamSummary
-from oxygen_core.sim.tasks import make_task
+from oxygen_core.sim.tasks import Task, make_task
+from oxygen_core.sim.world import World
 from oxygen_core.train.records import CAMERA_SLOTS
+
+# Called every control step before the world moves: the task, the world, and the frame's
+# observation on frame ticks (None between them). `oxygen_core.train.dagger` runs its
+# expert there.
+Shadow = Callable[[Task, World, Observation | None], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +124,7 @@ def run_episode(
     renderer: Renderer,
     control_hz: float = DEFAULT_CONTROL_HZ,
     link_delay: int = 0,
+    shadow: Shadow | None = None,
 ) -> Outcome:
     """One closed-loop episode of the policy behind `engine`."""
     task = make_task(family, seed)
@@ -132,6 +139,7 @@ def run_episode(
     steps = int(round(task.time_limit * control_hz))
     success = False
     for step in range(steps):
+        obs = None
         if step % execute == 0:
             images = {slot: renderer.render(world, cam) for cam, slot in CAMERA_SLOTS.items()}
             obs = Observation(images, world.joints.astype(np.float32), task.instruction)
@@ -144,6 +152,8 @@ def run_episode(
             for event in engine.language().events:
                 if event.finished:
                     texts.append(Text(event.stream, event.text, event.finish_reason))
+        if shadow is not None:
+            shadow(task, world, obs)
         command = link.command(step)
         meter.observe(command, link.executor.last_takeover)
         world.step(command, dt)

@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 
 from oxygen_core.config import model_preset, robot_preset
-from oxygen_core.policy import load_policy
 from oxygen_core.train import cli, grounding
 from oxygen_core.train.dataset import Arrays
 from oxygen_core.train.trainer import TrainConfig, train
@@ -37,7 +36,6 @@ def main(argv: list[str] | None = None) -> None:
     own.add_argument("--patch-size", type=int, help="vision patch pixels (demo: 8)")
     own.add_argument("--text-weight", type=float, default=TrainConfig.text_weight)
     own.add_argument("--reach-repeat", type=int, default=1, help="reach steps drawn N x")
-    own.add_argument("--init-from", help="start from this demo checkpoint's params")
     own.add_argument("--warmup", type=int, default=TrainConfig.warmup, help="lr warm-up steps")
     own.add_argument("--check-steps", type=int, default=512)
     own.add_argument("--check-seeds", type=int, default=8, help="held-out seeds per family")
@@ -50,7 +48,8 @@ def main(argv: list[str] | None = None) -> None:
     vision = {k: v for k, v in vision.items() if v is not None}
     cfg = dataclasses.replace(cfg, vision=dataclasses.replace(cfg.vision, **vision))
     data = cli._episodes(targs, cfg)
-    prep = cli.prepare(cfg, robot, data, targs.val_every_episode, targs.grounding_rows)
+    base = cli.base_policy(targs)
+    prep = cli.prepare(cfg, robot, data, targs.val_every_episode, targs.grounding_rows, base)
     train_set = prep.train_set
     if args.reach_repeat > 1:
         train_eps, _ = cli.split(data, targs.val_every_episode)
@@ -61,10 +60,7 @@ def main(argv: list[str] | None = None) -> None:
         warmup=args.warmup,
         val_every=max(targs.steps // 2, 1),
     )
-    params = cli.initial_params(cfg, targs)
-    if args.init_from:
-        init = Path(args.init_from)
-        params = load_policy(targs.preset, robot, init, init / cli.TOKENIZER_FILE).params
+    params = cli.initial_params(cfg, targs, base)
     work = Path(targs.work).parent / "variants"
     started = time.perf_counter()
     params, history = train(cfg, params, train_set, prep.val_set, tc, work / args.name)
