@@ -1,8 +1,6 @@
-"""Recovery data (oxygen-train-dagger): the expert taking over from wherever a policy left
-the arm, its labels on a real closed loop, and oxygen-train continuing a checkpoint on
-them."""
+"""Recovery data (oxygen-train-dagger): the expert taking over from where a trained
+policy left the arm, and oxygen-train continuing a checkpoint on those episodes."""
 
-import copy
 import dataclasses
 from pathlib import Path
 
@@ -13,7 +11,6 @@ from oxygen_core.config import model_preset, robot_preset
 from oxygen_core.engine import EngineConfig, make_engine
 from oxygen_core.policy import load_policy
 from oxygen_core.sim import arm
-from oxygen_core.sim.expert import SPEED, Expert
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.tasks import make_task
 from oxygen_core.train import cli, dagger
@@ -27,85 +24,67 @@ ROBOT = robot_preset("sim")
 CFG = ROBOT.apply(model_preset("demo"))
 
 
-def _started(family: str = "pick", seed: int = 4, steps: int = 30):
-    """An expert `steps` control steps into its own episode, and its world."""
-    task = make_task(family, seed)
+def test_the_handover_step_is_in_the_first_half_and_fixed_by_the_seed():
+    steps = int(round(make_task("put", 0).time_limit / DT))
+    drawn = [dagger.handover_step("put", s) for s in range(200)]
+    assert min(drawn) >= 1 and max(drawn) <= steps // 2
+    assert len(set(drawn)) > 50
+    assert drawn == [dagger.handover_step("put", s) for s in range(200)]
+
+
+def test_the_expert_takes_over_from_a_world_another_controller_left():
+    task = make_task("pick", 4)
     world = task.new_world()
-    expert = Expert(task, world)
-    for _ in range(steps):
-        world.step(expert.act(world, DT).targets, DT)
-    return task, world, expert
-
-
-def _grip(targets: np.ndarray) -> np.ndarray:
-    return arm.forward(np.asarray(targets, np.float64)).grip
-
-
-def test_a_chunk_from_the_start_is_the_experts_own_first_h_commands():
-    task = make_task("put", 7)
-    world = task.new_world()
-    chunk = dagger.expert_chunk(Expert(task, world), world, H, DT)
-    own = expert_episode("put", 7, horizon=H, camera_size=16)[0].actions
-    np.testing.assert_allclose(chunk, own, atol=1e-6)
-
-
-def test_a_chunk_moves_neither_the_expert_nor_the_world():
-    _, world, expert = _started()
-    before = copy.deepcopy((expert, world))
-    dagger.expert_chunk(expert, world, H, DT)
-    np.testing.assert_array_equal(world.joints, before[1].joints)
-    np.testing.assert_array_equal(expert._point, before[0]._point)
-    assert expert._index == before[0]._index
-    # ... and the expert goes on exactly as if no chunk had been asked for.
-    np.testing.assert_array_equal(
-        expert.act(world, DT).targets, before[0].act(before[1], DT).targets
-    )
-
-
-def test_taking_over_starts_from_the_arm_not_from_the_setpoint():
-    _, world, expert = _started()
-    goal = expert._goal.copy()
-    # Someone else drove the arm 8 cm sideways and 3 cm down, still top-down.
-    moved = world.pose.grip + np.array([0.0, 0.08, -0.03])
-    world.joints = arm.inverse_top_down(moved, 0.3, 1.0)
+    # Somewhere the expert never goes: 10 cm off to the side and low, wrist turned, the
+    # gripper half closed on nothing.
+    point = world.objects[task.target].centre + np.array([0.0, 0.10, 0.04])
+    world.joints = arm.inverse_top_down(point, 0.7, 0.4)
     world.pose = arm.forward(world.joints)
-    labels = dagger.expert_chunk(expert, world, H, DT)
-    first = _grip(labels[0])
-    assert np.linalg.norm(first - world.pose.grip) <= SPEED * DT + 1e-6
-    assert np.linalg.norm(first - goal) < np.linalg.norm(world.pose.grip - goal)
-    # The shadow's own setpoint, not taken over, is where the labels would have jumped.
-    assert np.linalg.norm(_grip(expert.act(world, DT).targets) - world.pose.grip) > 0.05
+    start = world.joints.copy()
+    records = expert_episode("pick", 4, H, 32, world=world, name="recover/pick/4")
+    assert records and {r.episode for r in records} == {"recover/pick/4"}
+    np.testing.assert_allclose(records[0].obs.state, start, atol=1e-6)
+    assert task.succeeded(world)  # the records are kept only when it succeeds
+    assert records[0].narration == "moving to the " + task.objects[task.target].name
 
 
-def test_an_arm_out_of_top_down_reach_gets_no_label():
-    _, world, expert = _started()
+def test_an_arm_the_expert_cannot_plan_from_is_a_failed_episode():
+    task = make_task("pick", 4)
+    world = task.new_world()
     world.joints = world.joints.copy()
-    world.joints[2] -= 1.0  # the arm stretched up and out of reach
+    world.joints[2] -= 1.0  # stretched up and out of top-down reach
     world.pose = arm.forward(world.joints)
-    taken = copy.deepcopy(expert)
-    taken.take_over(world)
-    with pytest.raises(arm.Unreachable):
-        taken.act(world, DT)
-    assert dagger.expert_chunk(expert, world, H, DT) is None
+    assert expert_episode("pick", 4, H, 32, world=world) == []
 
 
 @pytest.fixture(scope="module")
 def engine():
-    """The shipped policy, actions only: its own errors are what recovery data is for."""
+    """The shipped policy, actions only: its own mistakes are what the data is for."""
     policy = load_policy("demo", "sim", POLICY, POLICY / cli.TOKENIZER_FILE)
     return make_engine(policy, EngineConfig(streams=()))
 
 
+def test_a_closed_loop_can_stop_after_a_number_of_steps(engine):
+    outcome = dagger.rollout.run_episode(engine, "push", 3, 2, Renderer(32, 32), max_steps=9)
+    assert outcome.steps == 9 and not outcome.success
+
+
 @pytest.mark.slow
-def test_every_label_of_a_closed_loop_starts_where_the_arm_is(engine):
-    records, _ = dagger.policy_episode(engine, "push", 3, 2, Renderer(128, 128))
-    task = make_task("push", 3)
-    assert 0 < len(records) <= int(round(task.time_limit / DT)) // 2
-    assert {r.episode for r in records} == {"dagger/push/3"}
-    assert all(r.narration and r.obs.prompt == task.instruction for r in records)
-    assert all(len(r.grounding) == 2 for r in records)
-    for r in records:  # one step of the expert's segment from the arm, not a jump
-        assert np.linalg.norm(_grip(r.actions[0]) - _grip(r.obs.state)) <= SPEED * DT + 1e-4
+def test_a_recovery_episode_starts_where_the_policy_left_the_arm(engine):
+    renderer = Renderer(128, 128)
+    engine.restart()
+    records, policy_succeeded = dagger.recovery_episode(engine, "pick", 3, 2, renderer, 128)
+    assert records and not policy_succeeded
+    assert {r.episode for r in records} == {"recover/pick/3"}
+    # The same policy run alone for handover_step steps leaves the arm where they start.
+    engine.restart()
+    worlds = []
+    dagger.rollout.run_episode(
+        engine, "pick", 3, 2, renderer, max_steps=dagger.handover_step("pick", 3),
+        shadow=lambda task, world, obs: worlds.append(world),
+    )  # fmt: skip
+    np.testing.assert_allclose(records[0].obs.state, worlds[0].joints, atol=1e-6)
+    assert not np.allclose(worlds[0].joints, make_task("pick", 3).new_world().joints)
     chunks = np.stack([r.actions for r in records])
     assert chunks.shape == (len(records), H, 7) and np.all(np.isfinite(chunks))
 

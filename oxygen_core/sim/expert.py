@@ -105,16 +105,6 @@ class Expert:
             self._index, self._goal = step.retry_from, None
         return ExpertStep(targets, step.narration, memory)
 
-    def take_over(self, world: World) -> None:
-        """Continue the script from the arm as it is: the setpoint and the fingers' yaw
-        move to the arm's, so the next command is one step of the current segment from
-        there. For a world another controller drove (DAgger labels, `oxygen_core.train.
-        dagger`); on the expert's own path it changes little, since its arm reaches each
-        command within the step. From an arm the top-down inverse kinematics cannot
-        reach, the next `act` raises `arm.Unreachable`."""
-        self._point = world.pose.grip.copy()
-        self._yaw = _finger_yaw(world)
-
     def _memory(self, step: Move | Grip, world: World) -> str | None:
         """The step's memory line, once, the first time its sub-goal shows in the world."""
         if step.memory is None or step.achieved is None or step.memory in self._written:

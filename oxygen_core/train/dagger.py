@@ -1,32 +1,30 @@
-"""Recovery data: the policy drives the arm and the expert labels where it went (DAgger).
+"""Recovery data: the policy drives the arm, then the expert takes over from where it is.
 
 A policy trained on expert episodes has seen the expert's states, and DART's bursts
 (`records.Dart`) a few centimetres around them. Its own errors take the arm elsewhere:
-the gripper closing beside the wrong object, the arm drifting above the table, states no
-expert episode visits and from which it never learned the way back. DAgger (Ross, Gordon
-and Bagnell 2011) records the states the policy visits and labels each with what the
-expert would do there.
+the gripper closing beside the wrong object, the wrist tilted off top-down, the arm
+drifting above the table, states no expert episode visits and from which it never
+learned the way back. Here the trained policy closes the loop as `rollout.run_episode`
+runs it (the engine, the trajectory controller) for a random part of the episode, and
+the scripted expert then takes over from the world the policy left, its script from the
+start (move above the target, descend, grasp, ...): the records are that take-over
+episode, the expert's commands from the policy's states back to success, kept only when
+it succeeds (as `records.expert_episode`, which runs it).
 
-Here the policy closes the loop exactly as `rollout.run_episode` runs it (the engine,
-the trajectory controller, no link delay), and an `ExpertLabels` shadow runs the
-scripted expert alongside, every control step, on the world the policy made (the
-expert's phase machine reads the world: it waits for the arm, retries a failed grasp).
-At each frame the record's chunk is the H commands the expert would give if it took
-over now: a copy of the expert and of the world run H steps ahead on the expert's own
-commands, the copy taking over from the arm as it is (`Expert.take_over`): the shadow's
-setpoint runs on along its segment while the policy's arm is elsewhere, and labels from
-it would jump there. The shadow's phases advance only when the world shows them done (the
-arm at the goal, the object held). The language targets are the
-expert's narration and its latest memory line, the grounding rows those of the scene as
-it is, as in expert episodes. Every episode is kept, failed or not: its states are the point.
+This is DAgger's aim (Ross, Gordon and Bagnell 2011: train on the states the policy
+visits) with the expert's own trajectories for labels, not its action at each visited
+state: the scripted expert is a phase machine, not a state-feedback policy. Asked what to
+do at every frame of the policy's own path, its phases lag the policy's (it waits for
+the arm to reach each goal within millimetres before the next), so those labels keep the
+gripper open wherever the policy went early; a policy fine-tuned on them stopped closing
+its gripper (pick 0/50: README "Training a policy").
 
-    oxygen-train-dagger --checkpoint data/policy/sim_demo --seeds 100 --out out/dagger.npz
+    oxygen-train-dagger --checkpoint data/policy/sim_demo --seeds 100 --out out/recover.npz
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 from pathlib import Path
 
@@ -38,79 +36,48 @@ from oxygen_core.engine.engine import Engine, make_engine
 from oxygen_core.engine.types import EngineConfig
 from oxygen_core.observation import Observation
 from oxygen_core.policy import load_policy
-from oxygen_core.sim import arm
-from oxygen_core.sim.expert import Expert
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
-from oxygen_core.sim.tasks import FAMILIES, Task
+from oxygen_core.sim.tasks import FAMILIES, Task, make_task
 from oxygen_core.sim.world import World
 from oxygen_core.train import dataset as D
-from oxygen_core.train import locate, rollout
-from oxygen_core.train.records import Record
+from oxygen_core.train import rollout
+from oxygen_core.train.records import Record, expert_episode
 
 
-class ExpertLabels:
-    """A `rollout.Shadow`: the expert beside the policy, and a record per frame.
-
-    The shadow expert itself never takes over (its phases advance when the world shows
-    them done); each frame's chunk comes from a copy that does. Frames with no chunk
-    (`expert_chunk` None) are not recorded, and once the shadow itself cannot go on (the
-    policy moved an object out of its reach) the episode records no more frames."""
-
-    def __init__(self, episode: str, horizon: int, control_hz: float = DEFAULT_CONTROL_HZ):
-        self.episode, self.horizon, self.dt = episode, horizon, 1.0 / control_hz
-        self.records: list[Record] = []
-        self.lost = False
-        self._expert: Expert | None = None
-        self._memory = ""
-        self._ask: np.random.Generator | None = None
-
-    def __call__(self, task: Task, world: World, obs: Observation | None) -> None:
-        if self.lost:
-            return
-        if self._expert is None:
-            self._expert = Expert(task, world)
-            self._ask = np.random.default_rng([task.seed, 11])
-        # Before the shadow acts: the copies start where it stands.
-        chunk = None if obs is None else expert_chunk(self._expert, world, self.horizon, self.dt)
-        try:
-            step = self._expert.act(world, self.dt)
-        except arm.Unreachable:
-            self.lost = True
-            return
-        self._memory = step.memory or self._memory
-        if chunk is not None:
-            rows = locate.rows(task, world, self._ask)
-            self.records.append(
-                Record(self.episode, obs, chunk, step.narration, self._memory, rows)
-            )
+def handover_step(family: str, seed: int, control_hz: float = DEFAULT_CONTROL_HZ) -> int:
+    """The control step at which the expert takes over: uniform over the first half of
+    the task's time limit, from the seed (the policy's early and late mistakes alike)."""
+    steps = int(round(make_task(family, seed).time_limit * control_hz))
+    rng = np.random.default_rng([seed, 17])
+    return int(rng.integers(1, steps // 2 + 1))
 
 
-def expert_chunk(expert: Expert, world: World, horizon: int, dt: float) -> np.ndarray | None:
-    """float32 [horizon, 7]: the commands `expert` would give taking over from the arm as
-    it is (`Expert.take_over`), run on copies, so neither the expert nor the world moves.
-    None where the way from the arm leaves top-down reach: the only label left there
-    would be a jump back to the shadow's setpoint, a move no chunk can make."""
-    ahead, sim = copy.deepcopy((expert, world))
-    ahead.take_over(sim)
-    rows = []
-    try:
-        for _ in range(horizon):
-            rows.append(ahead.act(sim, dt).targets)
-            sim.step(rows[-1], dt)
-    except arm.Unreachable:
-        return None
-    return np.asarray(rows, np.float32)
-
-
-def policy_episode(
-    engine: Engine, family: str, seed: int, execute: int, renderer: Renderer
+def recovery_episode(
+    engine: Engine,
+    family: str,
+    seed: int,
+    execute: int,
+    renderer: Renderer,
+    camera_size: int,
 ) -> tuple[list[Record], bool]:
-    """The labelled frames of one closed-loop episode of `engine`'s policy, and whether
-    the policy succeeded."""
-    labels = ExpertLabels(f"dagger/{family}/{seed}", engine.policy.config.action_horizon)
-    outcome = rollout.run_episode(engine, family, seed, execute, renderer, shadow=labels)
-    return labels.records, outcome.success
+    """The expert's records from where `engine`'s policy left the arm after
+    `handover_step` steps ([] when the expert then fails), and whether the policy had
+    already succeeded by then."""
+    worlds: list[World] = []
+
+    def keep(task: Task, world: World, obs: Observation | None) -> None:
+        if not worlds:
+            worlds.append(world)  # the episode's one world, moved in place
+
+    handover = handover_step(family, seed)
+    outcome = rollout.run_episode(
+        engine, family, seed, execute, renderer, shadow=keep, max_steps=handover
+    )
+    horizon = engine.policy.config.action_horizon
+    name = f"recover/{family}/{seed}"
+    records = expert_episode(family, seed, horizon, camera_size, world=worlds[0], name=name)
+    return records, outcome.success
 
 
 def collect(
@@ -121,19 +88,20 @@ def collect(
     execute: int,
     camera_size: int,
 ) -> tuple[D.Episodes, dict[str, list[bool]]]:
-    """Every family on every seed -> Episodes (in seed order) and the policy's successes."""
+    """Every family on every seed -> Episodes of the expert's successful take-overs (in
+    seed order), and per family whether each take-over succeeded."""
     renderer = Renderer(camera_size, camera_size)
-    parts, wins = [], {f: [] for f in families}
-    bar = tqdm(total=len(seeds) * len(families), desc="dagger", unit="ep")
+    parts, recovered = [], {f: [] for f in families}
+    bar = tqdm(total=len(seeds) * len(families), desc="recovery", unit="ep")
     for seed in seeds:
         for family in families:
-            records, success = policy_episode(engine, family, seed, execute, renderer)
+            records, _ = recovery_episode(engine, family, seed, execute, renderer, camera_size)
             if records:
                 parts.append(D.collect(records, config))
-            wins[family].append(success)
+            recovered[family].append(bool(records))
             bar.update(1)
     bar.close()
-    return D.concat(parts), wins
+    return D.concat(parts), recovered
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -143,24 +111,20 @@ def main(argv: list[str] | None = None) -> None:
     ckpt = Path(args.checkpoint)
     meta = json.loads((ckpt / CONFIG_FILE).read_text())
     policy = load_policy(meta["preset"], meta["robot"], ckpt, ckpt / TOKENIZER_FILE)
-    engine = make_engine(
-        policy,
-        EngineConfig(streams=(), seed=args.seed),  # actions only: no language phase
-    )
+    engine = make_engine(policy, EngineConfig(streams=(), seed=args.seed))  # actions only
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    data, wins = collect(
-        engine, policy.config, args.families, seeds, args.execute, meta["camera_size"]
-    )
+    camera = meta["camera_size"]
+    data, recovered = collect(engine, policy.config, args.families, seeds, args.execute, camera)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     data.save(Path(args.out))
-    rates = {f: f"{sum(w)}/{len(w)}" for f, w in wins.items()}
-    print(json.dumps({"frames": len(data), "policy_success": rates, "out": args.out}))
+    rates = {f: f"{sum(r)}/{len(r)}" for f, r in recovered.items()}
+    print(json.dumps({"steps": len(data), "expert_recovered": rates, "out": args.out}))
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="oxygen-train-dagger",
-        description="frames of a trained policy in closed loop, labelled by the expert",
+        description="expert episodes taking over from where a trained policy left the arm",
     )
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--out", required=True, help="episodes .npz (oxygen-train --add-episodes)")

@@ -29,7 +29,7 @@ from oxygen_core.sim import arm
 from oxygen_core.sim.expert import Expert
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
-from oxygen_core.sim.tasks import FAMILIES, make_task
+from oxygen_core.sim.tasks import FAMILIES, Task, make_task
 from oxygen_core.sim.world import World
 from oxygen_core.train import locate
 
@@ -70,10 +70,32 @@ def expert_episode(
     camera_size: int = 128,
     control_hz: float = DEFAULT_CONTROL_HZ,
     dart: Dart | None = None,
+    world: World | None = None,
+    name: str | None = None,
 ) -> list[Record]:
-    """The records of one expert episode, or [] when the expert did not succeed."""
+    """The records of one expert episode, or [] when the expert did not succeed.
+
+    world: where the expert starts, instead of the task's initial scene (a world another
+    controller left: `oxygen_core.train.dagger`); an arm the expert cannot plan from
+    (out of top-down reach) is a failed episode. name: the records' episode name."""
     task = make_task(family, seed)
-    world = task.new_world()
+    world = task.new_world() if world is None else world
+    try:
+        return _expert_run(task, world, horizon, camera_size, control_hz, dart, name)
+    except arm.Unreachable:
+        return []
+
+
+def _expert_run(
+    task: Task,
+    world: World,
+    horizon: int,
+    camera_size: int,
+    control_hz: float,
+    dart: Dart | None,
+    name: str | None,
+) -> list[Record]:
+    seed = task.seed
     expert = Expert(task, world)
     renderer = Renderer(camera_size, camera_size)
     rng = np.random.default_rng([seed, 7])
@@ -98,7 +120,8 @@ def expert_episode(
         return []
     if not task.succeeded(world):
         return []
-    return _records(f"{family}/{seed}", seen, np.asarray(commands, np.float32), horizon)
+    episode = name or f"{task.family}/{seed}"
+    return _records(episode, seen, np.asarray(commands, np.float32), horizon)
 
 
 def _dart_offset(

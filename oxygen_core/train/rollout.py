@@ -41,8 +41,8 @@ from oxygen_core.sim.world import World
 from oxygen_core.train.records import CAMERA_SLOTS
 
 # Called every control step before the world moves: the task, the world, and the frame's
-# observation on frame ticks (None between them). `oxygen_core.train.dagger` runs its
-# expert there.
+# observation on frame ticks (None between them). `oxygen_core.train.dagger` keeps the
+# world there for its expert to take over.
 Shadow = Callable[[Task, World, Observation | None], None]
 
 
@@ -125,8 +125,10 @@ def run_episode(
     control_hz: float = DEFAULT_CONTROL_HZ,
     link_delay: int = 0,
     shadow: Shadow | None = None,
+    max_steps: int | None = None,
 ) -> Outcome:
-    """One closed-loop episode of the policy behind `engine`."""
+    """One closed-loop episode of the policy behind `engine`, cut at `max_steps` control
+    steps when given (short of the task's time limit: not a success)."""
     task = make_task(family, seed)
     world = task.new_world()
     engine.reset()
@@ -137,6 +139,7 @@ def run_episode(
     gaps: list[np.ndarray] = []  # per frame: [arm, gripper] of the overlap
     plan: _Plan | None = None
     steps = int(round(task.time_limit * control_hz))
+    steps = steps if max_steps is None else min(steps, max_steps)
     success = False
     for step in range(steps):
         obs = None
