@@ -34,14 +34,13 @@ from tqdm import tqdm
 from oxygen_core.config import ModelConfig
 from oxygen_core.engine.engine import Engine, make_engine
 from oxygen_core.engine.types import EngineConfig
-from oxygen_core.observation import Observation
 from oxygen_core.policy import load_policy
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
-from oxygen_core.sim.tasks import FAMILIES, Task, make_task
-from oxygen_core.sim.world import World
+from oxygen_core.sim.tasks import FAMILIES, make_task
 from oxygen_core.train import dataset as D
 from oxygen_core.train import rollout
+from oxygen_core.train.cli import CONFIG_FILE, TOKENIZER_FILE
 from oxygen_core.train.records import Record, expert_episode
 
 
@@ -54,30 +53,16 @@ def handover_step(family: str, seed: int, control_hz: float = DEFAULT_CONTROL_HZ
 
 
 def recovery_episode(
-    engine: Engine,
-    family: str,
-    seed: int,
-    execute: int,
-    renderer: Renderer,
-    camera_size: int,
-) -> tuple[list[Record], bool]:
+    engine: Engine, family: str, seed: int, execute: int, renderer: Renderer, camera_size: int
+) -> list[Record]:
     """The expert's records from where `engine`'s policy left the arm after
-    `handover_step` steps ([] when the expert then fails), and whether the policy had
-    already succeeded by then."""
-    worlds: list[World] = []
-
-    def keep(task: Task, world: World, obs: Observation | None) -> None:
-        if not worlds:
-            worlds.append(world)  # the episode's one world, moved in place
-
+    `handover_step` steps; [] when the expert then fails."""
+    world = make_task(family, seed).new_world()
     handover = handover_step(family, seed)
-    outcome = rollout.run_episode(
-        engine, family, seed, execute, renderer, shadow=keep, max_steps=handover
-    )
+    rollout.run_episode(engine, family, seed, execute, renderer, max_steps=handover, world=world)
     horizon = engine.policy.config.action_horizon
     name = f"recover/{family}/{seed}"
-    records = expert_episode(family, seed, horizon, camera_size, world=worlds[0], name=name)
-    return records, outcome.success
+    return expert_episode(family, seed, horizon, camera_size, world=world, name=name)
 
 
 def collect(
@@ -95,7 +80,7 @@ def collect(
     bar = tqdm(total=len(seeds) * len(families), desc="recovery", unit="ep")
     for seed in seeds:
         for family in families:
-            records, _ = recovery_episode(engine, family, seed, execute, renderer, camera_size)
+            records = recovery_episode(engine, family, seed, execute, renderer, camera_size)
             if records:
                 parts.append(D.collect(records, config))
             recovered[family].append(bool(records))
@@ -105,8 +90,6 @@ def collect(
 
 
 def main(argv: list[str] | None = None) -> None:
-    from oxygen_core.train.cli import CONFIG_FILE, TOKENIZER_FILE  # cli imports this module
-
     args = _parser().parse_args(argv)
     ckpt = Path(args.checkpoint)
     meta = json.loads((ckpt / CONFIG_FILE).read_text())

@@ -36,14 +36,9 @@ from oxygen_core.sim.executor import Trajectory, TrajectoryExecutor
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
 from oxygen_core.sim.seam import SeamMeter, SeamSummary
-from oxygen_core.sim.tasks import Task, make_task
+from oxygen_core.sim.tasks import make_task
 from oxygen_core.sim.world import World
 from oxygen_core.train.records import CAMERA_SLOTS
-
-# Called every control step before the world moves: the task, the world, and the frame's
-# observation on frame ticks (None between them). `oxygen_core.train.dagger` keeps the
-# world there for its expert to take over.
-Shadow = Callable[[Task, World, Observation | None], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,13 +119,15 @@ def run_episode(
     renderer: Renderer,
     control_hz: float = DEFAULT_CONTROL_HZ,
     link_delay: int = 0,
-    shadow: Shadow | None = None,
     max_steps: int | None = None,
+    world: World | None = None,
 ) -> Outcome:
     """One closed-loop episode of the policy behind `engine`, cut at `max_steps` control
-    steps when given (short of the task's time limit: not a success)."""
+    steps when given (short of the task's time limit: not a success). world: the task's
+    initial scene made by the caller, which then sees it moved in place (where the policy
+    left it: `oxygen_core.train.dagger`)."""
     task = make_task(family, seed)
-    world = task.new_world()
+    world = task.new_world() if world is None else world
     engine.reset()
     dt = 1.0 / control_hz
     link = _Link(TrajectoryExecutor(world.joints), link_delay, dt)
@@ -142,7 +139,6 @@ def run_episode(
     steps = steps if max_steps is None else min(steps, max_steps)
     success = False
     for step in range(steps):
-        obs = None
         if step % execute == 0:
             images = {slot: renderer.render(world, cam) for cam, slot in CAMERA_SLOTS.items()}
             obs = Observation(images, world.joints.astype(np.float32), task.instruction)
@@ -155,8 +151,6 @@ def run_episode(
             for event in engine.language().events:
                 if event.finished:
                     texts.append(Text(event.stream, event.text, event.finish_reason))
-        if shadow is not None:
-            shadow(task, world, obs)
         command = link.command(step)
         meter.observe(command, link.executor.last_takeover)
         world.step(command, dt)
