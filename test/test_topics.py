@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from node_harness import wait_until
 
 from oxygen_ros import topics
 from oxygen_ros.params import NodeConfig
@@ -90,6 +91,12 @@ def test_tool_topic_names_and_bag_outputs_cover_every_row():
     assert all(names.output(*msg) == topic and time == 7 for topic, time, msg in sink.written)
 
 
+def _made(node) -> dict[str, str]:
+    """The table's topics `node` publishes, by the graph: topic -> type."""
+    own = dict(node.get_publisher_names_and_types_by_node("oxygen", "/"))
+    return {t: types[0] for t, types in own.items() if t in expected(CFG)}
+
+
 @pytest.mark.ros
 def test_lifecycle_publishers_create_every_row():
     import rclpy
@@ -104,13 +111,12 @@ def test_lifecycle_publishers_create_every_row():
         try:
             gate = topics.Gate()
             publishers = LifecyclePublishers(node, CFG, gate, on_deadline_missed=lambda n: None)
-            own = dict(node.get_publisher_names_and_types_by_node("oxygen", "/"))
-            made = {t: types[0] for t, types in own.items() if t in expected(CFG)}
-            assert made == expected(CFG)
+            # The graph cache fills asynchronously (DDS discovery, even of a node's own
+            # endpoints): poll it rather than read it once.
+            wait_until(lambda: _made(node) == expected(CFG), 10.0, "every row's publisher")
             assert publishers.publish(topics.STATS, None) is False  # gate closed: dropped
             publishers.destroy()
-            own = dict(node.get_publisher_names_and_types_by_node("oxygen", "/"))
-            assert not set(own) & set(expected(CFG))
+            wait_until(lambda: not _made(node), 10.0, "the publishers going away")
         finally:
             node.destroy_node()
     finally:
