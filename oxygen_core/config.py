@@ -179,19 +179,31 @@ class RobotConfig:
     max_token_len: int | None = None  # None keeps the model preset's prompt budget
     discrete_state: bool = True  # the state goes into the prompt as 256-bin tokens
     delta_actions: tuple[int, ...] = ()  # action dims predicted relative to the state
-    space: str = "robot"  # "robot": trained in robot units; "aloha": openpi's ALOHA space
+    # "robot": trained in robot units; "aloha": openpi's ALOHA space; "grip": the sim arm's
+    # grip point, tool roll and opening (5 dims), joints by its top-down inverse kinematics
+    space: str = "robot"
 
     def __post_init__(self) -> None:
-        if self.space not in ("robot", "aloha"):
-            raise ValueError(f"space {self.space!r} is not 'robot' or 'aloha'")
-        dims = min(self.action_dim, self.state_dim)
+        if self.space not in SPACE_DIMS:
+            raise ValueError(f"space {self.space!r} is not one of {tuple(SPACE_DIMS)}")
+        if self.space == "grip" and (self.action_dim, self.state_dim) != (7, 7):
+            raise ValueError("space 'grip' is the sim arm's: 7 joint actions and states")
+        dims = min(self.model_dims, self.action_dim, self.state_dim)
         if any(not 0 <= i < dims for i in self.delta_actions):
             raise ValueError(f"delta_actions {self.delta_actions} outside [0, {dims})")
+
+    @property
+    def model_dims(self) -> int:
+        """Action (and state) dimensions in the checkpoint's space."""
+        return SPACE_DIMS[self.space] or self.action_dim
 
     def apply(self, model: ModelConfig) -> ModelConfig:
         """The model preset with this robot's horizon and prompt budget."""
         changes = {"action_horizon": self.action_horizon, "max_token_len": self.max_token_len}
         return dataclasses.replace(model, **{k: v for k, v in changes.items() if v is not None})
+
+
+SPACE_DIMS = {"robot": None, "aloha": None, "grip": 5}  # None: the robot's own dims
 
 
 # The openpi checkpoints' training settings (openpi training/config.py): pi05_libero
@@ -233,6 +245,18 @@ ROBOT_PRESETS: dict[str, RobotConfig] = {
         state_dim=7,
         delta_actions=(0, 1, 2, 3, 4, 5),
         discrete_state=False,
+    ),
+    # The same arm with actions in Cartesian space, as pi05_libero's end-effector actions:
+    # the grip point (x, y, z, m) and the tool roll as offsets from the frame's, the opening
+    # absolute; the joints come from the arm's top-down inverse kinematics (`robot_io`).
+    "sim_grip": RobotConfig(
+        "sim_grip",
+        cameras=IMAGE_SLOTS[:2],
+        action_dim=7,
+        state_dim=7,
+        delta_actions=(0, 1, 2, 3),
+        discrete_state=False,
+        space="grip",
     ),
 }
 

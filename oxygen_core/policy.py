@@ -87,7 +87,7 @@ class Policy:
         state: the frame's robot state (delta actions are relative to it).
         """
         unnormalized = self.norm.actions.unnormalize(
-            np.asarray(model_actions)[..., : self.robot.action_dim]
+            np.asarray(model_actions)[..., : self.robot.model_dims]
         )
         model_state = robot_io.state_to_model(self.robot, state)
         return robot_io.actions_to_robot(self.robot, unnormalized, model_state)

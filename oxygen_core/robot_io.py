@@ -10,7 +10,9 @@ here (openpi `training/config.py`, `policies/*`, `transforms.py`):
   made absolute after unnormalising (pi05_aloha: the joints, not the grippers);
 - a space adapter (`RobotConfig.space`): pi05_aloha was trained in the "pi" joint space,
   with some joints mirrored and the gripper in angular units, while the ALOHA runtime
-  reports and takes linear gripper positions.
+  reports and takes linear gripper positions; "grip" (the sim arm, `sim_grip`): the grip
+  point, tool roll and opening, the joints by the arm's top-down inverse kinematics, as
+  end-effector policies (pi05_libero) leave the joints to the robot.
 
 Flow: robot state -> `state_to_model` -> normalise (prompt); model actions -> unnormalise
 -> `actions_to_robot` (deltas made absolute with the state in model space, then encoded
@@ -23,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from oxygen_core.config import RobotConfig
+from oxygen_core.sim import arm
 
 # --- ALOHA (Interbotix ViperX) constants, as the pi05_aloha checkpoint was trained -------
 _ALOHA_FLIP = np.array([1, -1, -1, 1, 1, 1, 1, 1, -1, -1, 1, 1, 1, 1], np.float64)
@@ -39,6 +42,8 @@ def state_to_model(robot: RobotConfig, state: np.ndarray) -> np.ndarray:
     if robot.space == "aloha":
         state = state * _ALOHA_FLIP
         state[_ALOHA_GRIPPERS] = _aloha_gripper_to_model(state[_ALOHA_GRIPPERS])
+    if robot.space == "grip":
+        state = _joints_to_grip(state)
     return state.astype(np.float32)
 
 
@@ -56,6 +61,8 @@ def actions_to_robot(
     if robot.space == "aloha":
         actions = actions * _ALOHA_FLIP[: actions.shape[-1]]
         actions[..., _ALOHA_GRIPPERS] = _aloha_gripper_to_robot(actions[..., _ALOHA_GRIPPERS])
+    if robot.space == "grip":
+        actions = arm.top_down_joints(actions[..., :3], actions[..., 3], actions[..., 4])
     return actions.astype(np.float32)
 
 
@@ -71,10 +78,20 @@ def actions_to_model(
     if robot.space == "aloha":
         actions[..., _ALOHA_GRIPPERS] = _aloha_gripper_from_robot(actions[..., _ALOHA_GRIPPERS])
         actions = actions * _ALOHA_FLIP[: actions.shape[-1]]  # the flip is its own inverse
+    if robot.space == "grip":
+        actions = _joints_to_grip(actions)
     if robot.delta_actions:
         delta = list(robot.delta_actions)
         actions[..., delta] -= np.asarray(model_state, np.float64)[..., None, delta]
     return actions.astype(np.float32)
+
+
+def _joints_to_grip(joints: np.ndarray) -> np.ndarray:
+    """Sim arm joints [..., 7] -> [..., 5]: grip point, joint_6 (the tool roll), opening.
+    The exact inverse of `arm.top_down_joints` for top-down poses in reach; of any other
+    pose it keeps where the grip point is, not how the arm holds it."""
+    joints = np.asarray(joints, np.float64)
+    return np.concatenate([arm.grip_points(joints), joints[..., 5:7]], axis=-1)
 
 
 def _aloha_gripper_to_model(linear01: np.ndarray) -> np.ndarray:

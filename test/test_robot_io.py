@@ -18,6 +18,7 @@ from oxygen_core.config import BOS_ID, IMAGE_SLOTS, ROBOT_PRESETS, RobotConfig, 
 from oxygen_core.model.normalize import NormStats, Stats
 from oxygen_core.observation import Observation
 from oxygen_core.policy import load_policy
+from oxygen_core.sim import arm
 
 ALOHA = robot_preset("aloha")
 JOINTS = [i for i in range(14) if i not in (6, 13)]
@@ -106,7 +107,7 @@ def random_norm(dims: int, seed: int) -> NormStats:
     return NormStats(state=stats, actions=stats)
 
 
-@pytest.mark.parametrize("name", sorted(ROBOT_PRESETS))
+@pytest.mark.parametrize("name", sorted(n for n, r in ROBOT_PRESETS.items() if r.space != "grip"))
 def test_model_actions_inverts_robot_actions_for_every_robot(name):
     """Real-time chunking turns the chunk in execution back into the model's space: the
     exact inverse, relative to whichever state the deltas are taken from."""
@@ -129,3 +130,51 @@ def test_model_actions_inverts_robot_actions_for_every_robot(name):
     assert np.all(moved[deltas] > 1e-3)  # deltas are re-taken from the new state...
     absolute = [i for i in range(robot.action_dim) if i not in deltas]
     np.testing.assert_array_equal(moved[absolute], 0.0)  # ...absolute dims are not
+
+
+GRIP = robot_preset("sim_grip")
+
+
+def top_down_commands(rng: np.random.Generator, rows: int) -> np.ndarray:
+    """Joint commands [rows, 7] of top-down poses inside the sim arm's reach."""
+    points = np.stack(
+        [rng.uniform(0.25, 0.55, rows), rng.uniform(-0.3, 0.3, rows), rng.uniform(0.0, 0.3, rows)],
+        axis=-1,
+    )
+    return np.array(
+        [arm.inverse_top_down(p, rng.uniform(0, np.pi), rng.uniform(0, 1)) for p in points]
+    )
+
+
+def test_grip_space_is_the_grip_point_roll_and_opening():
+    rng = np.random.default_rng(2)
+    state = top_down_commands(rng, 1)[0]
+    model_state = robot_io.state_to_model(GRIP, state)
+    assert GRIP.model_dims == 5 and model_state.shape == (5,)
+    np.testing.assert_allclose(model_state[:3], arm.forward(state).grip, atol=1e-6)
+    np.testing.assert_allclose(model_state[3:], state[5:], atol=1e-6)  # roll, opening
+
+
+def test_a_zero_grip_delta_holds_the_grip_point_top_down():
+    rng = np.random.default_rng(3)
+    state = top_down_commands(rng, 1)[0]
+    actions = np.zeros((4, 5))
+    actions[:, 4] = [0.0, 0.3, 0.6, 1.0]  # the opening is absolute
+    commands = robot_io.actions_to_robot(GRIP, actions, robot_io.state_to_model(GRIP, state))
+    np.testing.assert_allclose(commands[:, :6], np.tile(state[:6], (4, 1)), atol=1e-5)
+    np.testing.assert_allclose(commands[:, 6], actions[:, 4], atol=1e-7)
+
+
+def test_grip_space_inverts_top_down_commands_relative_to_any_state():
+    """What real-time chunking needs of the grip space: a chunk of top-down commands, taken
+    into the model's space relative to a new state and back, is the same chunk."""
+    policy = dataclasses.replace(load_policy("tiny", "sim_grip"), norm=random_norm(32, 3))
+    rng = np.random.default_rng(5)
+    commands = top_down_commands(rng, policy.config.action_horizon).astype(np.float32)
+    states = top_down_commands(rng, 2).astype(np.float32)
+    model = [policy.model_actions(commands, s) for s in states]
+    for s, m in zip(states, model, strict=True):
+        np.testing.assert_allclose(policy.robot_actions(m, s), commands, atol=2e-5)
+        np.testing.assert_array_equal(m[:, 5:], 0.0)  # past the space's five dims
+    moved = np.abs(model[1] - model[0]).max(axis=0)
+    assert np.all(moved[:4] > 1e-3) and moved[4] == 0.0  # point and roll re-taken; opening not

@@ -72,5 +72,5 @@ def guidance_target(
     horizon, dims = policy.config.action_horizon, policy.config.action_dim
     target = policy.model_actions(meet.previous, state)[None]
     mask = rtc.soft_mask(horizon, meet.delay, meet.s)
-    used = np.arange(dims) < policy.robot.action_dim
+    used = np.arange(dims) < policy.robot.model_dims
     return target, (mask[:, None] * used[None, :]).astype(np.float32)[None]

@@ -54,14 +54,20 @@ POSITION_LIMITS = np.array(
 VELOCITY_LIMITS = np.array([1.2, 1.2, 1.5, 2.0, 2.0, 2.5, 2.0])  # rad/s; gripper: fraction/s
 
 
-def _rot_z(angle: float) -> np.ndarray:
+def _rot_z(angle: np.ndarray) -> np.ndarray:
+    """Rotations about z, [..., 3, 3] for angles [...]."""
     c, s = np.cos(angle), np.sin(angle)
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    r = np.zeros((*np.shape(angle), 3, 3))
+    r[..., 0, 0], r[..., 0, 1], r[..., 1, 0], r[..., 1, 1], r[..., 2, 2] = c, -s, s, c, 1.0
+    return r
 
 
-def _rot_y(angle: float) -> np.ndarray:
+def _rot_y(angle: np.ndarray) -> np.ndarray:
+    """Rotations about y, [..., 3, 3] for angles [...]."""
     c, s = np.cos(angle), np.sin(angle)
-    return np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
+    r = np.zeros((*np.shape(angle), 3, 3))
+    r[..., 0, 0], r[..., 0, 2], r[..., 2, 0], r[..., 2, 2], r[..., 1, 1] = c, s, -s, c, 1.0
+    return r
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,22 +87,48 @@ class ArmPose:
         return self.tool_rotation[:, 1]
 
 
-def forward(q: np.ndarray) -> ArmPose:
-    """Joint positions (7,) -> link points and the tool frame."""
+def _chain(q: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Joint positions [..., 7] -> elbow, wrist, grip [..., 3] and world <- tool [..., 3, 3]."""
     q = np.asarray(q, np.float64)
     shoulder = np.array([0.0, 0.0, BASE_HEIGHT])
-    r_upper = _rot_z(q[0]) @ _rot_y(q[1])
-    elbow = shoulder + r_upper[:, 2] * UPPER_ARM
-    r_fore = r_upper @ _rot_y(q[2]) @ _rot_z(q[3])
-    wrist = elbow + r_fore[:, 2] * FOREARM
-    r_tool = r_fore @ _rot_y(q[4]) @ _rot_z(q[5])
-    grip = wrist + r_tool[:, 2] * TOOL_LENGTH
+    r_upper = _rot_z(q[..., 0]) @ _rot_y(q[..., 1])
+    elbow = shoulder + r_upper[..., :, 2] * UPPER_ARM
+    r_fore = r_upper @ _rot_y(q[..., 2]) @ _rot_z(q[..., 3])
+    wrist = elbow + r_fore[..., :, 2] * FOREARM
+    r_tool = r_fore @ _rot_y(q[..., 4]) @ _rot_z(q[..., 5])
+    grip = wrist + r_tool[..., :, 2] * TOOL_LENGTH
+    return elbow, wrist, grip, r_tool
+
+
+def forward(q: np.ndarray) -> ArmPose:
+    """Joint positions (7,) -> link points and the tool frame."""
+    elbow, wrist, grip, r_tool = _chain(q)
     gap = float(np.clip(q[6], 0.0, 1.0)) * MAX_GAP
-    return ArmPose(shoulder, elbow, wrist, grip, r_tool, gap)
+    return ArmPose(np.array([0.0, 0.0, BASE_HEIGHT]), elbow, wrist, grip, r_tool, gap)
+
+
+def grip_points(q: np.ndarray) -> np.ndarray:
+    """Joint positions [..., 7] -> grip points [..., 3]: `forward` over a batch."""
+    return _chain(q)[2]
 
 
 class Unreachable(ValueError):
     """A top-down grasp pose the arm cannot reach within its joint limits."""
+
+
+def _planar(point: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Grip points [..., 3] -> base, shoulder, elbow, wrist pitch [...] of the elbow-up
+    top-down arm, and cos(elbow) before clipping (outside [-1, 1]: out of reach; the joints
+    are then those of the nearest stretched or folded arm)."""
+    x, y, z = (np.asarray(point, np.float64)[..., i] for i in range(3))
+    base = np.arctan2(y, x)
+    dr, dz = np.hypot(x, y), z + TOOL_LENGTH - BASE_HEIGHT  # wrist point from the shoulder
+    cos_elbow = (dr * dr + dz * dz - UPPER_ARM**2 - FOREARM**2) / (2 * UPPER_ARM * FOREARM)
+    elbow = np.arccos(np.clip(cos_elbow, -1.0, 1.0))  # elbow up: the forearm bends forward
+    shoulder = np.arctan2(dr, dz) - np.arctan2(
+        FOREARM * np.sin(elbow), UPPER_ARM + FOREARM * np.cos(elbow)
+    )
+    return base, shoulder, elbow, np.pi - shoulder - elbow, cos_elbow
 
 
 def inverse_top_down(
@@ -109,18 +141,9 @@ def inverse_top_down(
     (pass the current joint_6 to keep a moving target continuous instead of wrapping).
     Raises Unreachable outside the workspace or the joint limits.
     """
-    x, y, z = (float(v) for v in point)
-    base = np.arctan2(y, x)
-    reach = np.hypot(x, y)
-    dr, dz = reach, z + TOOL_LENGTH - BASE_HEIGHT  # wrist point relative to the shoulder
-    cos_elbow = (dr * dr + dz * dz - UPPER_ARM**2 - FOREARM**2) / (2 * UPPER_ARM * FOREARM)
+    base, shoulder, elbow, wrist, cos_elbow = (float(v) for v in _planar(point))
     if not -1.0 <= cos_elbow <= 1.0:
         raise Unreachable(f"point {np.round(point, 4).tolist()} is out of the arm's reach")
-    elbow = np.arccos(cos_elbow)  # elbow up: the forearm bends forward and down
-    shoulder = np.arctan2(dr, dz) - np.arctan2(
-        FOREARM * np.sin(elbow), UPPER_ARM + FOREARM * np.cos(elbow)
-    )
-    wrist = np.pi - shoulder - elbow
     # The fingers close along world angle base + pi/2 - joint_6 (tool y after the flip).
     roll = base + np.pi / 2 - yaw
     roll += np.pi * np.round((roll_near - roll) / np.pi)
@@ -132,6 +155,15 @@ def inverse_top_down(
         bad = [JOINT_NAMES[i] for i in np.flatnonzero((q < low - 1e-9) | (q > high + 1e-9))]
         raise Unreachable(f"point {np.round(point, 4).tolist()} needs {bad} outside limits")
     return q
+
+
+def top_down_joints(point: np.ndarray, roll: np.ndarray, gripper: np.ndarray) -> np.ndarray:
+    """Joint commands [..., 7] for grip points [..., 3], tool roll (joint_6) and opening
+    [...]: `inverse_top_down` over a batch that never raises, for a policy's commands. Out of
+    reach the arm stretches or folds toward the point; joint limits are the servos' to
+    clamp (`limit_step`)."""
+    base, shoulder, elbow, wrist, _ = _planar(point)
+    return np.stack([base, shoulder, elbow, np.zeros_like(base), wrist, roll, gripper], -1)
 
 
 def limit_step(current: np.ndarray, target: np.ndarray, dt: float) -> np.ndarray:

@@ -40,6 +40,7 @@ import numpy as np
 from oxygen_core.image import scale_images
 from oxygen_core.model import pi05
 from oxygen_core.policy import Policy
+from oxygen_core.sim.arm import ARM_DOF
 from oxygen_core.sim.scene import GRASPABLE
 from oxygen_core.sim.tasks import make_task
 from oxygen_core.train import locate, losses
@@ -156,7 +157,7 @@ def check(
     swaps = [s for s in swaps if s is not None]
     images, mask, states = data.images[idx], data.image_mask[idx], data.state[idx]
     expert = data.actions[idx]
-    arm = list(policy.robot.delta_actions)
+    arm = list(range(ARM_DOF))  # robot units whatever space the policy acts in
 
     sample = chunk_sampler(policy, noise_seed, denoise_steps)
     prompts = [data.instruction[i] for i in idx]
