@@ -62,7 +62,7 @@ demo: setup
 	$(BIN)/oxygen-demo $(DEMO_ARGS)
 
 # From scratch: the episodes cache and the resume state go first (about 25 min on 2 cores).
-POLICY_ARGS ?= --steps 8000 --seeds 500 --lr 2e-3
+POLICY_ARGS ?= --robot sim_grip --steps 8000 --seeds 500 --lr 2e-3
 policy: setup
 	rm -rf out/train/sim_demo data/policy/sim_demo
 	$(BIN)/oxygen-train --out data/policy/sim_demo --work out/train/sim_demo $(POLICY_ARGS)

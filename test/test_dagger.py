@@ -2,6 +2,7 @@
 policy left the arm, and oxygen-train continuing a checkpoint on those episodes."""
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,8 @@ from oxygen_core.train.records import expert_episode
 DT = 0.05
 H = 10
 POLICY = Path(__file__).resolve().parents[1] / "data" / "policy" / "sim_demo"
-ROBOT = robot_preset("sim")
+META = json.loads((POLICY / cli.CONFIG_FILE).read_text())
+ROBOT = robot_preset(META["robot"])
 CFG = ROBOT.apply(model_preset("demo"))
 
 
@@ -60,7 +62,7 @@ def test_an_arm_the_expert_cannot_plan_from_is_a_failed_episode():
 @pytest.fixture(scope="module")
 def engine():
     """The shipped policy, actions only: its own mistakes are what the data is for."""
-    policy = load_policy("demo", "sim", POLICY, POLICY / cli.TOKENIZER_FILE)
+    policy = load_policy(META["preset"], META["robot"], POLICY, POLICY / cli.TOKENIZER_FILE)
     return make_engine(policy, EngineConfig(streams=()))
 
 
@@ -107,3 +109,12 @@ def test_oxygen_train_continues_a_checkpoint_with_its_norm_stats_and_tokenizer(t
         np.testing.assert_array_equal(ours.q01, theirs.q01)
         np.testing.assert_array_equal(ours.q99, theirs.q99)
     assert cli.initial_params(CFG, args, base) is base.params
+
+
+def test_init_from_a_checkpoint_of_another_robot_is_refused():
+    other = "sim" if META["robot"] != "sim" else "sim_grip"
+    args = cli._train_parser().parse_args(
+        ["--out", "unused", "--robot", other, "--init-from", str(POLICY)]
+    )
+    with pytest.raises(SystemExit, match=f"--robot {META['robot']}; this run is"):
+        cli.base_policy(args)

@@ -274,7 +274,9 @@ def _train_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="checkpoint directory to write")
     p.add_argument("--work", default="out/train/sim_demo", help="episodes cache, resume state")
     p.add_argument("--preset", default="demo")
-    p.add_argument("--robot", default="sim")
+    p.add_argument(
+        "--robot", default="sim_grip", help="sim_grip: grip-point actions; sim: joint actions"
+    )
     p.add_argument("--episodes", help="episodes .npz collected elsewhere instead of the sim")
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     p.add_argument("--seeds", type=int, default=120, help="sim seeds 0..N-1 per family")
@@ -347,6 +349,12 @@ def base_policy(args: argparse.Namespace) -> Policy | None:
     if not args.init_from:
         return None
     ckpt = Path(args.init_from)
+    meta = json.loads((ckpt / CONFIG_FILE).read_text())
+    if (meta["preset"], meta["robot"]) != (args.preset, args.robot):
+        raise SystemExit(
+            f"--init-from {ckpt} was trained as --preset {meta['preset']} --robot "
+            f"{meta['robot']}; this run is --preset {args.preset} --robot {args.robot}"
+        )
     return load_policy(args.preset, args.robot, ckpt, ckpt / TOKENIZER_FILE)
 
 
