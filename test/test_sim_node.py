@@ -96,6 +96,13 @@ class Probe:
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
             time.sleep(0.02)
 
+    def send(self, *trajectories: JointTrajectory) -> None:
+        """Publish once the sim listens: a message sent before its subscription matches is
+        lost (the first instruction arriving says only that the reverse direction works)."""
+        self.wait(lambda: self.trajectories.get_subscription_count() > 0, "the sim to listen")
+        for msg in trajectories:
+            self.trajectories.publish(msg)
+
     def close(self) -> None:
         self.executor.shutdown()
         self.thread.join()
@@ -146,7 +153,7 @@ def test_sim_publishes_sensors_and_executes_a_trajectory_at_its_stamp(probe):
         offsets = np.array([[0.05, -0.05, 0.05, 0.05, -0.05, 0.05, -0.05]]).T
         points = HOME + (offsets * np.array([1.0, 2.0, 3.0])).T  # within the speed limits
         start = START_NS + NS // 2
-        probe.trajectories.publish(trajectory_msg([0.0, 0.2, 0.4], points, start))
+        probe.send(trajectory_msg([0.0, 0.2, 0.4], points, start))
         probe.wait(
             lambda: max(_joint_states_by_stamp(probe), default=0) >= start + NS,
             "joint states 1 s past the trajectory's start",
@@ -200,8 +207,7 @@ def test_malformed_trajectories_are_counted_the_arm_holds_and_episodes_reset(pro
         bad_names = trajectory_msg([0.0], good, 0, names=("a",) * 7)
         nan = trajectory_msg([0.0, 0.1], np.vstack([good, good * np.nan]), 0)
         empty = trajectory_msg([], np.zeros((0, 7)), 0)
-        for msg in (bad_names, nan, empty):
-            probe.trajectories.publish(msg)
+        probe.send(bad_names, nan, empty)
         probe.wait(lambda: len(probe.get("/sim/episode")) == 2, "two outcomes", 120.0)
     finally:
         sim.close()
