@@ -88,7 +88,8 @@ class ArmPose:
 
 
 def _chain(q: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Joint positions [..., 7] -> elbow, wrist, grip [..., 3] and world <- tool [..., 3, 3]."""
+    """Joint positions [..., 7] -> shoulder (3,), elbow, wrist, grip [..., 3] and world <-
+    tool [..., 3, 3]."""
     q = np.asarray(q, np.float64)
     shoulder = np.array([0.0, 0.0, BASE_HEIGHT])
     r_upper = _rot_z(q[..., 0]) @ _rot_y(q[..., 1])
@@ -97,19 +98,19 @@ def _chain(q: np.ndarray) -> tuple[np.ndarray, ...]:
     wrist = elbow + r_fore[..., :, 2] * FOREARM
     r_tool = r_fore @ _rot_y(q[..., 4]) @ _rot_z(q[..., 5])
     grip = wrist + r_tool[..., :, 2] * TOOL_LENGTH
-    return elbow, wrist, grip, r_tool
+    return shoulder, elbow, wrist, grip, r_tool
 
 
 def forward(q: np.ndarray) -> ArmPose:
     """Joint positions (7,) -> link points and the tool frame."""
-    elbow, wrist, grip, r_tool = _chain(q)
+    shoulder, elbow, wrist, grip, r_tool = _chain(q)
     gap = float(np.clip(q[6], 0.0, 1.0)) * MAX_GAP
-    return ArmPose(np.array([0.0, 0.0, BASE_HEIGHT]), elbow, wrist, grip, r_tool, gap)
+    return ArmPose(shoulder, elbow, wrist, grip, r_tool, gap)
 
 
 def grip_points(q: np.ndarray) -> np.ndarray:
     """Joint positions [..., 7] -> grip points [..., 3]: `forward` over a batch."""
-    return _chain(q)[2]
+    return _chain(q)[3]
 
 
 class Unreachable(ValueError):
