@@ -10,7 +10,6 @@ import pytest
 
 from oxygen_core.config import model_preset, robot_preset
 from oxygen_core.engine import EngineConfig, make_engine
-from oxygen_core.policy import load_policy
 from oxygen_core.sim import arm
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.tasks import make_task
@@ -62,7 +61,7 @@ def test_an_arm_the_expert_cannot_plan_from_is_a_failed_episode():
 @pytest.fixture(scope="module")
 def engine():
     """The shipped policy, actions only: its own mistakes are what the data is for."""
-    policy = load_policy(META["preset"], META["robot"], POLICY, POLICY / cli.TOKENIZER_FILE)
+    policy, _ = cli.trained_policy(POLICY)
     return make_engine(policy, EngineConfig(streams=()))
 
 

@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 
 from oxygen_core.engine import EngineConfig, make_engine
-from oxygen_core.policy import load_policy
 from oxygen_core.sim.executor import TrajectoryExecutor
 from oxygen_core.sim.render import Renderer
 from oxygen_core.train import rollout
-from oxygen_core.train.cli import CONFIG_FILE, TOKENIZER_FILE, eval_main
+from oxygen_core.train.cli import eval_main, trained_policy
 
 POLICY = Path(__file__).resolve().parents[1] / "data" / "policy" / "sim_demo"
 SEED = 100_000  # held out from training
@@ -22,8 +21,7 @@ DT = 0.05
 
 @pytest.fixture(scope="module")
 def policy():
-    meta = json.loads((POLICY / CONFIG_FILE).read_text())
-    return load_policy(meta["preset"], meta["robot"], POLICY, POLICY / TOKENIZER_FILE)
+    return trained_policy(POLICY)[0]
 
 
 def engine_for(policy, handover: str, delay: int):

@@ -344,25 +344,30 @@ def initial_params(cfg: ModelConfig, args: argparse.Namespace, base: Policy | No
     return P.to_runtime(INITS[args.weights_init](cfg, args.seed))
 
 
+def trained_policy(ckpt: Path) -> tuple[Policy, dict]:
+    """A checkpoint written by oxygen-train, loaded with the preset and robot it was trained
+    as, and its train_config.json."""
+    meta = json.loads((ckpt / CONFIG_FILE).read_text())
+    return load_policy(meta["preset"], meta["robot"], ckpt, ckpt / TOKENIZER_FILE), meta
+
+
 def base_policy(args: argparse.Namespace) -> Policy | None:
     """The checkpoint of --init-from, loaded (None without it)."""
     if not args.init_from:
         return None
     ckpt = Path(args.init_from)
-    meta = json.loads((ckpt / CONFIG_FILE).read_text())
+    policy, meta = trained_policy(ckpt)
     if (meta["preset"], meta["robot"]) != (args.preset, args.robot):
         raise SystemExit(
             f"--init-from {ckpt} was trained as --preset {meta['preset']} --robot "
             f"{meta['robot']}; this run is --preset {args.preset} --robot {args.robot}"
         )
-    return load_policy(args.preset, args.robot, ckpt, ckpt / TOKENIZER_FILE)
+    return policy
 
 
 def eval_main(argv: list[str] | None = None) -> None:
     args = _eval_parser().parse_args(argv)
-    ckpt = Path(args.checkpoint)
-    meta = json.loads((ckpt / CONFIG_FILE).read_text())
-    policy = load_policy(meta["preset"], meta["robot"], ckpt, ckpt / TOKENIZER_FILE)
+    policy, meta = trained_policy(Path(args.checkpoint))
     camera = args.camera_size or meta["camera_size"]
     if args.open_loop:
         seeds = range(args.first_seed, args.first_seed + args.episodes)

@@ -34,13 +34,12 @@ from tqdm import tqdm
 from oxygen_core.config import ModelConfig
 from oxygen_core.engine.engine import Engine, make_engine
 from oxygen_core.engine.types import EngineConfig
-from oxygen_core.policy import load_policy
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
 from oxygen_core.sim.tasks import FAMILIES, make_task
 from oxygen_core.train import dataset as D
 from oxygen_core.train import rollout
-from oxygen_core.train.cli import CONFIG_FILE, TOKENIZER_FILE
+from oxygen_core.train.cli import trained_policy
 from oxygen_core.train.records import Record, expert_episode
 
 
@@ -91,9 +90,7 @@ def collect(
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    ckpt = Path(args.checkpoint)
-    meta = json.loads((ckpt / CONFIG_FILE).read_text())
-    policy = load_policy(meta["preset"], meta["robot"], ckpt, ckpt / TOKENIZER_FILE)
+    policy, meta = trained_policy(Path(args.checkpoint))
     engine = make_engine(policy, EngineConfig(streams=(), seed=args.seed))  # actions only
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     camera = meta["camera_size"]
