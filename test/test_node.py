@@ -514,6 +514,8 @@ def test_on_simulated_time_the_frame_timer_and_stamps_follow_the_clock_topic(rig
     assert SIM_START_S < stamps[0] < stamps[-1] < SIM_START_S + 600  # not the wall clock
     # The timer fires every PERIOD_S of sim time: on the wall clock it would fire every
     # PERIOD_S of wall time, which the stamps (node clock = /clock) would show as
-    # speed * PERIOD_S apart. Stamps only: how fast sim time runs against the wall is the
-    # probe's /clock publisher, not the node, and varied with the machine's load.
-    assert np.median(np.diff(stamps)) == pytest.approx(PERIOD_S, rel=0.15)
+    # speed * PERIOD_S apart, every one of them. Stamps only: how fast sim time runs against
+    # the wall is the probe's /clock publisher, not the node, and varies with the machine's
+    # load; so do frames that overrun a 50 ms wall period (two sim periods apart), so the
+    # shortest gaps, not the median, carry the timer's period.
+    assert np.percentile(np.diff(stamps), 10) == pytest.approx(PERIOD_S, rel=0.15)
