@@ -72,6 +72,26 @@ class Rig:
 
         return matches(inbox.wait(lambda xs: bool(matches(xs)), timeout_s, what))[0]
 
+    def wait_log(self, containing: str, start: int = 0, timeout_s: float = 10.0) -> list[Log]:
+        """The /oxygen node's /rosout messages from item `start` on that contain `containing`,
+        once there is one.
+
+        A timeout names the /rosout publishers on the graph: the node's gone means rcl
+        dropped its rosout publisher; still there, that its samples were lost on the way.
+        """
+        inbox = self.inbox("/rosout")
+
+        def lines(items: list) -> list[Log]:
+            logs = (x.msg for x in items[start:])
+            return [log for log in logs if log.name == "oxygen" and containing in log.msg]
+
+        try:
+            return lines(inbox.wait(lambda xs: bool(lines(xs)), timeout_s, repr(containing)))
+        except AssertionError as error:
+            publishers = self.probe.get_publishers_info_by_topic("/rosout")
+            names = sorted(f"{p.node_namespace.rstrip('/')}/{p.node_name}" for p in publishers)
+            raise AssertionError(f"{error}; /rosout publishers: {names}") from None
+
 
 @pytest.fixture(scope="module")
 def rig():
@@ -103,14 +123,8 @@ def rig():
 def test_bad_checkpoint_fails_configure_and_names_the_path(rig):
     assert rig.probe.transition("configure", timeout_s=60) is False
     assert rig.probe.state() == "unconfigured"
-    rig.inbox("/rosout").wait(
-        lambda xs: any(
-            x.msg.name == "oxygen" and x.msg.level == Log.ERROR and BAD_CHECKPOINT in x.msg.msg
-            for x in xs
-        ),
-        10,
-        "error naming the checkpoint path",
-    )
+    [line] = rig.wait_log(BAD_CHECKPOINT)
+    assert line.level == Log.ERROR
 
 
 def test_a_bad_topic_name_fails_configure_not_activate_and_names_the_parameter(rig):
@@ -119,14 +133,8 @@ def test_a_bad_topic_name_fails_configure_not_activate_and_names_the_parameter(r
     bad = [PARAMS["camera_topics"][0], "/camera/left wrist"]
     rig.node.set_parameters([Parameter("camera_topics", value=bad)])
     assert rig.probe.transition("configure", timeout_s=60) is False
-    rig.inbox("/rosout").wait(
-        lambda xs: any(
-            x.msg.level == Log.ERROR and "camera_topics[1] '/camera/left wrist'" in x.msg.msg
-            for x in xs
-        ),
-        10,
-        "error naming the topic parameter",
-    )
+    [line] = rig.wait_log("camera_topics[1] '/camera/left wrist'")
+    assert line.level == Log.ERROR
     rig.node.set_parameters([Parameter("camera_topics", value=PARAMS["camera_topics"])])
 
 
@@ -135,12 +143,10 @@ def _configure_error(rig, containing: str) -> str:
     start = len(rig.inbox("/rosout").items())
     assert rig.probe.transition("configure", timeout_s=120) is False
     assert rig.probe.state() == "unconfigured"
-    items = rig.inbox("/rosout").wait(
-        lambda xs: any(containing in x.msg.msg for x in xs[start:]), 10, containing
-    )
-    [line] = [x.msg.msg for x in items[start:] if x.msg.name == "oxygen" and x.msg.level >= 40]
-    assert "\n" not in line and "Traceback" not in line
-    return line
+    [line] = rig.wait_log(containing, start)
+    assert line.level == Log.ERROR
+    assert "\n" not in line.msg and "Traceback" not in line.msg
+    return line.msg
 
 
 def test_a_refused_instruction_parameter_fails_configure_in_one_line(rig):
@@ -311,11 +317,7 @@ def test_a_request_message_starts_one_request_of_that_stream(rig):
     probe.request.publish(String(data="memory"))
     memory.wait(lambda xs: any(x.msg.request_id not in known for x in xs), 10, "on-demand request")
     probe.request.publish(String(data="no_such_stream"))
-    rig.inbox("/rosout").wait(
-        lambda xs: any("unknown stream 'no_such_stream'" in x.msg.msg for x in xs),
-        10,
-        "warning about the unknown stream",
-    )
+    rig.wait_log("unknown stream 'no_such_stream'")
     assert probe.state() == "active"
 
 
@@ -346,14 +348,6 @@ def test_bad_input_skips_frames_with_a_diagnostic_and_the_node_stays_active(rig,
     rig.inbox("/oxygen/action_chunk").wait_count(1, timeout_s=10)
 
 
-def _oxygen_lines(rig, start: int, containing: str) -> list[str]:
-    return [
-        x.msg.msg
-        for x in rig.inbox("/rosout").items()[start:]
-        if x.msg.name == "oxygen" and containing in x.msg.msg
-    ]
-
-
 def _report_bytes(array) -> int:
     """Characters of text in one /diagnostics message."""
     return sum(
@@ -374,16 +368,12 @@ def test_a_megabyte_encoding_and_100000_joint_names_stay_excerpts_in_logs_and_di
             ),
             "100,001 ignored joints and a bad image reported",
         )
-        rig.inbox("/rosout").wait(
-            lambda xs: any("Image encoding 'eee" in x.msg.msg for x in xs[log_start:]),
-            10,
-            "the skip line",
-        )
+        rig.wait_log("Image encoding 'eee", log_start)
     finally:
         rig.probe.faults = HEALTHY
     assert values["joints ignored"].startswith("['finger_extra', 'extra_0', 'extra_1'")
-    lines = _oxygen_lines(rig, log_start, "")
-    assert lines and max(len(line) for line in lines) < 1024
+    lines = rig.wait_log("", log_start)
+    assert max(len(line.msg) for line in lines) < 1024
     reports = [x.msg for x in rig.inbox("/diagnostics").items()[diagnostics_start:]]
     assert max(_report_bytes(r) for r in reports) < 4096
     rig.inbox("/oxygen/action_chunk").wait_count(1, timeout_s=10)
@@ -403,9 +393,9 @@ def test_a_10_mb_instruction_is_refused_and_the_previous_one_kept(rig):
     assert values["last instruction refusal"].startswith(
         "instruction of 10000000 chars is over max_instruction_chars=1000: 'xxx"
     )
-    [line] = _oxygen_lines(rig, log_start, "instruction refused")
-    assert line.startswith("instruction refused, the previous one stays: instruction of 100")
-    assert len(line) < 512
+    [line] = rig.wait_log("instruction refused", log_start)
+    assert line.msg.startswith("instruction refused, the previous one stays: instruction of 100")
+    assert len(line.msg) < 512
     rig.inbox("/oxygen/action_chunk").wait_count(3, timeout_s=10)  # the old task goes on
 
 
@@ -421,9 +411,9 @@ def test_a_flood_of_unknown_requests_is_counted_and_logged_once_per_period(rig):
         "the unknown requests counted",
     )
     assert level == ord(DiagnosticStatus.WARN)
-    lines = _oxygen_lines(rig, log_start, "unknown stream")
-    assert 1 <= len(lines) <= 3  # one per 2 s throttle period while the flood lasts
-    assert all(len(line) < 512 for line in lines)
+    lines = rig.wait_log("unknown stream", log_start)
+    assert len(lines) <= 3  # one per 2 s throttle period while the flood lasts
+    assert all(len(line.msg) < 512 for line in lines)
 
 
 def test_slow_frames_are_reported_as_deadline_misses(rig):
