@@ -26,7 +26,7 @@ from oxygen_core.train import grounding as G
 from oxygen_core.train import losses as L
 from oxygen_core.train.cli import write_checkpoint
 from oxygen_core.train.records import expert_episode
-from oxygen_core.train.trainer import TrainConfig, make_eval, to_batch, train
+from oxygen_core.train.trainer import TrainConfig, drop_cameras, make_eval, to_batch, train
 from oxygen_core.train.variants import oversample_reach
 
 CFG = model_preset("tiny")
@@ -218,6 +218,26 @@ def test_training_lowers_the_loss_on_a_fixed_batch(params, tokenizer, tmp_path):
     assert len(history.train) == 40
     assert float(after["flow"]) < 0.7 * float(before["flow"])
     assert float(after["text"]) < 0.5 * float(before["text"])
+
+
+def test_camera_dropout_masks_only_the_wrist_cameras_of_a_share_of_samples(tokenizer):
+    one = _arrays(tokenizer, 1)
+    arrays = one.take(np.zeros(2000, int))
+    # The sim fills tiny's first two slots (base, wrist); the third is a missing camera.
+    present = np.array([True, True, False])
+    assert (arrays.image_mask == present).all()
+
+    dropped = drop_cameras(arrays, 0.3, np.random.default_rng(5))
+    assert dropped.image_mask[:, 0].all()  # the base view stays
+    assert 0.27 < 1 - dropped.image_mask[:, 1].mean() < 0.33
+    assert not dropped.image_mask[:, 2].any()  # a missing camera stays missing
+    assert (arrays.image_mask == present).all()  # the data set itself is not touched
+    again = drop_cameras(arrays, 0.3, np.random.default_rng(5))
+    np.testing.assert_array_equal(again.image_mask, dropped.image_mask)
+    unchanged = drop_cameras(arrays, 0.0, np.random.default_rng(5))
+    np.testing.assert_array_equal(unchanged.image_mask, arrays.image_mask)
+    with pytest.raises(ValueError, match="camera_dropout 1.5"):
+        TrainConfig(camera_dropout=1.5)
 
 
 @pytest.mark.slow

@@ -264,6 +264,7 @@ def train_config(args: argparse.Namespace, **overrides: object) -> TrainConfig:
         batch_size=args.batch_size,
         lr=args.lr,
         flow_samples=args.flow_samples,
+        camera_dropout=args.camera_dropout,
         seed=args.seed,
         **overrides,
     )
@@ -311,6 +312,13 @@ def _train_parser() -> argparse.ArgumentParser:
         type=int,
         default=TrainConfig.flow_samples,
         help="flow-matching (time, noise) draws per chunk and step, from one prefill",
+    )
+    p.add_argument(
+        "--camera-dropout",
+        type=float,
+        default=TrainConfig.camera_dropout,
+        help="share of training samples without their wrist cameras (the base view must "
+        "find the target)",
     )
     p.add_argument(
         "--weights-init",

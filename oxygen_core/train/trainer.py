@@ -41,10 +41,15 @@ class TrainConfig:
     text_weight: float = 0.5  # text cross-entropy relative to the flow loss
     flow: bool = True  # False: text rows only (the grounding stage), no action expert
     flow_samples: int = 1  # (time, noise) draws per chunk and step, from one prefill
+    camera_dropout: float = 0.0  # share of samples trained without their wrist cameras
     seed: int = 0
     val_every: int = 250
     val_batches: int = 4
     save_every: int = 500
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.camera_dropout <= 1.0:
+            raise ValueError(f"camera_dropout {self.camera_dropout} is not a share in [0, 1]")
 
 
 def to_batch(arrays: Arrays) -> Batch:
@@ -64,6 +69,19 @@ def to_batch(arrays: Arrays) -> Batch:
 
 def batch_indices(n: int, batch_size: int, seed: int, step: int) -> np.ndarray:
     return np.random.default_rng([seed, step]).integers(0, n, batch_size)
+
+
+def drop_cameras(arrays: Arrays, p: float, rng: np.random.Generator) -> Arrays:
+    """Every camera but the first (the base view) masked out in a random share p of samples.
+
+    The policy moved its chunk four times as much for its wrist camera as for the base
+    camera and reached for whatever the wrist showed (README "Training a policy"); a sample
+    without the wrist view can only be solved by finding the target in the base view. A
+    masked slot is left out of attention, as a robot's missing camera is.
+    """
+    mask = arrays.image_mask.copy()
+    mask[rng.random(len(arrays)) < p, 1:] = False
+    return dataclasses.replace(arrays, image_mask=mask)
 
 
 def optimizer(tc: TrainConfig) -> optax.GradientTransformation:
@@ -166,9 +184,12 @@ def train(
     step_fn, evaluate = make_step(cfg, tc, opt), make_eval(cfg, tc.flow)
     base_key = jax.random.key(tc.seed)
     for step in range(start, tc.steps):
-        idx = batch_indices(len(train_set), tc.batch_size, tc.seed, step)
+        batch = train_set.take(batch_indices(len(train_set), tc.batch_size, tc.seed, step))
+        if tc.camera_dropout:
+            rng = np.random.default_rng([tc.seed, step, 1])
+            batch = drop_cameras(batch, tc.camera_dropout, rng)
         key = jax.random.fold_in(base_key, step)
-        params, opt_state, parts = step_fn(params, opt_state, to_batch(train_set.take(idx)), key)
+        params, opt_state, parts = step_fn(params, opt_state, to_batch(batch), key)
         record = {"step": step + 1, **{k: float(v) for k, v in parts.items()}}
         history.train.append(record)
         last = step + 1 == tc.steps
