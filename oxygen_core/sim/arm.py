@@ -142,7 +142,8 @@ def inverse_top_down(
     (pass the current joint_6 to keep a moving target continuous instead of wrapping).
     Raises Unreachable outside the workspace or the joint limits.
     """
-    base, shoulder, elbow, wrist, cos_elbow = (float(v) for v in _planar(point))
+    planar = _planar(point)
+    base, cos_elbow = float(planar[0]), float(planar[-1])
     if not -1.0 <= cos_elbow <= 1.0:
         raise Unreachable(f"point {np.round(point, 4).tolist()} is out of the arm's reach")
     # The fingers close along world angle base + pi/2 - joint_6 (tool y after the flip).
@@ -150,7 +151,7 @@ def inverse_top_down(
     roll += np.pi * np.round((roll_near - roll) / np.pi)
     if abs(roll) > POSITION_LIMITS[5, 1]:  # the nearest turn is past the stop: take the other
         roll -= np.pi * np.sign(roll)
-    q = np.array([base, shoulder, elbow, 0.0, wrist, roll, gripper])
+    q = _top_down(planar, np.float64(roll), np.float64(gripper))
     low, high = POSITION_LIMITS[:, 0], POSITION_LIMITS[:, 1]
     if np.any(q < low - 1e-9) or np.any(q > high + 1e-9):
         bad = [JOINT_NAMES[i] for i in np.flatnonzero((q < low - 1e-9) | (q > high + 1e-9))]
@@ -163,7 +164,12 @@ def top_down_joints(point: np.ndarray, roll: np.ndarray, gripper: np.ndarray) ->
     [...]: `inverse_top_down` over a batch that never raises, for a policy's commands. Out of
     reach the arm stretches or folds toward the point; joint limits are the servos' to
     clamp (`limit_step`)."""
-    base, shoulder, elbow, wrist, _ = _planar(point)
+    return _top_down(_planar(point), roll, gripper)
+
+
+def _top_down(planar: tuple[np.ndarray, ...], roll: np.ndarray, gripper: np.ndarray) -> np.ndarray:
+    """The joints [..., 7] of `_planar`'s arm with joint_4 at 0, the tool roll and opening."""
+    base, shoulder, elbow, wrist, _ = planar
     return np.stack([base, shoulder, elbow, np.zeros_like(base), wrist, roll, gripper], -1)
 
 
