@@ -182,8 +182,14 @@ class RobotConfig:
     # "robot": trained in robot units; "aloha": openpi's ALOHA space; "grip": the sim arm's
     # grip point, tool roll and opening (5 dims), joints by its top-down inverse kinematics
     space: str = "robot"
+    # Two-stage inference (`model/plan.py`): the VLM answers this prompt in up to
+    # plan_tokens tokens after the prefill, and the action expert reads prefix + answer.
+    plan_prompt: str | None = None
+    plan_tokens: int = 12
 
     def __post_init__(self) -> None:
+        if self.plan_prompt is not None and (not self.plan_prompt or self.plan_tokens < 1):
+            raise ValueError("a plan needs a non-empty plan_prompt and plan_tokens >= 1")
         if self.space not in SPACE_DIMS:
             raise ValueError(f"space {self.space!r} is not one of {tuple(SPACE_DIMS)}")
         if self.space == "grip" and (self.action_dim, self.state_dim) != (7, 7):
@@ -259,6 +265,12 @@ ROBOT_PRESETS: dict[str, RobotConfig] = {
         space="grip",
     ),
 }
+# sim_grip in two stages: the VLM first names the instructed object's table cell (and its
+# bowl's), the "Target:" row it is co-trained on (`train/locate.py`), and the action expert
+# reads that answer as pi0.5's reads its predicted subtask.
+ROBOT_PRESETS["sim_plan"] = dataclasses.replace(
+    ROBOT_PRESETS["sim_grip"], name="sim_plan", plan_prompt="Target:"
+)
 
 
 def robot_preset(name: str) -> RobotConfig:

@@ -22,16 +22,18 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from oxygen_core import robot_io
 from oxygen_core.config import IMAGE_SLOTS, ModelConfig, RobotConfig, model_preset, robot_preset
 from oxygen_core.image import resize_with_pad, scale_images
+from oxygen_core.model import plan
 from oxygen_core.model import weights as P
 from oxygen_core.model.checkpoint import find_norm_stats, load_params
 from oxygen_core.model.normalize import NormStats, identity_stats
-from oxygen_core.model.pi05 import PrefixInputs
+from oxygen_core.model.pi05 import PrefixCache, PrefixInputs
 from oxygen_core.model.tokenizer import Tokenizer, load_tokenizer
 from oxygen_core.observation import Observation, validate
 
@@ -80,6 +82,15 @@ class Policy:
             f"instruction needs up to {need} prompt tokens{with_state}, over the model's "
             f"max_token_len={self.config.max_token_len}"
         )
+
+    def action_cache(self, cache: PrefixCache) -> tuple[PrefixCache, jax.Array | None]:
+        """What the action expert reads after the prefill: the prefix alone, or for a robot
+        with a plan_prompt the prefix followed by the VLM's greedy answer to it
+        (`model/plan.py`), with the answer's tokens [B, plan_tokens]."""
+        if self.robot.plan_prompt is None:
+            return cache, None
+        prompt = np.asarray(self.tokenizer.encode(self.robot.plan_prompt), np.int32)
+        return plan.decode(self.params, self.config, cache, prompt, self.robot.plan_tokens)
 
     def robot_actions(self, model_actions: np.ndarray, state: np.ndarray) -> np.ndarray:
         """Model actions [..., H, 32] -> robot commands [..., H, robot.action_dim].

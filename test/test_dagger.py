@@ -110,6 +110,13 @@ def test_oxygen_train_continues_a_checkpoint_with_its_norm_stats_and_tokenizer(t
     assert cli.initial_params(CFG, args, base) is base.params
 
 
+def test_a_checkpoint_continues_as_its_robot_with_a_plan_stage():
+    """sim_plan is sim_grip plus the plan stage: same cameras and spaces, so a sim_grip
+    checkpoint may continue as sim_plan (and back); sim (joint actions) may not."""
+    assert cli.same_io("sim_grip", "sim_plan") and cli.same_io("sim_plan", "sim_grip")
+    assert not cli.same_io("sim_grip", "sim") and not cli.same_io("sim_plan", "sim")
+
+
 def test_init_from_a_checkpoint_of_another_robot_is_refused():
     other = "sim" if META["robot"] != "sim" else "sim_grip"
     args = cli._train_parser().parse_args(

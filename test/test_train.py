@@ -210,7 +210,7 @@ def test_tokenizer_training_is_deterministic_and_fills_the_embedding(with_state:
 def test_training_lowers_the_loss_on_a_fixed_batch(params, tokenizer, tmp_path):
     arrays = _arrays(tokenizer, 4)
     tc = TrainConfig(steps=40, batch_size=4, lr=3e-3, warmup=5, val_every=1000, save_every=1000)
-    evaluate = make_eval(CFG)
+    evaluate = make_eval(CFG, tc)
     key = jax.random.key(9)
     before = evaluate(params, to_batch(arrays), key)
     trained, history = train(CFG, params, arrays, None, tc, tmp_path / "work")

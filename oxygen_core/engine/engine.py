@@ -39,6 +39,7 @@ from oxygen_core.engine.types import (
     TokenEvent,
 )
 from oxygen_core.model import pi05, rtc
+from oxygen_core.model.plan import decode as decode_plan
 from oxygen_core.observation import Observation
 from oxygen_core.policy import Policy
 
@@ -112,7 +113,8 @@ class Engine(abc.ABC):
 
     # ------------------------------------------------------------------ phase 1
     def act(self, obs: Observation, handover: Handover | None = None) -> ActionResult:
-        """Prefill once, denoise S steps; raises ObservationError on unusable input.
+        """Prefill once, answer the robot's plan prompt if it has one (`model/plan.py`),
+        denoise S steps; raises ObservationError on unusable input.
 
         handover: the chunk the robot is executing; cfg.chunk_handover says what to do with
         it ("replace", the default, ignores it; "rtc" guides the denoising toward it:
@@ -125,25 +127,9 @@ class Engine(abc.ABC):
         t0 = time.perf_counter()
         cache = jax.block_until_ready(pi05.prefill(self.policy.params, self.model, inputs))
         t1 = time.perf_counter()
-        noise = self.policy.noise((self.cfg.seed, self.frame))
-        if mode == "rtc":
-            target, weights = guidance_target(self.policy, meet, obs.state)
-            raw = np.asarray(
-                rtc.guided_denoise(
-                    self.policy.params,
-                    self.model,
-                    cache,
-                    noise,
-                    target,
-                    weights,
-                    np.float32(self.cfg.rtc_max_guidance),
-                    self.cfg.denoise_steps,
-                )
-            )
-        else:
-            raw = np.asarray(
-                pi05.denoise(self.policy.params, self.model, cache, noise, self.cfg.denoise_steps)
-            )
+        act_cache, plan_ids = jax.block_until_ready(self.policy.action_cache(cache))
+        plan_s = 0.0 if plan_ids is None else time.perf_counter() - t1
+        raw = self._denoise(act_cache, mode, meet, obs.state)
         t2 = time.perf_counter()
         self._cache, self._inputs, self._act_s = cache, inputs, t2 - t0
         self.delay.observe(self._act_s)
@@ -151,7 +137,25 @@ class Engine(abc.ABC):
         actions = self.policy.robot_actions(raw[0], obs.state)
         if mode == "blend":
             actions = rtc.blend(actions, meet)
-        return ActionResult(self.frame, actions, t1 - t0, t2 - t1, mode, delay)
+        plan_text = None if plan_ids is None else self.policy.tokenizer.decode(plan_ids[0])
+        return ActionResult(
+            self.frame, actions, t1 - t0, t2 - t1 - plan_s, mode, delay, plan_s, plan_text
+        )
+
+    def _denoise(
+        self, cache: pi05.PrefixCache, mode: str, meet: rtc.Overlap | None, state: np.ndarray
+    ) -> np.ndarray:
+        """The frame's model-space chunk [1, H, A] from its seeded noise; "rtc" guides it
+        toward the rows the robot runs meanwhile (`meet`)."""
+        noise = self.policy.noise((self.cfg.seed, self.frame))
+        params, steps = self.policy.params, self.cfg.denoise_steps
+        if mode != "rtc":
+            return np.asarray(pi05.denoise(params, self.model, cache, noise, steps))
+        target, weights = guidance_target(self.policy, meet, state)
+        guidance = np.float32(self.cfg.rtc_max_guidance)
+        return np.asarray(
+            rtc.guided_denoise(params, self.model, cache, noise, target, weights, guidance, steps)
+        )
 
     def request(self, stream: str, max_tokens: int | None = None) -> None:
         """Start a request of `stream` with the next language phase (on demand)."""
@@ -192,6 +196,7 @@ class Engine(abc.ABC):
         """Compiled executables across the engine's jitted functions (flat after warm-up)."""
         fns = (
             pi05.prefill,
+            decode_plan,
             pi05.denoise,
             rtc.guided_denoise,
             kv_pool.admit_row,

@@ -164,6 +164,8 @@ class ActionResult:
         or it had no rows left to meet; else the configured chunk_handover.
     delay_steps: d, the control steps expected to run before this chunk arrives (0
         without a handover); its first d rows are the previous chunk's, to guidance.
+    plan_s, plan: the plan stage of a two-stage robot (`model/plan.py`) between prefill
+        and denoising: its time and its answer ("r2 c5"); 0 and None without one.
     """
 
     frame: int
@@ -172,6 +174,8 @@ class ActionResult:
     denoise_s: float
     handover: ChunkHandover = "replace"
     delay_steps: int = 0
+    plan_s: float = 0.0
+    plan: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -284,17 +284,34 @@ def make_attn_mask(valid: jax.Array, causal_start: jax.Array) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnames=("cfg", "steps"))
 def sample_actions(
-    params: Params, cfg: ModelConfig, inputs: PrefixInputs, noise: jax.Array, steps: int
+    params: Params,
+    cfg: ModelConfig,
+    inputs: PrefixInputs,
+    noise: jax.Array,
+    steps: int,
+    plan: jax.Array | None = None,
+    n_plan: jax.Array | None = None,
 ) -> jax.Array:
-    """Reference: every Euler step recomputes prefix and actions together, no cache."""
+    """Reference: every Euler step recomputes prefix and actions together, no cache.
+
+    plan: int32 [B, E] text tokens between prefix and actions, causal, the first n_plan
+    [B] of them real (a two-stage robot's prompt and answer, `model/plan.py`).
+    """
     prefix, pmask = embed_prefix(params, cfg, inputs)
+    llm = params["PaliGemma"]["llm"]
+    starts = jnp.zeros_like(pmask)
+    if plan is not None:
+        prefix = jnp.concatenate([prefix, gemma.embed_tokens(llm, plan)], axis=1)
+        pmask = jnp.concatenate([pmask, jnp.arange(plan.shape[1]) < n_plan[:, None]], axis=1)
+        starts = jnp.concatenate([starts, jnp.ones(plan.shape, bool)], axis=1)
     b, horizon, _ = noise.shape
     valid = jnp.concatenate([pmask, jnp.ones((b, horizon), bool)], axis=1)
-    starts = jnp.zeros_like(valid).at[:, prefix.shape[1]].set(True)
+    first = jnp.broadcast_to(jnp.arange(horizon) == 0, (b, horizon))  # one action block
+    starts = jnp.concatenate([starts, first], axis=1)
     mask = make_attn_mask(valid, starts)
     positions = jnp.cumsum(valid, axis=1) - 1
     pos_p, pos_a = positions[:, : prefix.shape[1]], positions[:, prefix.shape[1] :]
-    llm, dt = params["PaliGemma"]["llm"], -1.0 / steps
+    dt = -1.0 / steps
     no_cache = [[] for _ in llm["layers"]]
 
     def step(i: jax.Array, x_t: jax.Array) -> jax.Array:

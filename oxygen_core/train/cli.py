@@ -258,13 +258,22 @@ INITS = {"training": training_params, "random": P.init_params}
 
 def train_config(args: argparse.Namespace, **overrides: object) -> TrainConfig:
     """oxygen-train's optimisation flags as a TrainConfig; `oxygen_core.train.variants`
-    parses the same flags and overrides a few fields."""
+    parses the same flags and overrides a few fields. A two-stage robot (a plan_prompt)
+    trains its action expert on the grounding rows' last one, the "Target:" row."""
+    plan_prompt = robot_preset(args.robot).plan_prompt
+    trainable = (locate.TARGET_PROMPT, True)
+    if plan_prompt is not None and (plan_prompt, args.grounding_rows) != trainable:
+        raise SystemExit(
+            f"--robot {args.robot} plans with {plan_prompt!r}: it trains on the grounding "
+            f"rows' {locate.TARGET_PROMPT!r} row (drop --no-grounding-rows)"
+        )
     return TrainConfig(
         steps=args.steps,
         batch_size=args.batch_size,
         lr=args.lr,
         flow_samples=args.flow_samples,
         camera_dropout=args.camera_dropout,
+        plan_row=plan_prompt is not None,
         seed=args.seed,
         **overrides,
     )
@@ -359,13 +368,21 @@ def trained_policy(ckpt: Path) -> tuple[Policy, dict]:
     return load_policy(meta["preset"], meta["robot"], ckpt, ckpt / TOKENIZER_FILE), meta
 
 
+def same_io(trained: str, robot: str) -> bool:
+    """Whether a checkpoint of robot `trained` can continue as `robot`: the same cameras,
+    spaces and dims; only the plan stage may differ (its answer is a text row the
+    checkpoint was co-trained on)."""
+    strip = lambda r: dataclasses.replace(r, name="", plan_prompt=None)  # noqa: E731
+    return strip(robot_preset(trained)) == strip(robot_preset(robot))
+
+
 def base_policy(args: argparse.Namespace) -> Policy | None:
     """The checkpoint of --init-from, loaded (None without it)."""
     if not args.init_from:
         return None
     ckpt = Path(args.init_from)
     policy, meta = trained_policy(ckpt)
-    if (meta["preset"], meta["robot"]) != (args.preset, args.robot):
+    if meta["preset"] != args.preset or not same_io(meta["robot"], args.robot):
         raise SystemExit(
             f"--init-from {ckpt} was trained as --preset {meta['preset']} --robot "
             f"{meta['robot']}; this run is --preset {args.preset} --robot {args.robot}"

@@ -85,16 +85,13 @@ def pick_steps(data: Episodes, count: int) -> np.ndarray:
 def chunk_sampler(policy: Policy, noise_seed: int = 0, denoise_steps: int = 10) -> Callable:
     """(images uint8 [N, I, S, S, 3], image_mask, prompts, states) -> robot-space chunks
     [N, H, A], sampled as the node samples them, step n from row n of `Policy.noise`."""
-    cfg = policy.config
-    sample = jax.jit(
-        lambda params, inputs, noise: pi05.denoise(
-            params, cfg, pi05.prefill(params, cfg, inputs), noise, denoise_steps
-        )
-    )
+    params, cfg = policy.params, policy.config
 
     def chunks(images, image_mask, prompts: list[str], states: np.ndarray) -> np.ndarray:
         inputs = prefix_inputs(policy, images, image_mask, prompts, states)
-        actions = np.asarray(sample(policy.params, inputs, policy.noise(noise_seed, len(states))))
+        cache, _ = policy.action_cache(pi05.prefill(params, cfg, inputs))
+        noise = policy.noise(noise_seed, len(states))
+        actions = np.asarray(pi05.denoise(params, cfg, cache, noise, denoise_steps))
         return np.stack([policy.robot_actions(a, s) for a, s in zip(actions, states, strict=True)])
 
     return chunks

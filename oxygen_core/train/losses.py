@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import optax
 
 from oxygen_core.config import ModelConfig
-from oxygen_core.model import gemma, pi05
+from oxygen_core.model import gemma, pi05, plan
 
 TIME_BETA = (1.5, 1.0)
 TIME_MIN = 0.001
@@ -134,12 +134,18 @@ def losses(
     key: jax.Array,
     flow: bool = True,
     flow_samples: int = 1,
+    plan_row: bool = False,
 ) -> dict[str, jax.Array]:
     """Both losses from one prefill: {"flow", "text"} (text: mean over target tokens).
-    flow=False leaves the action expert out (its loss reads 0): the text rows alone."""
+    flow=False leaves the action expert out (its loss reads 0): the text rows alone.
+    plan_row: the action expert reads the prefix followed by the last text row's prompt
+    and true answer, as a two-stage robot's reads its decoded plan (`model/plan.py`)."""
     cache = pi05.prefill(params, cfg, batch.prefix)
     ce_sum, count = text_loss(params, cfg, cache, batch.text, batch.text_target)
+    act_cache = plan.teacher_forced(params, cfg, cache, batch.text[:, -1]) if plan_row else cache
     action = (
-        flow_loss(params, cfg, cache, batch.actions, key, flow_samples) if flow else jnp.zeros(())
+        flow_loss(params, cfg, act_cache, batch.actions, key, flow_samples)
+        if flow
+        else jnp.zeros(())
     )
     return {"flow": action, "text": ce_sum / jnp.maximum(count, 1.0)}

@@ -42,6 +42,7 @@ class TrainConfig:
     flow: bool = True  # False: text rows only (the grounding stage), no action expert
     flow_samples: int = 1  # (time, noise) draws per chunk and step, from one prefill
     camera_dropout: float = 0.0  # share of samples trained without their wrist cameras
+    plan_row: bool = False  # the action expert reads the last text row (a two-stage robot)
     seed: int = 0
     val_every: int = 250
     val_batches: int = 4
@@ -98,7 +99,7 @@ def make_step(cfg: ModelConfig, tc: TrainConfig, opt: optax.GradientTransformati
     """The jitted update: (params, opt_state, batch, key) -> (params, opt_state, losses)."""
 
     def objective(params, batch, key):
-        parts = losses(params, cfg, batch, key, tc.flow, tc.flow_samples)
+        parts = losses(params, cfg, batch, key, tc.flow, tc.flow_samples, tc.plan_row)
         if not tc.flow:
             return parts["text"], parts
         return parts["flow"] + tc.text_weight * parts["text"], parts
@@ -112,8 +113,10 @@ def make_step(cfg: ModelConfig, tc: TrainConfig, opt: optax.GradientTransformati
     return step
 
 
-def make_eval(cfg: ModelConfig, flow: bool = True) -> Callable:
-    return jax.jit(lambda params, batch, key: losses(params, cfg, batch, key, flow))
+def make_eval(cfg: ModelConfig, tc: TrainConfig) -> Callable:
+    return jax.jit(
+        lambda params, batch, key: losses(params, cfg, batch, key, tc.flow, 1, tc.plan_row)
+    )
 
 
 @dataclasses.dataclass
@@ -181,7 +184,7 @@ def train(
     start, history = 0, History()
     if state_path.exists():
         start, params, opt_state, history = load_state(state_path, params, opt_state)
-    step_fn, evaluate = make_step(cfg, tc, opt), make_eval(cfg, tc.flow)
+    step_fn, evaluate = make_step(cfg, tc, opt), make_eval(cfg, tc)
     base_key = jax.random.key(tc.seed)
     for step in range(start, tc.steps):
         batch = train_set.take(batch_indices(len(train_set), tc.batch_size, tc.seed, step))
