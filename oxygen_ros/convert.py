@@ -425,6 +425,8 @@ def engine_stats_msg(
         skipped_frames=int(skipped_frames),
         handover=str(action.handover),
         delay_steps=int(action.delay_steps),
+        plan=action.plan or "",
+        plan_s=float(action.plan_s),
     )
     if language is not None:
         msg.decode_s = float(language.decode_s)

@@ -1,5 +1,6 @@
 """Message conversions with real message objects: exact pixels, joints, stamps and fields."""
 
+import dataclasses
 import io
 import struct
 import zlib
@@ -453,6 +454,21 @@ def test_engine_stats_from_both_phases():
     assert (msg.active_requests, msg.queued_requests) == (5, 2)
     assert (msg.pool_used, msg.pool_capacity) == (5, 32)
     assert (msg.deadline_misses, msg.skipped_frames) == (3, 1)
+    assert (msg.plan, msg.plan_s) == ("", 0.0)  # a policy without a plan stage
+
+
+def test_engine_stats_carry_a_two_stage_policys_plan():
+    action = dataclasses.replace(chunk(), plan="r2 c5 to r3 c1", plan_s=0.004)
+    msg = engine_stats_msg(
+        stamp=STAMP,
+        action=action,
+        language=None,
+        frame_s=0.05,
+        budget_s=0.1,
+        deadline_misses=0,
+        skipped_frames=0,
+    )
+    assert (msg.plan, msg.plan_s) == ("r2 c5 to r3 c1", 0.004)
 
 
 def test_engine_stats_without_language_and_with_mixed_frames():
