@@ -49,9 +49,14 @@ def _bin(value: float, span: tuple[float, float], count: int) -> int:
 
 def rows(task: Task, world: World, rng: np.random.Generator) -> tuple[tuple[str, str], ...]:
     """This step's (prompt, answer) rows: one random object of the scene, then the target."""
-    where = [cell(o.position[:2]) for o in world.objects]
     pick = int(rng.integers(len(world.objects)))
-    target = where[task.target]
-    if task.bowl is not None:
-        target = f"{target} to {where[task.bowl]}"
-    return (find_prompt(world.objects[pick].name), where[pick]), (TARGET_PROMPT, target)
+    found = cell(world.objects[pick].position[:2])
+    return (find_prompt(world.objects[pick].name), found), (TARGET_PROMPT, target(task, world))
+
+
+def target(task: Task, world: World) -> str:
+    """The "Target:" answer now: the instructed object's cell, and its bowl's for "put"."""
+    where = cell(world.objects[task.target].position[:2])
+    if task.bowl is None:
+        return where
+    return f"{where} to {cell(world.objects[task.bowl].position[:2])}"

@@ -38,6 +38,7 @@ from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
 from oxygen_core.sim.seam import SeamMeter, SeamSummary
 from oxygen_core.sim.tasks import make_task
 from oxygen_core.sim.world import World
+from oxygen_core.train import locate
 from oxygen_core.train.records import CAMERA_SLOTS
 
 
@@ -79,6 +80,7 @@ class Outcome:
     texts: tuple[Text, ...]
     seams: SeamSummary
     overlap: Overlap
+    plans: tuple[bool, ...] = ()  # per frame of a two-stage policy: its plan was right
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +136,7 @@ def run_episode(
     meter = SeamMeter(dt, gripper=GRIPPER)
     texts: list[Text] = []
     gaps: list[np.ndarray] = []  # per frame: [arm, gripper] of the overlap
+    plans: list[bool] = []  # per frame: the plan named the target's cell (and bowl's)
     plan: _Plan | None = None
     steps = int(round(task.time_limit * control_hz))
     steps = steps if max_steps is None else min(steps, max_steps)
@@ -143,6 +146,8 @@ def run_episode(
             images = {slot: renderer.render(world, cam) for cam, slot in CAMERA_SLOTS.items()}
             obs = Observation(images, world.joints.astype(np.float32), task.instruction)
             action = engine.act(obs, _handover(engine.cfg.chunk_handover, plan, step, dt))
+            if action.plan is not None:
+                plans.append(action.plan == locate.target(task, world))
             if plan is not None and link_delay:
                 gaps.append(_overlap_gap(action.actions, plan, step, link_delay))
             first = min(action.delay_steps, len(action.actions) - 1)  # d, as the node
@@ -168,6 +173,7 @@ def run_episode(
         texts=tuple(texts),
         seams=meter.summary(),
         overlap=_summarise_gaps(gaps),
+        plans=tuple(plans),
     )
 
 
@@ -225,8 +231,22 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict]:
             "memory_lines": len(memory),
             "seams": SeamSummary.pooled([o.seams for o in group]).as_dict(),
             "overlap": dataclasses.asdict(Overlap.pooled([o.overlap for o in group])),
+            **_plan_figures(group),
         }
     return table
+
+
+def _plan_figures(group: Sequence[Outcome]) -> dict[str, float]:
+    """A two-stage policy's plan: the share of frames it was right, and the success of
+    the episodes whose first plan was right and of those whose first plan was wrong."""
+    planned = [o for o in group if o.plans]
+    if not planned:
+        return {}
+    return {
+        "plan_right": _mean([right for o in planned for right in o.plans]),
+        "success_first_plan_right": _mean([o.success for o in planned if o.plans[0]]),
+        "success_first_plan_wrong": _mean([o.success for o in planned if not o.plans[0]]),
+    }
 
 
 def _mean(values: list[bool]) -> float:
