@@ -246,15 +246,15 @@ def test_the_text_only_stage_leaves_the_action_expert_alone(params, tokenizer, t
     training lowers it, and no action expert weight moves."""
     arrays = _arrays(tokenizer, 4)
     key = jax.random.key(3)
+    tc = TrainConfig(steps=20, batch_size=4, lr=3e-3, warmup=5, flow=False, save_every=1000)
     both, text_only = (
-        make_eval(CFG)(params, to_batch(arrays), key),
-        make_eval(CFG, False)(params, to_batch(arrays), key),
+        make_eval(CFG, TrainConfig())(params, to_batch(arrays), key),
+        make_eval(CFG, tc)(params, to_batch(arrays), key),
     )
     assert float(text_only["flow"]) == 0.0
     np.testing.assert_allclose(float(text_only["text"]), float(both["text"]), rtol=1e-6)
-    tc = TrainConfig(steps=20, batch_size=4, lr=3e-3, warmup=5, flow=False, save_every=1000)
     trained, _ = train(CFG, params, arrays, None, tc, tmp_path / "work")
-    after = make_eval(CFG, False)(trained, to_batch(arrays), key)
+    after = make_eval(CFG, tc)(trained, to_batch(arrays), key)
     assert float(after["text"]) < 0.7 * float(text_only["text"])
     moved = {  # beyond AdamW's weight decay, which shrinks every weight by lr * 1e-4 a step
         name
