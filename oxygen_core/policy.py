@@ -20,6 +20,7 @@ which would otherwise run and give every prompt the wrong ids.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
 import jax
@@ -27,7 +28,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from oxygen_core import robot_io
-from oxygen_core.config import IMAGE_SLOTS, ModelConfig, RobotConfig, model_preset, robot_preset
+from oxygen_core.config import (
+    EOS_ID,
+    IMAGE_SLOTS,
+    PAD_ID,
+    ModelConfig,
+    RobotConfig,
+    model_preset,
+    robot_preset,
+)
 from oxygen_core.image import resize_with_pad, scale_images
 from oxygen_core.model import plan
 from oxygen_core.model import weights as P
@@ -83,14 +92,43 @@ class Policy:
             f"max_token_len={self.config.max_token_len}"
         )
 
-    def action_cache(self, cache: PrefixCache) -> tuple[PrefixCache, jax.Array | None]:
+    def action_cache(
+        self, cache: PrefixCache, answers: Sequence[str] | None = None
+    ) -> tuple[PrefixCache, jax.Array | None]:
         """What the action expert reads after the prefill: the prefix alone, or for a robot
         with a plan_prompt the prefix followed by the VLM's greedy answer to it
-        (`model/plan.py`), with the answer's tokens [B, plan_tokens]."""
+        (`model/plan.py`), with the answer's tokens [B, plan_tokens].
+
+        answers: one plan per row of `cache` to put there instead of the VLM's
+        (evaluation with the true answer; the node never passes them), laid out as
+        training lays out the plan row."""
         if self.robot.plan_prompt is None:
+            if answers is not None:
+                raise ValueError(f"robot {self.robot.name!r} has no plan stage to answer")
             return cache, None
-        prompt = np.asarray(self.tokenizer.encode(self.robot.plan_prompt), np.int32)
-        return plan.decode(self.params, self.config, cache, prompt, self.robot.plan_tokens)
+        prompt = self.tokenizer.encode(self.robot.plan_prompt)
+        if answers is None:
+            ids = np.asarray(prompt, np.int32)
+            return plan.decode(self.params, self.config, cache, ids, self.robot.plan_tokens)
+        return self._forced_plan(cache, prompt, answers)
+
+    def _forced_plan(
+        self, cache: PrefixCache, prompt: list[int], answers: Sequence[str]
+    ) -> tuple[PrefixCache, jax.Array]:
+        """`answers` after the plan prompt in `cache`, with their tokens and EOS
+        [B, plan_tokens] as a decode returns them."""
+        if len(answers) != cache.mask.shape[0]:
+            raise ValueError(f"{len(answers)} plans for {cache.mask.shape[0]} cache rows")
+        n = self.robot.plan_tokens
+        tokens = np.full((len(answers), n), PAD_ID, np.int32)
+        for row, answer in enumerate(answers):
+            body = [*self.tokenizer.encode(answer), EOS_ID]
+            if len(body) > n:
+                raise ValueError(f"plan {answer!r} needs {len(body)} tokens, over plan_tokens={n}")
+            tokens[row, : len(body)] = body
+        prompts = np.tile(np.asarray(prompt, np.int32), (len(answers), 1))
+        rows = jnp.asarray(np.concatenate([prompts, tokens], axis=1))
+        return plan.forced(self.params, self.config, cache, rows), jnp.asarray(tokens)
 
     def robot_actions(self, model_actions: np.ndarray, state: np.ndarray) -> np.ndarray:
         """Model actions [..., H, 32] -> robot commands [..., H, robot.action_dim].

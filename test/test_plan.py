@@ -125,6 +125,37 @@ def test_teacher_forced_cache_is_the_decoded_one(params, policy, inputs):
         np.testing.assert_allclose(pi05.denoise(params, cfg, forced, noise, STEPS), want, atol=2e-5)
 
 
+def test_a_given_answer_is_read_as_full_recomputation_reads_it(policy, inputs):
+    """Policy.action_cache with an answer (evaluation with the true plan): the actions
+    are the recomputing oracle's with the plan prompt and that answer after the prefix,
+    another answer gives other actions, and a robot without a plan stage refuses one."""
+    planned = dataclasses.replace(
+        policy, robot=dataclasses.replace(policy.robot, plan_prompt="Target:", plan_tokens=12)
+    )
+    cfg, tok = policy.config, policy.tokenizer
+    cache = pi05.prefill(policy.params, cfg, inputs)
+    noise = policy.noise(7, batch=2)
+    got = []
+    for answers in (["r2 c5", "r4 c1 to r1 c3"], ["r4 c1 to r1 c3", "r2 c5"]):
+        forced, tokens = planned.action_cache(cache, answers)
+        bodies = [[*tok.encode(a), EOS_ID] for a in answers]
+        assert np.asarray(tokens).tolist() == [b + [PAD_ID] * (12 - len(b)) for b in bodies]
+        got.append(pi05.denoise(policy.params, cfg, forced, noise, STEPS))
+        rows = [[*tok.encode("Target:"), *tok.encode(a)] for a in answers]
+        width = max(len(r) for r in rows)
+        plan_tokens = jnp.asarray([r + [PAD_ID] * (width - len(r)) for r in rows], jnp.int32)
+        n_plan = jnp.asarray([len(r) for r in rows], jnp.int32)
+        ref = pi05.sample_actions(policy.params, cfg, inputs, noise, STEPS, plan_tokens, n_plan)
+        np.testing.assert_allclose(got[-1], ref, atol=2e-5)
+    assert float(jnp.max(jnp.abs(got[0] - got[1]))) > 1e-3
+    with pytest.raises(ValueError, match="over plan_tokens=12"):
+        planned.action_cache(cache, ["r2 c5", "r1 c1 to r2 c2 to r3 c3 to r4 c4 to r1 c6"])
+    with pytest.raises(ValueError, match="2 cache rows"):
+        planned.action_cache(cache, ["r2 c5"])
+    with pytest.raises(ValueError, match="no plan stage"):
+        policy.action_cache(cache, ["r2 c5", "r2 c5"])
+
+
 def test_flow_loss_reads_the_plan_row_only_with_plan_row(params, policy, inputs):
     """plan_row=True: the last text row's answer changes the flow loss, its padding does
     not; plan_row=False: the text rows never reach the action expert."""
@@ -187,6 +218,10 @@ def test_closed_loop_scores_each_frames_plan_against_the_target(policy):
         engine = make_engine(pol, EngineConfig())
         runs[name] = rollout.run_episode(engine, "put", 100_000, 2, renderer, max_steps=6)
     assert len(runs["planned"].plans) == 3 and runs["plain"].plans == ()
+    roomy = dataclasses.replace(planned, robot=dataclasses.replace(planned.robot, plan_tokens=12))
+    engine = make_engine(roomy, EngineConfig())
+    told = rollout.run_episode(engine, "put", 100_000, 2, renderer, max_steps=6, true_plan=True)
+    assert told.plans == (True, True, True)  # each frame acted on the target's cells now
     assert "plan_right" not in rollout.summarise([runs["plain"]])["put"]
     out = runs["planned"]
     episodes = [
@@ -196,5 +231,6 @@ def test_closed_loop_scores_each_frames_plan_against_the_target(policy):
     ]
     summary = rollout.summarise(episodes)["put"]
     assert summary["plan_right"] == pytest.approx(6 / 9)
+    assert summary["first_plan_right"] == pytest.approx(2 / 3)
     assert summary["success_first_plan_right"] == 0.5
     assert summary["success_first_plan_wrong"] == 1.0

@@ -351,6 +351,35 @@ def test_grounding_check_samples_as_inference_does_and_measures_against_holding_
     assert base > 0.0 and wrist > 0.0 and empty == 0.0
 
 
+def test_grounding_check_tells_a_two_stage_policy_the_true_target(params, tokenizer):
+    """The "plan" figures: chunks acting on each step's true "Target:" answer (not the
+    "Find" one, not the policy's own), moved by another step's answer; absent without a
+    plan stage."""
+    records = [r for s in (0, 1) for r in expert_episode("pick", s, CFG.action_horizon, 40)]
+    data = D.collect(records, CFG)
+    planned = dataclasses.replace(ROBOT, plan_prompt="Target:", plan_tokens=16)
+    policy = Policy(CFG, planned, params, tokenizer, D.norm_stats(data, planned))
+    checked = G.check(policy, data, count=6, denoise_steps=4)
+    told = checked["plan"]
+    idx = G.pick_steps(data, 6)
+    truth = [r.grounding[1][1] for r in (records[i] for i in idx)]
+    assert [r.grounding[1][0] for r in (records[i] for i in idx)] == ["Target:"] * 6
+    sampled = G.chunk_sampler(policy, denoise_steps=4)(
+        data.images[idx],
+        data.image_mask[idx],
+        [data.instruction[i] for i in idx],
+        data.state[idx],
+        truth,
+    )
+    err = np.abs(sampled[..., :6] - data.actions[idx, :, :6]).mean()
+    assert told.steps == 6 and told.camera_change == ()
+    np.testing.assert_allclose(told.policy_err, err, rtol=1e-5)
+    assert told.policy_err != checked["all"].policy_err  # its own answer differs
+    assert told.swap_change > 0.0
+    plain = Policy(CFG, ROBOT, params, tokenizer, D.norm_stats(data, ROBOT))
+    assert "plan" not in G.check(plain, data, count=6, denoise_steps=4)
+
+
 # ----------------------------------------------------------------------------- helpers
 
 

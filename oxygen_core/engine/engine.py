@@ -112,13 +112,17 @@ class Engine(abc.ABC):
         self.delay = rtc.DelayEstimator()  # act latencies, for rtc_delay_steps="auto"
 
     # ------------------------------------------------------------------ phase 1
-    def act(self, obs: Observation, handover: Handover | None = None) -> ActionResult:
+    def act(
+        self, obs: Observation, handover: Handover | None = None, plan_answer: str | None = None
+    ) -> ActionResult:
         """Prefill once, answer the robot's plan prompt if it has one (`model/plan.py`),
         denoise S steps; raises ObservationError on unusable input.
 
         handover: the chunk the robot is executing; cfg.chunk_handover says what to do with
         it ("replace", the default, ignores it; "rtc" guides the denoising toward it:
         `handover.py`, `model/rtc.py`). Raises ValueError on a malformed one.
+        plan_answer: the plan to act on instead of the VLM's answer (evaluation with the
+        true answer: `Policy.action_cache`); ValueError for a robot without a plan stage.
         """
         inputs = self.policy.prefix_inputs(obs)
         delay, meet = handover_plan(self.cfg, self.delay, self.policy, handover)
@@ -127,7 +131,9 @@ class Engine(abc.ABC):
         t0 = time.perf_counter()
         cache = jax.block_until_ready(pi05.prefill(self.policy.params, self.model, inputs))
         t1 = time.perf_counter()
-        act_cache, plan_ids = jax.block_until_ready(self.policy.action_cache(cache))
+        act_cache, plan_ids = jax.block_until_ready(
+            self.policy.action_cache(cache, None if plan_answer is None else [plan_answer])
+        )
         plan_s = 0.0 if plan_ids is None else time.perf_counter() - t1
         raw = self._denoise(act_cache, mode, meet, obs.state)
         t2 = time.perf_counter()

@@ -11,7 +11,9 @@ Training feeds the true answer in the same place (`teacher_forced`), inference t
 greedy one (`decode`); both go through `extended`, so the action expert sees the plan
 rows at the same positions and under the same mask either way. Only the prompt and the
 answer are in the cache: the EOS that ends the answer is never appended, as a decode
-stops when it is sampled.
+stops when it is sampled. `forced` is the training form at inference: closed-loop
+evaluation with the true answer (`oxygen-train-eval --true-plan`) measures what a
+perfect answer would be worth to the action expert.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ def teacher_forced(
     rows, _ = pi05.extend_hidden(params, cfg, rows, cache.mask, jnp.zeros((b,), jnp.int32), row)
     n_valid = jnp.sum((row != PAD_ID) & (row != EOS_ID), axis=1).astype(jnp.int32)
     return extended(cache, rows, n_valid)
+
+
+forced = jax.jit(teacher_forced, static_argnames="cfg")
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "n_max"))

@@ -427,8 +427,17 @@ def eval_main(argv: list[str] | None = None) -> None:
         bar.update(1)
         bar.set_postfix({f: f"{np.mean(w):.2f}" for f, w in wins.items()})
 
+    if args.true_plan and policy.robot.plan_prompt is None:
+        raise SystemExit(f"--true-plan: robot {policy.robot.name!r} has no plan stage")
     outcomes = rollout.evaluate(
-        engine, args.families, seeds, args.execute, camera, progress, args.link_delay
+        engine,
+        args.families,
+        seeds,
+        args.execute,
+        camera,
+        progress,
+        args.link_delay,
+        args.true_plan,
     )
     bar.close()
     table = rollout.summarise(outcomes)
@@ -477,6 +486,12 @@ def _eval_parser() -> argparse.ArgumentParser:
         "--rtc-max-guidance", type=float, default=EngineConfig.rtc_max_guidance, help="beta"
     )
     p.add_argument("--json", help="write the summary and every episode here")
+    p.add_argument(
+        "--true-plan",
+        action="store_true",
+        help='a two-stage policy acts on each frame\'s true "Target:" answer instead of '
+        "its own: success with a perfect answer, the bound its grounding sets",
+    )
     p.add_argument(
         "--open-loop",
         type=int,

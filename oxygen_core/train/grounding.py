@@ -18,7 +18,10 @@ never saw it compares, in radians over the six arm joints and every chunk row:
   language path that works (large) from a missing visual binding of the target's name;
 - `camera_change`, per camera: how much the sampled chunk moves when that camera's image
   comes from another held-out scene (the rest unchanged). Near zero: the policy does not
-  look at that camera.
+  look at that camera;
+- for a two-stage policy (`model/plan.py`), "plan": the chunk when it is told the true
+  "Target:" answer instead of its own, and how much it moves when told another scene's:
+  whether its action expert reads the plan at all.
 
 Each figure is given over all the steps and over the reach phase alone (the steps whose
 expert narration is "moving to ..." or "moving behind ..."), where the target decides the
@@ -83,13 +86,14 @@ def pick_steps(data: Episodes, count: int) -> np.ndarray:
 
 
 def chunk_sampler(policy: Policy, noise_seed: int = 0, denoise_steps: int = 10) -> Callable:
-    """(images uint8 [N, I, S, S, 3], image_mask, prompts, states) -> robot-space chunks
-    [N, H, A], sampled as the node samples them, step n from row n of `Policy.noise`."""
+    """(images uint8 [N, I, S, S, 3], image_mask, prompts, states[, plans]) -> robot-space
+    chunks [N, H, A], sampled as the node samples them, step n from row n of
+    `Policy.noise`; a two-stage policy acts on `plans` when given, else on its own."""
     params, cfg = policy.params, policy.config
 
-    def chunks(images, image_mask, prompts: list[str], states: np.ndarray) -> np.ndarray:
+    def chunks(images, image_mask, prompts: list[str], states: np.ndarray, plans=None):
         inputs = prefix_inputs(policy, images, image_mask, prompts, states)
-        cache, _ = policy.action_cache(pi05.prefill(params, cfg, inputs))
+        cache, _ = policy.action_cache(pi05.prefill(params, cfg, inputs), plans)
         noise = policy.noise(noise_seed, len(states))
         actions = np.asarray(pi05.denoise(params, cfg, cache, noise, denoise_steps))
         return np.stack([policy.robot_actions(a, s) for a, s in zip(actions, states, strict=True)])
@@ -154,7 +158,6 @@ def check(
     swaps = [s for s in swaps if s is not None]
     images, mask, states = data.images[idx], data.image_mask[idx], data.state[idx]
     expert = data.actions[idx]
-    arm = list(range(ARM_DOF))  # robot units whatever space the policy acts in
 
     sample = chunk_sampler(policy, noise_seed, denoise_steps)
     prompts = [data.instruction[i] for i in idx]
@@ -173,7 +176,7 @@ def check(
     turned = sample(images, mask, [swap_direction(p) for p in prompts], states)
 
     def figures(rows: np.ndarray, other_prompt: np.ndarray) -> Grounding:
-        err = lambda a, b: float(np.mean(np.abs(a[rows][..., arm] - b[rows][..., arm])))  # noqa: E731
+        err = lambda a, b: _arm_err(a[rows], b[rows])  # noqa: E731
         camera = tuple(err(pred, c) for c in other_camera)
         return Grounding(
             int(rows.sum()), err(pred, expert), err(hold, expert), err(pred, other_prompt), camera
@@ -183,7 +186,28 @@ def check(
     result = {"all": figures(everything, swapped), "reach": figures(reach, swapped)}
     if push.any():
         result["push_direction"] = figures(push, turned)
+    if policy.robot.plan_prompt is not None and data.grounding.shape[1]:
+        result["plan"] = _plan_figures(sample, data, idx, prompts, expert, hold)
     return result
+
+
+def _plan_figures(sample: Callable, data: Episodes, idx, prompts, expert, hold) -> Grounding:
+    """A two-stage policy told the true "Target:" answer: `policy_err` of that chunk, and
+    as `swap_change` how much it moves when told the answer of a step half the set away
+    (another scene's cells). Near zero: the action expert does not read its plan."""
+    truth = [dict(map(tuple, data.grounding[i].tolist()))[locate.TARGET_PROMPT] for i in idx]
+    images, mask, states = data.images[idx], data.image_mask[idx], data.state[idx]
+    told = sample(images, mask, prompts, states, truth)
+    misled = sample(images, mask, prompts, states, list(np.roll(truth, len(idx) // 2)))
+    return Grounding(
+        len(idx), _arm_err(told, expert), _arm_err(hold, expert), _arm_err(told, misled), ()
+    )
+
+
+def _arm_err(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean |a - b| over the arm joints (robot units whatever space the policy acts in)
+    and every chunk row."""
+    return float(np.mean(np.abs(a[..., :ARM_DOF] - b[..., :ARM_DOF])))
 
 
 def swap_direction(instruction: str) -> str:

@@ -123,11 +123,13 @@ def run_episode(
     link_delay: int = 0,
     max_steps: int | None = None,
     world: World | None = None,
+    true_plan: bool = False,
 ) -> Outcome:
     """One closed-loop episode of the policy behind `engine`, cut at `max_steps` control
     steps when given (short of the task's time limit: not a success). world: the task's
     initial scene made by the caller, which then sees it moved in place (where the policy
-    left it: `oxygen_core.train.dagger`)."""
+    left it: `oxygen_core.train.dagger`). true_plan: a two-stage policy acts on the true
+    "Target:" answer of each frame instead of its own (what a perfect answer is worth)."""
     task = make_task(family, seed)
     world = task.new_world() if world is None else world
     engine.reset()
@@ -145,9 +147,11 @@ def run_episode(
         if step % execute == 0:
             images = {slot: renderer.render(world, cam) for cam, slot in CAMERA_SLOTS.items()}
             obs = Observation(images, world.joints.astype(np.float32), task.instruction)
-            action = engine.act(obs, _handover(engine.cfg.chunk_handover, plan, step, dt))
+            truth = locate.target(task, world)
+            handover = _handover(engine.cfg.chunk_handover, plan, step, dt)
+            action = engine.act(obs, handover, truth if true_plan else None)
             if action.plan is not None:
-                plans.append(action.plan == locate.target(task, world))
+                plans.append(action.plan == truth)
             if plan is not None and link_delay:
                 gaps.append(_overlap_gap(action.actions, plan, step, link_delay))
             first = min(action.delay_steps, len(action.actions) - 1)  # d, as the node
@@ -237,13 +241,16 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict]:
 
 
 def _plan_figures(group: Sequence[Outcome]) -> dict[str, float]:
-    """A two-stage policy's plan: the share of frames it was right, and the success of
-    the episodes whose first plan was right and of those whose first plan was wrong."""
+    """A two-stage policy's plan: the share of frames it was right, of episodes whose
+    first plan was right (the arm at home: only the images and the instruction tell), and
+    the success of the episodes whose first plan was right and of those whose first plan
+    was wrong."""
     planned = [o for o in group if o.plans]
     if not planned:
         return {}
     return {
         "plan_right": _mean([right for o in planned for right in o.plans]),
+        "first_plan_right": _mean([o.plans[0] for o in planned]),
         "success_first_plan_right": _mean([o.success for o in planned if o.plans[0]]),
         "success_first_plan_wrong": _mean([o.success for o in planned if not o.plans[0]]),
     }
@@ -261,13 +268,16 @@ def evaluate(
     camera_size: int,
     progress: Callable[[Outcome], None] | None = None,
     link_delay: int = 0,
+    true_plan: bool = False,
 ) -> list[Outcome]:
     """Every family on every seed (seeds should be ones training never saw)."""
     renderer = Renderer(camera_size, camera_size)
     outcomes = []
     for seed in seeds:
         for family in families:
-            outcome = run_episode(engine, family, seed, execute, renderer, link_delay=link_delay)
+            outcome = run_episode(
+                engine, family, seed, execute, renderer, link_delay=link_delay, true_plan=true_plan
+            )
             outcomes.append(outcome)
             if progress is not None:
                 progress(outcome)
