@@ -393,6 +393,8 @@ def base_policy(args: argparse.Namespace) -> Policy | None:
 def eval_main(argv: list[str] | None = None) -> None:
     args = _eval_parser().parse_args(argv)
     policy, meta = trained_policy(Path(args.checkpoint))
+    if args.true_plan and policy.robot.plan_prompt is None:
+        raise SystemExit(f"--true-plan: robot {policy.robot.name!r} has no plan stage")
     camera = args.camera_size or meta["camera_size"]
     if args.open_loop:
         seeds = range(args.first_seed, args.first_seed + args.episodes)
@@ -427,8 +429,6 @@ def eval_main(argv: list[str] | None = None) -> None:
         bar.update(1)
         bar.set_postfix({f: f"{np.mean(w):.2f}" for f, w in wins.items()})
 
-    if args.true_plan and policy.robot.plan_prompt is None:
-        raise SystemExit(f"--true-plan: robot {policy.robot.name!r} has no plan stage")
     outcomes = rollout.evaluate(
         engine,
         args.families,

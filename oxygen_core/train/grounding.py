@@ -151,7 +151,8 @@ def check(
 ) -> dict[str, Grounding]:
     """The figures on `count` held-out steps of `data` (see the module docstring):
     {"all": every step, "reach": the reach-phase steps among them, "push_direction": the
-    push steps, with `swap_change` the change when "left" and "right" trade places}."""
+    push steps, with `swap_change` the change when "left" and "right" trade places, and
+    for a two-stage policy "plan": told the true and another scene's "Target:" answer}."""
     idx = pick_steps(data, count)
     swaps = [swapped_instruction(data.episode[i], data.instruction[i]) for i in idx]
     idx = np.asarray([i for i, s in zip(idx, swaps, strict=True) if s is not None])
