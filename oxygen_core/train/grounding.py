@@ -188,21 +188,27 @@ def check(
     if push.any():
         result["push_direction"] = figures(push, turned)
     if policy.robot.plan_prompt is not None and data.grounding.shape[1]:
-        result["plan"] = _plan_figures(sample, data, idx, prompts, expert, hold)
+        truth = [_target_answer(data.grounding[i]) for i in idx]
+        scene = (images, mask, prompts, states)
+        result["plan"] = _plan_figures(sample, scene, truth, expert, hold)
     return result
 
 
-def _plan_figures(sample: Callable, data: Episodes, idx, prompts, expert, hold) -> Grounding:
-    """A two-stage policy told the true "Target:" answer: `policy_err` of that chunk, and
-    as `swap_change` how much it moves when told the answer of a step half the set away
-    (another scene's cells). Near zero: the action expert does not read its plan."""
-    truth = [dict(map(tuple, data.grounding[i].tolist()))[locate.TARGET_PROMPT] for i in idx]
-    images, mask, states = data.images[idx], data.image_mask[idx], data.state[idx]
-    told = sample(images, mask, prompts, states, truth)
-    misled = sample(images, mask, prompts, states, list(np.roll(truth, len(idx) // 2)))
+def _plan_figures(sample: Callable, scene: tuple, truth: list[str], expert, hold) -> Grounding:
+    """A two-stage policy told the true "Target:" answers `truth` of the steps in `scene`
+    (images, mask, prompts, states): `policy_err` of that chunk, and as `swap_change` how
+    much it moves when told the answer of a step half the set away (another scene's
+    cells). Near zero: the action expert does not read its plan."""
+    told = sample(*scene, truth)
+    misled = sample(*scene, list(np.roll(truth, len(truth) // 2)))
     return Grounding(
-        len(idx), _arm_err(told, expert), _arm_err(hold, expert), _arm_err(told, misled), ()
+        len(truth), _arm_err(told, expert), _arm_err(hold, expert), _arm_err(told, misled), ()
     )
+
+
+def _target_answer(rows: np.ndarray) -> str:
+    """The "Target:" answer among a step's grounding rows [R, 2] (prompt, answer)."""
+    return dict(map(tuple, rows.tolist()))[locate.TARGET_PROMPT]
 
 
 def _arm_err(a: np.ndarray, b: np.ndarray) -> float:
