@@ -85,7 +85,11 @@ def test_train_eval_reports_seams_and_overlap_per_family(tmp_path):
                "--first-seed", str(SEED), "--handover", "blend", "--link-delay", "2",
                "--json", str(out)])  # fmt: skip
     summary = json.loads(out.read_text())["summary"]
-    for group in ("push", "all"):
-        assert summary[group]["seams"]["seams"] > 100
-        assert summary[group]["overlap"]["frames"] > 100
-        assert summary[group]["overlap"]["arm_mean"] == pytest.approx(0.0, abs=1e-6)
+    push = summary["push"]
+    # One chunk per frame: a seam per arrived chunk after the first, an overlap per frame
+    # after the first (the last frame's chunk may not arrive before the episode ends).
+    assert push["seams"]["seams"] > 10
+    assert push["overlap"]["frames"] in (push["seams"]["seams"], push["seams"]["seams"] + 1)
+    assert push["overlap"]["arm_mean"] == pytest.approx(0.0, abs=1e-6)  # blend meets them
+    assert summary["all"]["seams"] == push["seams"]  # one family: "all" is that family
+    assert summary["all"]["overlap"] == push["overlap"]
