@@ -110,6 +110,19 @@ def test_oxygen_train_continues_a_checkpoint_with_its_norm_stats_and_tokenizer(t
     assert cli.initial_params(CFG, args, base) is base.params
 
 
+def test_a_later_stage_trains_on_seeds_the_earlier_ones_never_saw(tmp_path):
+    """--first-seed: the expert's episodes start there, cached apart from seeds 0..N-1."""
+    common = ["--out", "unused", "--work", str(tmp_path), "--families", "pick",
+              "--seeds", "1", "--camera-size", "32", "--workers", "1"]  # fmt: skip
+    later = cli._train_parser().parse_args([*common, "--first-seed", "7"])
+    assert set(cli._episodes(later, CFG).episode) == {"pick/7"}
+    assert [p.name for p in tmp_path.iterdir()] == ["episodes-7+1-32-64-1.npz"]
+    first = cli._train_parser().parse_args(common)
+    assert set(cli._episodes(first, CFG).episode) == {"pick/0"}
+    with pytest.raises(SystemExit):
+        cli.train_main([*common, "--first-seed", str(cli.SCENE_FIRST_SEED)])
+
+
 def test_a_checkpoint_continues_as_its_robot_with_a_plan_stage():
     """sim_plan is sim_grip plus the plan stage: same cameras and spaces, so a sim_grip
     checkpoint may continue as sim_plan (and back); sim (joint actions) may not."""

@@ -43,6 +43,7 @@ from oxygen_core.train.trainer import TrainConfig, train
 TOKENIZER_FILE = "tokenizer.model"
 CONFIG_FILE = "train_config.json"
 EVAL_FIRST_SEED = 100_000  # training seeds are far below this
+SCENE_FIRST_SEED = 10_000  # still scenes: above the expert's seeds, below the evaluation's
 
 
 def _episodes(args: argparse.Namespace, cfg) -> D.Episodes:
@@ -51,10 +52,12 @@ def _episodes(args: argparse.Namespace, cfg) -> D.Episodes:
         data = D.Episodes.load(Path(args.episodes))
     else:
         size = cfg.vision.image_size
-        name = f"episodes-{args.seeds}-{args.camera_size}-{size}-{int(args.dart)}.npz"
+        first = f"{args.first_seed}+" if args.first_seed else ""
+        name = f"episodes-{first}{args.seeds}-{args.camera_size}-{size}-{int(args.dart)}.npz"
         dart = Dart() if args.dart else None
         cache = Path(args.work) / name
-        data = _cached_sim(cache, range(args.seeds), args, cfg, dart, scenes=False)
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        data = _cached_sim(cache, seeds, args, cfg, dart, scenes=False)
     added = [D.Episodes.load(Path(f)) for f in args.add_episodes]
     return D.concat([data, *added]) if added else data
 
@@ -144,6 +147,11 @@ def train_main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.ground_steps and not args.grounding_rows:
         parser.error("--ground-steps trains on the grounding rows: drop --no-grounding-rows")
+    if args.first_seed < 0 or args.first_seed + args.seeds > SCENE_FIRST_SEED:
+        parser.error(
+            f"expert seeds must lie in 0..{SCENE_FIRST_SEED - 1} (still scenes and "
+            "evaluation seeds start there)"
+        )
     logging.basicConfig(level=logging.WARNING)
     started = time.perf_counter()
     out, work = Path(args.out), Path(args.work)
@@ -181,6 +189,7 @@ def train_main(argv: list[str] | None = None) -> None:
         "camera_size": args.camera_size,
         "families": list(args.families),
         "seeds": args.seeds,
+        "first_seed": args.first_seed,
         "dart": args.dart,
         "grounding_rows": args.grounding_rows,
         "ground_steps": args.ground_steps,
@@ -236,9 +245,6 @@ def ground(cfg, robot, params, prep: Prepared, args: argparse.Namespace, work: P
     return params
 
 
-SCENE_FIRST_SEED = 10_000  # still scenes: above the expert's seeds, below the evaluation's
-
-
 def _scenes(args: argparse.Namespace, cfg) -> D.Episodes:
     """`--ground-scenes` still scenes per family (two arm poses each), cached in --work."""
     size = cfg.vision.image_size
@@ -289,7 +295,14 @@ def _train_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--episodes", help="episodes .npz collected elsewhere instead of the sim")
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
-    p.add_argument("--seeds", type=int, default=120, help="sim seeds 0..N-1 per family")
+    p.add_argument("--seeds", type=int, default=120, help="sim seeds per family")
+    p.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="the expert's first sim seed: a later stage can train on scenes the earlier "
+        "ones never saw",
+    )
     p.add_argument("--camera-size", type=int, default=128, help="rendered camera pixels")
     p.add_argument("--no-dart", dest="dart", action="store_false", help="clean expert only")
     p.add_argument(
