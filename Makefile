@@ -61,21 +61,31 @@ test: lint
 demo: setup
 	$(BIN)/oxygen-demo $(DEMO_ARGS)
 
-# From scratch (about 105 min on 2 cores): a two-stage policy (sim_plan: its action expert
+# From scratch (about 190 min on 2 cores): a two-stage policy (sim_plan: its action expert
 # reads its own "Target:" answer) trained 8000 steps, then 4000 more at a lower rate on
-# the same cached episodes, then 4000 more on twice the scenes (seeds 0-999).
+# the same cached episodes, then 4000 more on twice the scenes (seeds 0-999), then 4000
+# more on each of three sets of 1000 scenes it never saw (seeds 1000-1999, 2000-2999,
+# 3000-3999).
 POLICY_ARGS ?= --robot sim_plan --steps 8000 --seeds 500 --lr 2e-3
 FINETUNE_ARGS ?= --robot sim_plan --steps 4000 --seeds 500 --lr 1e-3
 MORE_SCENES_ARGS ?= --robot sim_plan --steps 4000 --seeds 1000 --lr 1e-3
 policy: setup
 	rm -rf out/train/sim_demo out/train/sim_demo_ft out/train/sim_demo_more \
-	    out/policy/sim_plan_first out/policy/sim_plan_second data/policy/sim_demo
+	    out/train/sim_demo_new1 out/train/sim_demo_new2 out/train/sim_demo_new3 \
+	    out/policy/sim_plan_first out/policy/sim_plan_second out/policy/sim_plan_third \
+	    out/policy/sim_plan_fourth out/policy/sim_plan_fifth data/policy/sim_demo
 	$(BIN)/oxygen-train --out out/policy/sim_plan_first --work out/train/sim_demo $(POLICY_ARGS)
 	$(BIN)/oxygen-train --out out/policy/sim_plan_second --work out/train/sim_demo_ft \
 	    --init-from out/policy/sim_plan_first --episodes out/train/sim_demo/episodes-*.npz \
 	    $(FINETUNE_ARGS)
-	$(BIN)/oxygen-train --out data/policy/sim_demo --work out/train/sim_demo_more \
+	$(BIN)/oxygen-train --out out/policy/sim_plan_third --work out/train/sim_demo_more \
 	    --init-from out/policy/sim_plan_second $(MORE_SCENES_ARGS)
+	$(BIN)/oxygen-train --out out/policy/sim_plan_fourth --work out/train/sim_demo_new1 \
+	    --init-from out/policy/sim_plan_third --first-seed 1000 $(MORE_SCENES_ARGS)
+	$(BIN)/oxygen-train --out out/policy/sim_plan_fifth --work out/train/sim_demo_new2 \
+	    --init-from out/policy/sim_plan_fourth --first-seed 2000 $(MORE_SCENES_ARGS)
+	$(BIN)/oxygen-train --out data/policy/sim_demo --work out/train/sim_demo_new3 \
+	    --init-from out/policy/sim_plan_fifth --first-seed 3000 $(MORE_SCENES_ARGS)
 
 clean:
 	rm -rf build
