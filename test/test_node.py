@@ -11,6 +11,7 @@ slow configuration whose frames miss their deadline, deactivation mid-frame, shu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from pathlib import Path
@@ -72,7 +73,19 @@ class Rig:
 
         return matches(inbox.wait(lambda xs: bool(matches(xs)), timeout_s, what))[0]
 
-    def wait_log(self, containing: str, start: int = 0, timeout_s: float = 10.0) -> list[Log]:
+    @contextlib.contextmanager
+    def parameters(self, **values):
+        """Set node parameters for the block; the previous values come back even when the
+        block fails, so that one failed test does not leave the module's node
+        misconfigured for every test after it."""
+        before = [self.node.get_parameter(name) for name in values]
+        self.node.set_parameters([Parameter(name, value=v) for name, v in values.items()])
+        try:
+            yield
+        finally:
+            self.node.set_parameters(before)
+
+    def wait_log(self, containing: str, start: int = 0, timeout_s: float = 30.0) -> list[Log]:
         """The /oxygen node's /rosout messages from item `start` on that contain `containing`,
         once there is one.
 
@@ -131,11 +144,10 @@ def test_a_bad_topic_name_fails_configure_not_activate_and_names_the_parameter(r
     """Inputs are subscribed at activate; a bad name must not get that far."""
     rig.node.set_parameters([Parameter("checkpoint_dir", value="")])
     bad = [PARAMS["camera_topics"][0], "/camera/left wrist"]
-    rig.node.set_parameters([Parameter("camera_topics", value=bad)])
-    assert rig.probe.transition("configure", timeout_s=60) is False
-    [line] = rig.wait_log("camera_topics[1] '/camera/left wrist'")
+    with rig.parameters(camera_topics=bad):
+        assert rig.probe.transition("configure", timeout_s=60) is False
+        [line] = rig.wait_log("camera_topics[1] '/camera/left wrist'")
     assert line.level == Log.ERROR
-    rig.node.set_parameters([Parameter("camera_topics", value=PARAMS["camera_topics"])])
 
 
 def _configure_error(rig, containing: str) -> str:
@@ -150,14 +162,13 @@ def _configure_error(rig, containing: str) -> str:
 
 
 def test_a_refused_instruction_parameter_fails_configure_in_one_line(rig):
-    rig.node.set_parameters([Parameter("instruction", value="y" * 5000)])
-    line = _configure_error(rig, "instruction parameter refused")
+    with rig.parameters(instruction="y" * 5000):
+        line = _configure_error(rig, "instruction parameter refused")
     assert line.startswith(
         "configure failed: ConfigError: instruction parameter refused: instruction of 5000 "
         "chars is over max_instruction_chars=1000: 'yyy"
     )
     assert len(line) < 512
-    rig.node.set_parameters([Parameter("instruction", value=PARAMS["instruction"])])
 
 
 def test_a_checkpoint_of_another_vocabulary_fails_configure_in_one_line(rig, tmp_path):
@@ -165,11 +176,10 @@ def test_a_checkpoint_of_another_vocabulary_fails_configure_in_one_line(rig, tmp
     flat = P.flatten(P.init_params(model_preset("tiny"), seed=0))
     flat[EMBEDDING] = np.zeros((257_152, flat[EMBEDDING].shape[1]), np.float32)
     save_checkpoint(tmp_path / "ckpt", P.unflatten(flat))
-    rig.node.set_parameters([Parameter("checkpoint_dir", value=str(tmp_path / "ckpt"))])
-    line = _configure_error(rig, "has a vocabulary of 257152 tokens")
+    with rig.parameters(checkpoint_dir=str(tmp_path / "ckpt")):
+        line = _configure_error(rig, "has a vocabulary of 257152 tokens")
     assert line.startswith(f"configure failed: ValueError: checkpoint {tmp_path / 'ckpt'}")
     assert "set tokenizer_path to the tokenizer the checkpoint was trained with" in line
-    rig.node.set_parameters([Parameter("checkpoint_dir", value="")])
 
 
 def test_configure_succeeds_once_the_parameter_is_fixed(rig):
