@@ -111,14 +111,17 @@ def test_oxygen_train_continues_a_checkpoint_with_its_norm_stats_and_tokenizer(t
 
 
 def test_a_later_stage_trains_on_seeds_the_earlier_ones_never_saw(tmp_path):
-    """--first-seed: the expert's episodes start there, cached apart from seeds 0..N-1."""
+    """--first-seed: the expert's episodes start there, cached apart from seeds 0..N-1
+    and from the same seeds of other task families."""
     common = ["--out", "unused", "--work", str(tmp_path), "--families", "pick",
               "--seeds", "1", "--camera-size", "32", "--workers", "1"]  # fmt: skip
     later = cli._train_parser().parse_args([*common, "--first-seed", "7"])
     assert set(cli._episodes(later, CFG).episode) == {"pick/7"}
-    assert [p.name for p in tmp_path.iterdir()] == ["episodes-7+1-32-64-1.npz"]
+    assert [p.name for p in tmp_path.iterdir()] == ["episodes-7+1-pick-32-64-1.npz"]
     first = cli._train_parser().parse_args(common)
     assert set(cli._episodes(first, CFG).episode) == {"pick/0"}
+    push = cli._train_parser().parse_args([*common, "--families", "push"])
+    assert set(cli._episodes(push, CFG).episode) == {"push/0"}
     with pytest.raises(SystemExit):
         cli.train_main([*common, "--first-seed", str(cli.SCENE_FIRST_SEED)])
 

@@ -53,13 +53,21 @@ def _episodes(args: argparse.Namespace, cfg) -> D.Episodes:
     else:
         size = cfg.vision.image_size
         first = f"{args.first_seed}+" if args.first_seed else ""
-        name = f"episodes-{first}{args.seeds}-{args.camera_size}-{size}-{int(args.dart)}.npz"
+        which = f"{first}{args.seeds}{families_tag(args.families)}"
+        name = f"episodes-{which}-{args.camera_size}-{size}-{int(args.dart)}.npz"
         dart = Dart() if args.dart else None
         cache = Path(args.work) / name
         seeds = range(args.first_seed, args.first_seed + args.seeds)
         data = _cached_sim(cache, seeds, args, cfg, dart, scenes=False)
     added = [D.Episodes.load(Path(f)) for f in args.add_episodes]
     return D.concat([data, *added]) if added else data
+
+
+def families_tag(families: list[str]) -> str:
+    """The part of a cache file's name that tells its task families: none for all of
+    them (the default, so the caches written before it stay valid), else "-pick+push"; a
+    run on other families must not load another run's episodes from the same --work."""
+    return "" if tuple(families) == FAMILIES else "-" + "+".join(families)
 
 
 def _cached_sim(
@@ -248,7 +256,8 @@ def ground(cfg, robot, params, prep: Prepared, args: argparse.Namespace, work: P
 def _scenes(args: argparse.Namespace, cfg) -> D.Episodes:
     """`--ground-scenes` still scenes per family (two arm poses each), cached in --work."""
     size = cfg.vision.image_size
-    cache = Path(args.work) / f"scenes-{args.ground_scenes}-{args.camera_size}-{size}.npz"
+    which = f"{args.ground_scenes}{families_tag(args.families)}"
+    cache = Path(args.work) / f"scenes-{which}-{args.camera_size}-{size}.npz"
     seeds = range(SCENE_FIRST_SEED, SCENE_FIRST_SEED + args.ground_scenes)
     return _cached_sim(cache, seeds, args, cfg, None, scenes=True)
 
@@ -465,7 +474,8 @@ def held_out_episodes(
 ) -> D.Episodes:
     """Clean expert episodes on evaluation seeds, cached under `work` per image size."""
     size = config.vision.image_size
-    cache = work / f"held-out-{len(seeds)}-{seeds.start}-{camera}-{size}.npz"
+    which = f"{len(seeds)}-{seeds.start}{families_tag(families)}"
+    cache = work / f"held-out-{which}-{camera}-{size}.npz"
     if cache.exists():
         return D.Episodes.load(cache)
     data = D.generate_sim(families, seeds, config, camera, None, workers=2)
