@@ -15,7 +15,7 @@ from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.tasks import make_task
 from oxygen_core.train import cli, dagger
 from oxygen_core.train import dataset as D
-from oxygen_core.train.records import expert_episode
+from oxygen_core.train.records import Dart, expert_episode
 
 DT = 0.05
 H = 10
@@ -124,6 +124,26 @@ def test_a_later_stage_trains_on_seeds_the_earlier_ones_never_saw(tmp_path):
     assert set(cli._episodes(push, CFG).episode) == {"push/0"}
     with pytest.raises(SystemExit):
         cli.train_main([*common, "--first-seed", str(cli.SCENE_FIRST_SEED)])
+
+
+def test_episodes_only_writes_one_familys_episodes_for_another_runs_add_episodes(tmp_path, capsys):
+    """More push scenes than pick and put: a push-only file that a stage adds."""
+    common = ["--work", str(tmp_path), "--seeds", "1", "--camera-size", "32", "--workers", "1"]
+    with pytest.raises(SystemExit):  # a training run needs --out
+        cli.train_main([*common, "--families", "push"])
+    cli.train_main([*common, "--episodes-only", "--families", "push", "--first-seed", "5"])
+    written = Path(capsys.readouterr().out.strip())
+    assert written.parent == tmp_path and written.exists()
+    args = cli._train_parser().parse_args(
+        [*common, "--out", "unused", "--families", "pick", "--add-episodes", str(written)]
+    )
+    assert sorted(set(cli._episodes(args, CFG).episode)) == ["pick/0", "push/5"]
+
+
+def test_seeds_the_expert_fails_on_all_give_a_clear_error():
+    """Push seed 3 with DART: the expert's push misses, the episode is dropped."""
+    with pytest.raises(ValueError, match=r"the expert completed none of 1 episodes"):
+        D.generate_sim(["push"], range(3, 4), CFG, 32, Dart())
 
 
 def test_a_checkpoint_continues_as_its_robot_with_a_plan_stage():

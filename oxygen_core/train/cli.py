@@ -48,19 +48,24 @@ SCENE_FIRST_SEED = 10_000  # still scenes: above the expert's seeds, below the e
 
 def _episodes(args: argparse.Namespace, cfg) -> D.Episodes:
     """The training episodes: --episodes or the sim's expert, then any --add-episodes."""
-    if args.episodes:
-        data = D.Episodes.load(Path(args.episodes))
-    else:
-        size = cfg.vision.image_size
-        first = f"{args.first_seed}+" if args.first_seed else ""
-        which = f"{first}{args.seeds}{families_tag(args.families)}"
-        name = f"episodes-{which}-{args.camera_size}-{size}-{int(args.dart)}.npz"
-        dart = Dart() if args.dart else None
-        cache = Path(args.work) / name
-        seeds = range(args.first_seed, args.first_seed + args.seeds)
-        data = _cached_sim(cache, seeds, args, cfg, dart, scenes=False)
+    data = D.Episodes.load(Path(args.episodes)) if args.episodes else _expert(args, cfg)
     added = [D.Episodes.load(Path(f)) for f in args.add_episodes]
     return D.concat([data, *added]) if added else data
+
+
+def expert_cache(args: argparse.Namespace, cfg) -> Path:
+    """The --work file that caches the sim expert's episodes for these families and seeds."""
+    first = f"{args.first_seed}+" if args.first_seed else ""
+    which = f"{first}{args.seeds}{families_tag(args.families)}"
+    name = f"episodes-{which}-{args.camera_size}-{cfg.vision.image_size}-{int(args.dart)}.npz"
+    return Path(args.work) / name
+
+
+def _expert(args: argparse.Namespace, cfg) -> D.Episodes:
+    """The sim expert's episodes on seeds first_seed.. for args.families (cached)."""
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    dart = Dart() if args.dart else None
+    return _cached_sim(expert_cache(args, cfg), seeds, args, cfg, dart, scenes=False)
 
 
 def families_tag(families: list[str]) -> str:
@@ -160,11 +165,17 @@ def train_main(argv: list[str] | None = None) -> None:
             f"expert seeds must lie in 0..{SCENE_FIRST_SEED - 1} (still scenes and "
             "evaluation seeds start there)"
         )
+    if not args.out and not args.episodes_only:
+        parser.error("--out is required (unless --episodes-only)")
     logging.basicConfig(level=logging.WARNING)
     started = time.perf_counter()
-    out, work = Path(args.out), Path(args.work)
     robot = robot_preset(args.robot)
     cfg = robot.apply(model_preset(args.preset))
+    if args.episodes_only:
+        _expert(args, cfg)
+        print(expert_cache(args, cfg))
+        return
+    out, work = Path(args.out), Path(args.work)
     data = _episodes(args, cfg)
     base = base_policy(args)
     prep = prepare(cfg, robot, data, args.val_every_episode, args.grounding_rows, base)
@@ -296,7 +307,13 @@ def train_config(args: argparse.Namespace, **overrides: object) -> TrainConfig:
 
 def _train_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="oxygen-train", description=__doc__.split("\n")[0])
-    p.add_argument("--out", required=True, help="checkpoint directory to write")
+    p.add_argument("--out", help="checkpoint directory to write")
+    p.add_argument(
+        "--episodes-only",
+        action="store_true",
+        help="write the expert's episodes to --work, print the file and stop (another "
+        "run's --add-episodes: e.g. more episodes of one family)",
+    )
     p.add_argument("--work", default="out/train/sim_demo", help="episodes cache, resume state")
     p.add_argument("--preset", default="demo")
     p.add_argument(

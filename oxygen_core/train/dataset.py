@@ -146,6 +146,8 @@ def generate_sim(
             progress(done, len(jobs))
     if workers > 1:
         pool.shutdown()
+    if not parts:
+        raise ValueError(f"the expert completed none of {len(jobs)} episodes ({families}, {seeds})")
     return concat(parts)
 
 
