@@ -33,6 +33,7 @@ setup(
             "oxygen-train=oxygen_core.train.cli:train_main",
             "oxygen-train-eval=oxygen_core.train.cli:eval_main",
             "oxygen-train-dagger=oxygen_core.train.dagger:main",
+            "oxygen-train-average=oxygen_core.train.average:main",
             "oxygen-node=oxygen_ros.node:main",
             "oxygen-replay=oxygen_ros.tools.replay:main",
             "oxygen-demo=oxygen_ros.tools.demo:main",
