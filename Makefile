@@ -55,8 +55,12 @@ $(PKG_STAMP): | $(REQ_STAMP)
 lint: setup
 	$(BIN)/ruff check .
 
+# test_node.py runs in a process of its own: its /rosout checks went quiet mid-module in
+# two full runs (never alone), as when another module's node of the same name is torn down
+# in the same process; on a robot the node has its process to itself.
 test: lint
-	$(BIN)/python -m pytest test $(PYTEST_ARGS)
+	$(BIN)/python -m pytest test/test_node.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest test --ignore=test/test_node.py $(PYTEST_ARGS)
 
 demo: setup
 	$(BIN)/oxygen-demo $(DEMO_ARGS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import threading
 from pathlib import Path
 
@@ -108,6 +109,11 @@ class Rig:
 
 @pytest.fixture(scope="module")
 def rig():
+    # rcl keeps one /rosout publisher per logger name and process, and a node's teardown
+    # drops the one of its name: a node named "oxygen" left for the garbage collector by
+    # an earlier module must go before ours registers, or its finalizer would silence
+    # ours mid-module (seen in full runs: /rosout went quiet after three lines).
+    gc.collect()
     rclpy.init()
     node = OxygenNode(
         cli_args=[
