@@ -57,9 +57,10 @@ lint: setup
 
 # test_node.py runs in a process of its own: its /rosout checks went quiet mid-module in
 # two full runs (never alone), as when another module's node of the same name is torn down
-# in the same process; on a robot the node has its process to itself.
+# in the same process; on a robot the node has its process to itself. Exit 5 (every test
+# deselected, e.g. PYTEST_ARGS="-m 'not ros'") is not a failure.
 test: lint
-	$(BIN)/python -m pytest test/test_node.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest test/test_node.py $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/python -m pytest test --ignore=test/test_node.py $(PYTEST_ARGS)
 
 demo: setup

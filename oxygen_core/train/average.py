@@ -54,6 +54,7 @@ def check_lineage(policies: list[Policy], metas: list[dict], paths: list[Path]) 
 
 
 def same_norm_stats(a: NormStats, b: NormStats) -> bool:
+    """Equal arrays field by field (NormStats holds arrays: `==` has no single truth)."""
     pairs = [(a.state, b.state), (a.actions, b.actions)]
     return all(
         np.array_equal(getattr(x, f.name), getattr(y, f.name))
@@ -67,9 +68,9 @@ def mean_params(trees: list[P.Tree]) -> P.Tree:
     return jax.tree.map(lambda *xs: np.mean(np.stack(xs), axis=0, dtype=np.float32), *trees)
 
 
-def average(paths: list[Path], out: Path) -> dict:
-    """Write the mean of `paths` to `out` as oxygen-train writes a checkpoint; returns its
-    train_config.json contents (the shared fields and each input's own config)."""
+def average(paths: list[Path], out: Path) -> None:
+    """Write the mean of `paths` to `out` as oxygen-train writes a checkpoint, with a
+    train_config.json of the shared fields and each input's own config."""
     loaded = [trained_policy(path) for path in paths]
     policies, metas = [p for p, _ in loaded], [m for _, m in loaded]
     check_lineage(policies, metas, paths)
@@ -83,7 +84,6 @@ def average(paths: list[Path], out: Path) -> dict:
         "average_of": [{"checkpoint": str(p), "train_config": m} for p, m in inputs],
     }
     (out / CONFIG_FILE).write_text(json.dumps(summary, indent=1) + "\n")
-    return summary
 
 
 def main(argv: list[str] | None = None) -> None:
