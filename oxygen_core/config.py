@@ -2,8 +2,8 @@
 
 A preset is data: `MODEL_PRESETS[name]` gives the shapes of every part of pi0.5, and
 `ROBOT_PRESETS[name]` says which cameras a robot has and how many action dimensions it
-uses. Nothing here allocates arrays, so `oxygen-info` can describe the full-size model on
-a laptop.
+uses; a params YAML may declare other robots (`oxygen_core.robot_spec`). Nothing here
+allocates arrays, so `oxygen-info` can describe the full-size model on a laptop.
 """
 
 from __future__ import annotations
@@ -163,12 +163,40 @@ def model_preset(name: str) -> ModelConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class Space:
+    """The dimensions of a space a checkpoint was trained in (`RobotConfig.space`, whose
+    docstring says what each space is); `robot_io` converts to and from the robot's units."""
+
+    robot_dims: int | None  # the action_dim and state_dim it needs; None: any
+    model_dims: int | None  # dimensions in the checkpoint's space; None: the robot's own
+
+
+SPACES: dict[str, Space] = {
+    "robot": Space(robot_dims=None, model_dims=None),
+    "aloha": Space(robot_dims=14, model_dims=None),
+    "grip": Space(robot_dims=7, model_dims=5),
+}
+
+
+@dataclasses.dataclass(frozen=True)
 class RobotConfig:
     """What a robot feeds the model and takes from it.
 
     `cameras` are the image slots the robot fills, in slot order; the remaining slots
-    are zero images with mask False, as openpi does for a missing camera. The last three
-    fields repeat what the robot's openpi checkpoint was trained with (`robot_io`).
+    are zero images with mask False, as openpi does for a missing camera. The fields from
+    action_horizon on repeat what the robot's openpi checkpoint was trained with
+    (`robot_io`). `space` names one of `SPACES`:
+
+    - "robot": the checkpoint was trained in the robot's units (any dimensions);
+    - "aloha": openpi's ALOHA joint space (14 dims): joints mirrored where pi05_aloha's
+      data has them mirrored, the grippers in angular units where the runtime reports and
+      takes linear positions;
+    - "grip": the tabletop arm (7 joints, `oxygen_core.kinematics`) driven at its grip
+      point: the model's 5 dims are the point's x, y, z, the tool roll (joint_6) and the
+      opening, and the joints come from the arm's top-down inverse kinematics.
+
+    A robot is also data in a params YAML (`oxygen_core.robot_spec`, which holds the
+    meaning and range of every field); the presets below are named robots of that schema.
     """
 
     name: str
@@ -179,8 +207,6 @@ class RobotConfig:
     max_token_len: int | None = None  # None keeps the model preset's prompt budget
     discrete_state: bool = True  # the state goes into the prompt as 256-bin tokens
     delta_actions: tuple[int, ...] = ()  # action dims predicted relative to the state
-    # "robot": trained in robot units; "aloha": openpi's ALOHA space; "grip": the sim arm's
-    # grip point, tool roll and opening (5 dims), joints by its top-down inverse kinematics
     space: str = "robot"
     # Two-stage inference (`model/plan.py`): the VLM answers this prompt in up to
     # plan_tokens tokens after the prefill, and the action expert reads prefix + answer.
@@ -188,28 +214,45 @@ class RobotConfig:
     plan_tokens: int = 12
 
     def __post_init__(self) -> None:
+        self._check_cameras()
         if self.plan_prompt is not None and (not self.plan_prompt or self.plan_tokens < 1):
             raise ValueError("a plan needs a non-empty plan_prompt and plan_tokens >= 1")
-        if self.space not in SPACE_DIMS:
-            raise ValueError(f"space {self.space!r} is not one of {tuple(SPACE_DIMS)}")
-        if self.space == "grip" and (self.action_dim, self.state_dim) != (7, 7):
-            raise ValueError("space 'grip' is the sim arm's: 7 joint actions and states")
+        if self.space not in SPACES:
+            raise ValueError(f"space {self.space!r} is not one of {tuple(SPACES)}")
+        dims = SPACES[self.space].robot_dims
+        if dims is not None and (self.action_dim, self.state_dim) != (dims, dims):
+            raise ValueError(
+                f"space {self.space!r} needs action_dim and state_dim {dims}, got "
+                f"{self.action_dim} and {self.state_dim}"
+            )
         dims = min(self.model_dims, self.action_dim, self.state_dim)
         if any(not 0 <= i < dims for i in self.delta_actions):
             raise ValueError(f"delta_actions {self.delta_actions} outside [0, {dims})")
+        if len(set(self.delta_actions)) != len(self.delta_actions):
+            raise ValueError(f"delta_actions {self.delta_actions} repeats a dimension")
+
+    def _check_cameras(self) -> None:
+        """Known image slots, each once, in slot order (the order the model reads them)."""
+        unknown = [c for c in self.cameras if c not in IMAGE_SLOTS]
+        if unknown or not self.cameras:
+            raise ValueError(f"cameras {list(self.cameras)} must be some of {list(IMAGE_SLOTS)}")
+        if list(self.cameras) != sorted(set(self.cameras), key=IMAGE_SLOTS.index):
+            raise ValueError(f"cameras {list(self.cameras)} must be in slot order, each once")
 
     @property
     def model_dims(self) -> int:
         """Action (and state) dimensions in the checkpoint's space."""
-        return SPACE_DIMS[self.space] or self.action_dim
+        return SPACES[self.space].model_dims or self.action_dim
 
     def apply(self, model: ModelConfig) -> ModelConfig:
         """The model preset with this robot's horizon and prompt budget."""
+        if self.model_dims > model.action_dim:
+            raise ValueError(
+                f"robot {self.name!r} has {self.model_dims} action dimensions in the model's "
+                f"space, more than model preset {model.name!r}'s {model.action_dim}"
+            )
         changes = {"action_horizon": self.action_horizon, "max_token_len": self.max_token_len}
         return dataclasses.replace(model, **{k: v for k, v in changes.items() if v is not None})
-
-
-SPACE_DIMS = {"robot": None, "aloha": None, "grip": 5}  # None: the robot's own dims
 
 
 # The openpi checkpoints' training settings (openpi training/config.py): pi05_libero

@@ -10,9 +10,10 @@ here (openpi `training/config.py`, `policies/*`, `transforms.py`):
   made absolute after unnormalising (pi05_aloha: the joints, not the grippers);
 - a space adapter (`RobotConfig.space`): pi05_aloha was trained in the "pi" joint space,
   with some joints mirrored and the gripper in angular units, while the ALOHA runtime
-  reports and takes linear gripper positions; "grip" (the sim arm, `sim_grip`): the grip
-  point, tool roll and opening, the joints by the arm's top-down inverse kinematics, as
-  end-effector policies (pi05_libero) leave the joints to the robot.
+  reports and takes linear gripper positions; "grip" (the tabletop arm of
+  `oxygen_core.kinematics`, the `sim_grip` preset): the grip point, tool roll and opening,
+  the joints by the arm's top-down inverse kinematics, as end-effector policies
+  (pi05_libero) leave the joints to the robot.
 
 Flow: robot state -> `state_to_model` -> normalise (prompt); model actions -> unnormalise
 -> `actions_to_robot` (deltas made absolute with the state in model space, then encoded
@@ -24,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from oxygen_core import kinematics
 from oxygen_core.config import RobotConfig
-from oxygen_core.sim import arm
 
 # --- ALOHA (Interbotix ViperX) constants, as the pi05_aloha checkpoint was trained -------
 _ALOHA_FLIP = np.array([1, -1, -1, 1, 1, 1, 1, 1, -1, -1, 1, 1, 1, 1], np.float64)
@@ -62,7 +63,7 @@ def actions_to_robot(
         actions = actions * _ALOHA_FLIP[: actions.shape[-1]]
         actions[..., _ALOHA_GRIPPERS] = _aloha_gripper_to_robot(actions[..., _ALOHA_GRIPPERS])
     if robot.space == "grip":
-        actions = arm.top_down_joints(actions[..., :3], actions[..., 3], actions[..., 4])
+        actions = kinematics.top_down_joints(actions[..., :3], actions[..., 3], actions[..., 4])
     return actions.astype(np.float32)
 
 
@@ -87,11 +88,11 @@ def actions_to_model(
 
 
 def _joints_to_grip(joints: np.ndarray) -> np.ndarray:
-    """Sim arm joints [..., 7] -> [..., 5]: grip point, joint_6 (the tool roll), opening.
-    The exact inverse of `arm.top_down_joints` for top-down poses in reach; of any other
-    pose it keeps where the grip point is, not how the arm holds it."""
+    """Tabletop arm joints [..., 7] -> [..., 5]: grip point, joint_6 (the tool roll),
+    opening. The exact inverse of `kinematics.top_down_joints` for top-down poses in reach;
+    of any other pose it keeps where the grip point is, not how the arm holds it."""
     joints = np.asarray(joints, np.float64)
-    return np.concatenate([arm.grip_points(joints), joints[..., 5:7]], axis=-1)
+    return np.concatenate([kinematics.grip_points(joints), joints[..., 5:7]], axis=-1)
 
 
 def _aloha_gripper_to_model(linear01: np.ndarray) -> np.ndarray:

@@ -11,6 +11,12 @@ Language streams are parameters `streams.<name>.<field>` (prompt, max_tokens,
 temperature, stop_at_eos, trigger, every_frames) for every name in `stream_names`; they
 are declared when the node starts, which is why `stream_names` itself is read-only.
 
+A robot is a preset (`robot: <name>` of ROBOT_PRESETS) or declared in the params YAML under
+`robots.<name>` with the fields of `oxygen_core.robot_spec` (its docstring has an example).
+The fields `robots.<robot>.<field>` of the robot named at start-up are declared then,
+typed but without a value, so a field the YAML leaves out stays unset and the declaration
+(or the preset it names as base) decides it.
+
 `read_settings` is the only place that turns parameters into configs. It raises
 `ConfigError` naming the parameter, which the node's on_configure turns into FAILURE.
 """
@@ -27,7 +33,8 @@ from rclpy.exceptions import ParameterUninitializedException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from oxygen_core.config import ModelConfig, RobotConfig
+from oxygen_core import robot_spec
+from oxygen_core.config import IMAGE_SLOTS, MODEL_PRESETS, ROBOT_PRESETS, ModelConfig, RobotConfig
 from oxygen_core.engine.types import (
     DEFAULT_STREAMS,
     EngineConfig,
@@ -53,8 +60,15 @@ class ConfigError(ValueError):
 class NodeConfig:
     """Everything the node reads from ROS parameters (one field per parameter)."""
 
-    preset: str = parameter("tiny", "Model preset (tiny, small, pi05): the model's shapes.")
-    robot: str = parameter("demo", "Robot preset: cameras, action and state dimensions.")
+    preset: str = parameter(
+        "tiny", "Model preset: the model's shapes.", choices=tuple(MODEL_PRESETS)
+    )
+    robot: str = parameter(
+        "demo",
+        f"Robot: a preset ({', '.join(ROBOT_PRESETS)}) or one the params file declares "
+        f"under robots.<robot> (fields {', '.join(robot_spec.FIELDS)}: oxygen_core."
+        "robot_spec). The fields are parameters of the robot named at start-up only.",
+    )
     checkpoint_dir: str = parameter(
         "", "openpi pi0.5 checkpoint folder (Orbax params + assets); empty: random weights."
     )
@@ -183,10 +197,11 @@ _STREAM_FIELDS: dict[str, tuple[str, tuple[float, float] | None, tuple[str, ...]
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """The node's parameters split by owner: the node itself and the engine."""
+    """The node's parameters split by owner: the node itself, the engine and the robot."""
 
     node: NodeConfig
     engine: EngineConfig
+    robot: RobotConfig
 
 
 def _fields(config: type) -> list[tuple[dataclasses.Field, Any]]:
@@ -208,6 +223,10 @@ def declare_parameters(node: Node) -> None:
             meta = {"doc": doc, "span": span, "choices": choices}
             value = getattr(default, key)
             _declare(node, f"streams.{name}.{key}", value, type(value), meta)
+    robot = node.get_parameter("robot").value
+    for key, field in robot_spec.FIELDS.items():
+        meta = {"doc": field.doc, "span": field.span, "choices": field.choices}
+        _declare(node, f"robots.{robot}.{key}", None, robot_spec.FIELD_TYPES[key], meta)
 
 
 def read_settings(node: Node) -> Settings:
@@ -233,7 +252,7 @@ def read_settings(node: Node) -> Settings:
         frame_budget_s=cfg.frame_period_s,
         streams=tuple(_read_stream(node, name) for name in cfg.stream_names),
     )
-    return Settings(node=cfg, engine=engine)
+    return Settings(node=cfg, engine=engine, robot=_read_robot(node, cfg.robot))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,10 +265,16 @@ class ChunkLayout:
 
 def fit_to_model(cfg: NodeConfig, model: ModelConfig, robot: RobotConfig) -> ChunkLayout:
     """Check the parameters against the loaded model and robot; the chunk they publish."""
+    slots = IMAGE_SLOTS[: len(cfg.camera_topics)]  # what the topics fill, in order
     if len(cfg.camera_topics) > len(robot.cameras):
         raise ConfigError(
             f"camera_topics has {len(cfg.camera_topics)} topics but robot {robot.name!r} "
             f"fills {len(robot.cameras)} image slots {robot.cameras}"
+        )
+    if robot.cameras[: len(slots)] != slots:
+        raise ConfigError(
+            f"camera_topics fill the image slots {slots} in order, but robot {robot.name!r} "
+            f"has the cameras {robot.cameras}"
         )
     horizon = cfg.action_horizon or model.action_horizon
     if horizon > model.action_horizon:
@@ -305,7 +330,31 @@ def _read_stream(node: Node, name: str) -> StreamConfig:
     return StreamConfig(name=name, **values)
 
 
+def _read_robot(node: Node, name: str) -> RobotConfig:
+    """The robot declared under robots.<name> in the parameters, else the preset `name`."""
+    prefix = f"robots.{name}."
+    given = {}
+    for key, hint in robot_spec.FIELD_TYPES.items():
+        if node.has_parameter(prefix + key):  # only the start-up robot's are declared
+            value = _read(node, prefix + key, None, hint)
+            if value is not None:
+                given[key] = value
+    if not given and name in ROBOT_PRESETS:
+        return ROBOT_PRESETS[name]
+    if not given:
+        raise ConfigError(
+            f"robot={name!r} is neither a preset ({', '.join(ROBOT_PRESETS)}) nor declared "
+            f"under robots.{name} in the params file"
+        )
+    try:
+        return robot_spec.declared_robot(name, given, where=f"robots.{name}")
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
 def _declare(node: Node, name: str, default: Any, hint: Any, meta: dict) -> None:
+    """Declare one parameter with its descriptor; a default of None or () declares its
+    type only, so the parameter has no value unless the YAML or a -p override gives one."""
     descriptor = ParameterDescriptor(
         name=name,
         description=meta["doc"],
@@ -321,8 +370,8 @@ def _declare(node: Node, name: str, default: Any, hint: Any, meta: dict) -> None
         descriptor.floating_point_range = [
             FloatingPointRange(from_value=span[0], to_value=span[1], step=0.0)
         ]
-    # An empty tuple has no element type for rclpy to infer: declare its type instead.
-    value = _array_type(hint) if default == () else _to_ros(default)
+    # An empty tuple has no element type for rclpy to infer, and None no value.
+    value = _ros_type(hint) if default is None or default == () else _to_ros(default)
     node.declare_parameter(name, value, descriptor)
 
 
@@ -347,9 +396,13 @@ def _parse_int_or_auto(value: Any) -> int | str:
     return value
 
 
-def _array_type(hint: Any) -> Parameter.Type:
-    element = typing.get_args(hint)[0]
-    return {str: Parameter.Type.STRING_ARRAY, int: Parameter.Type.INTEGER_ARRAY}[element]
+def _ros_type(hint: Any) -> Parameter.Type:
+    """The ROS parameter type of a field's type hint (a scalar or a tuple of one)."""
+    if typing.get_origin(hint) is tuple:
+        element = typing.get_args(hint)[0]
+        return {str: Parameter.Type.STRING_ARRAY, int: Parameter.Type.INTEGER_ARRAY}[element]
+    types = {str: Parameter.Type.STRING, int: Parameter.Type.INTEGER, bool: Parameter.Type.BOOL}
+    return types[hint]
 
 
 def _to_ros(value: Any) -> Any:

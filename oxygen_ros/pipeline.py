@@ -38,7 +38,7 @@ def make_pipeline(settings: Settings) -> Pipeline:
     cfg = settings.node
     policy = load_policy(
         preset=cfg.preset,
-        robot=cfg.robot,
+        robot=settings.robot,
         checkpoint_dir=cfg.checkpoint_dir or None,
         tokenizer_path=cfg.tokenizer_path or None,
         seed=settings.engine.seed,

@@ -2,6 +2,8 @@
 
 Every robot YAML under config/ goes through rcl's own parameter-file parser here and is
 checked against its model preset, so a typo in a config fails this test, not the robot.
+A robot declared in the YAML (robots.<name>, oxygen_core.robot_spec) is read by the same
+code: every preset written out as a declaration reads back equal.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from pathlib import Path
 import pytest
 import rclpy
 import yaml
-from rclpy.exceptions import InvalidParameterValueException
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from oxygen_core.config import model_preset, robot_preset
+from oxygen_core.config import IMAGE_SLOTS, ROBOT_PRESETS, RobotConfig, model_preset, robot_preset
 from oxygen_core.engine.types import EngineConfig
 from oxygen_ros.params import (
     ConfigError,
@@ -78,7 +80,8 @@ def test_robot_yaml_reads_into_configs_that_fit_its_model(path):
     for stream in engine.streams:
         for key, value in raw["streams"][stream.name].items():
             assert getattr(stream, key) == value, (stream.name, key)
-    robot = robot_preset(cfg.robot)
+    robot = settings.robot
+    assert robot.name == raw["robot"]
     layout = fit_to_model(cfg, robot.apply(model_preset(cfg.preset)), robot)
     assert layout.horizon == raw["action_horizon"]
     assert len(cfg.joint_names) == robot.state_dim
@@ -193,10 +196,12 @@ def test_a_new_stream_needs_its_prompt():
     ]
 
 
-def _fit(**changes):
+def _fit(robot_cfg: RobotConfig | None = None, /, **changes):
+    """fit_to_model of tiny.yaml's parameters with `changes`, for robot_cfg (default: the
+    preset of the changed `robot` parameter)."""
     base = read_settings(_node(CONFIG / "tiny.yaml")).node
     cfg = dataclasses.replace(base, **changes)
-    robot = robot_preset(cfg.robot)
+    robot = robot_cfg or robot_preset(cfg.robot)
     return fit_to_model(cfg, robot.apply(model_preset(cfg.preset)), robot)
 
 
@@ -222,6 +227,83 @@ def test_fit_defaults_to_the_model_horizon_and_joint_names():
 def test_fit_refuses_parameters_the_model_cannot_serve(changes, message):
     with pytest.raises(ConfigError, match=message):
         _fit(**changes)
+
+
+def test_fit_refuses_cameras_the_topics_do_not_fill_in_order():
+    """Topics fill the image slots from the first: a robot without the left wrist camera
+    cannot take two topics."""
+    robot = RobotConfig("arm", (IMAGE_SLOTS[0], IMAGE_SLOTS[2]), 7, 7)
+    with pytest.raises(ConfigError, match="camera_topics fill the image slots"):
+        _fit(robot, camera_topics=("/a", "/b"))
+    assert _fit(robot, camera_topics=("/a",)).horizon == 4
+
+
+# ------------------------------------------------------------------ robots in the YAML
+
+
+def _declared(folder: Path, name: str, fields: dict, **params) -> Path:
+    """config/tiny.yaml with `robot: name` declared under robots.<name> as `fields`."""
+    raw = yaml.safe_load((CONFIG / "tiny.yaml").read_text())
+    raw["/**"]["ros__parameters"].update({"robot": name, "robots": {name: fields}, **params})
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(ROBOT_PRESETS))
+def test_every_preset_declared_in_a_yaml_reads_back_equal(tmp_path, name):
+    """The presets are robots of the YAML schema: each one written out in full (no base)."""
+    preset = ROBOT_PRESETS[name]
+    fields = {
+        key: list(value) if isinstance(value, tuple) else value
+        for key, value in dataclasses.asdict(preset).items()
+        if key != "name" and value is not None
+    }
+    robot = read_settings(_node(_declared(tmp_path, "copy", fields))).robot
+    assert robot == dataclasses.replace(preset, name="copy")
+
+
+def test_a_declared_robot_starts_from_its_base_and_changes_the_fields_given(tmp_path):
+    fields = {"base": "sim_plan", "action_horizon": 20, "plan_tokens": 6}
+    node = _node(_declared(tmp_path, "long_plan", fields))
+    expected = dataclasses.replace(
+        ROBOT_PRESETS["sim_plan"], name="long_plan", action_horizon=20, plan_tokens=6
+    )
+    assert read_settings(node).robot == expected
+    space = node.describe_parameter("robots.long_plan.space")
+    assert space.description and space.additional_constraints == "one of: robot, aloha, grip"
+    assert node.describe_parameter("robots.long_plan.plan_tokens").integer_range[0].from_value == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "fields", "message"),
+    [
+        ("arm", {"base": "franka"}, r"robots\.arm\.base='franka' is not one of \['libero'"),
+        ("arm", {"cameras": ["base_0_rgb"], "action_dim": 7}, r"robots\.arm: state_dim missing"),
+        ("arm", {"base": "demo", "delta_actions": [7]}, r"robots\.arm: delta_actions \(7,\)"),
+        ("arm", {"base": "demo", "cameras": ["wrist"]}, r"robots\.arm: cameras \['wrist'\]"),
+        ("arm", {"base": "demo", "space": "aloha"}, r"robots\.arm: space 'aloha' needs"),
+        ("arm", {"base": "demo", "space": "ur5"}, r"robots\.arm\.space='ur5' is not one of"),
+        ("demo", {"action_horizon": 8}, r"robots\.demo: 'demo' is a robot preset"),
+    ],
+)
+def test_a_bad_declared_robot_is_one_line_naming_its_parameter(tmp_path, name, fields, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        read_settings(_node(_declared(tmp_path, name, fields)))
+    assert "\n" not in str(error.value)
+
+
+def test_a_robot_neither_preset_nor_declared_names_both_choices(tmp_path):
+    path = _declared(tmp_path, "arm", {"base": "demo"}, robot="franka")
+    with pytest.raises(ConfigError, match=r"robot='franka' is neither a preset \(libero, "):
+        read_settings(_node(path))
+
+
+def test_a_declared_field_out_of_range_or_mistyped_is_refused_by_ros(tmp_path):
+    with pytest.raises(InvalidParameterValueException, match=r"robots\.arm\.plan_tokens"):
+        _node(_declared(tmp_path, "arm", {"base": "demo", "plan_tokens": 0}))
+    with pytest.raises(InvalidParameterTypeException, match=r"robots\.arm\.action_dim"):
+        _node(_declared(tmp_path, "arm", {"base": "demo", "action_dim": 7.0}))
 
 
 @pytest.mark.parametrize(

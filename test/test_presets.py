@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from oxygen_core import robot_spec
 from oxygen_core.config import (
     IMAGE_SLOTS,
     MODEL_PRESETS,
+    ROBOT_PRESETS,
     GemmaConfig,
     ModelConfig,
     RobotConfig,
@@ -84,6 +86,46 @@ def test_unknown_names_list_the_choices():
         model_preset("pi0")
     with pytest.raises(ValueError, match=r"unknown robot 'franka'; choose one of \['aloha'"):
         robot_preset("franka")
+
+
+def test_a_robot_with_more_action_dims_than_the_model_is_refused():
+    with pytest.raises(ValueError, match="33 action dimensions .* model preset 'tiny''s 32"):
+        RobotConfig("wide", IMAGE_SLOTS[:1], 33, 33).apply(model_preset("tiny"))
+
+
+# ------------------------------------------------------------------------ robot schema
+
+
+def test_the_schema_describes_every_robot_field():
+    """A RobotConfig field without its FIELDS entry could not be declared in a YAML."""
+    fields = {f.name for f in dataclasses.fields(RobotConfig)} - {"name"}
+    assert robot_spec.FIELDS.keys() == fields | {robot_spec.BASE}
+    assert all(field.doc for field in robot_spec.FIELDS.values())
+
+
+@pytest.mark.parametrize("name", sorted(ROBOT_PRESETS))
+def test_each_preset_is_a_declaration_of_the_schema(name):
+    preset = ROBOT_PRESETS[name]
+    full = {k: v for k, v in dataclasses.asdict(preset).items() if k != "name" and v is not None}
+    expected = dataclasses.replace(preset, name="copy")
+    assert robot_spec.declared_robot("copy", full, "robots.copy") == expected
+    assert robot_spec.declared_robot("copy", {"base": name}, "robots.copy") == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"base": "demo", "camera": ["base_0_rgb"]}, r"robots\.x\.camera is not a robot field"),
+        ({"base": "demo", "action_dim": True}, r"robots\.x\.action_dim=True is not int"),
+        ({"base": "demo", "cameras": "base_0_rgb"}, r"robots\.x\.cameras='base_0_rgb' is not a"),
+        ({"base": "demo", "delta_actions": [0, "1"]}, r"robots\.x\.delta_actions=\(0, '1'\)"),
+        ({"base": "demo", "action_horizon": 0}, r"robots\.x\.action_horizon=0 is outside \[1, "),
+        ({"base": "demo", "cameras": list(IMAGE_SLOTS[::-1])}, r"robots\.x: cameras .* slot order"),
+    ],
+)
+def test_a_bad_declaration_is_one_line_naming_the_field(values, message):
+    with pytest.raises(ValueError, match=message):
+        robot_spec.declared_robot("x", values, "robots.x")
 
 
 def test_experts_must_share_attention_geometry():

@@ -91,11 +91,20 @@ def test_robots_without_steps_pass_actions_through():
 
 @pytest.mark.parametrize(
     ("changes", "message"),
-    [({"space": "ur5"}, "space 'ur5'"), ({"delta_actions": (7,)}, r"outside \[0, 6\)")],
+    [
+        ({"space": "ur5"}, "space 'ur5'"),
+        ({"delta_actions": (7,)}, r"outside \[0, 6\)"),
+        ({"delta_actions": (1, 1)}, "repeats a dimension"),
+        ({"space": "aloha"}, "space 'aloha' needs action_dim and state_dim 14, got 6 and 6"),
+        ({"space": "grip"}, "space 'grip' needs action_dim and state_dim 7"),
+        ({"cameras": ("wrist",)}, r"cameras \['wrist'\] must be some of"),
+        ({"cameras": ()}, r"cameras \[\] must be some of"),
+    ],
 )
 def test_bad_robot_settings_are_refused(changes, message):
+    arm = {"name": "arm", "cameras": IMAGE_SLOTS[:1], "action_dim": 6, "state_dim": 6}
     with pytest.raises(ValueError, match=message):
-        RobotConfig("arm", cameras=IMAGE_SLOTS[:1], action_dim=6, state_dim=6, **changes)
+        RobotConfig(**{**arm, **changes})
 
 
 def random_norm(dims: int, seed: int) -> NormStats:

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from oxygen_core import kinematics
 from oxygen_core.config import robot_preset
 from oxygen_core.sim import arm
 from oxygen_core.sim.scene import BOWL_FLOOR, CLEARANCE, SceneObject, footprints_clear
@@ -47,17 +48,17 @@ def test_batched_kinematics_match_the_single_pose_ones():
     rng = np.random.default_rng(4)
     joints = rng.uniform(arm.POSITION_LIMITS[:, 0], arm.POSITION_LIMITS[:, 1], (2, 5, 7))
     expected = [[arm.forward(q).grip for q in row] for row in joints]
-    np.testing.assert_allclose(arm.grip_points(joints), expected, atol=1e-12)
+    np.testing.assert_allclose(kinematics.grip_points(joints), expected, atol=1e-12)
     points = np.array([(0.28, -0.24, 0.0), (0.54, 0.24, 0.02), (0.4, 0.1, 0.3)])
     singles = np.array([arm.inverse_top_down(p, 1.0, 0.3) for p in points])
-    batch = arm.top_down_joints(points, singles[:, 5], np.full(3, 0.3))
+    batch = kinematics.top_down_joints(points, singles[:, 5], np.full(3, 0.3))
     np.testing.assert_allclose(batch, singles, atol=1e-12)
 
 
 def test_batched_inverse_kinematics_stretches_toward_a_point_out_of_reach():
     """A policy's command never raises: out of reach the arm points at it, fully stretched."""
     far = np.array([[2.0, 1.0, 0.1]])
-    q = arm.top_down_joints(far, np.zeros(1), np.ones(1))[0]
+    q = kinematics.top_down_joints(far, np.zeros(1), np.ones(1))[0]
     assert np.all(np.isfinite(q))
     assert q[0] == pytest.approx(np.arctan2(1.0, 2.0)) and q[2] == pytest.approx(0.0)
     grip = arm.forward(q).grip

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from oxygen_core.config import MODEL_PRESETS
 from oxygen_core.engine.engine import Engine, make_engine
 from oxygen_core.engine.types import DEFAULT_STREAMS, EngineConfig, LanguageResult
 from oxygen_core.observation import Observation
@@ -178,7 +179,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Check that the OxyGen engine reproduces the isolated baseline exactly "
         "(random weights, synthetic observations). Prints one JSON object.",
     )
-    parser.add_argument("--preset", default="tiny", help="model preset (tiny, small, pi05)")
+    parser.add_argument(
+        "--preset", default="tiny", help=f"model preset ({', '.join(MODEL_PRESETS)})"
+    )
     parser.add_argument("--frames", type=int, default=8, help="control frames to run")
     parser.add_argument("--k", type=int, default=2, help="tokens per request per frame")
     parser.add_argument("--N", type=int, default=10, help="max tokens per request")
