@@ -48,12 +48,9 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from oxygen_core.engine.types import ActionResult, LanguageResult, TokenEvent
 from oxygen_core.image import to_rgb
-from oxygen_core.sim.executor import Trajectory
-from oxygen_core.sim.outcome import Outcome
-from oxygen_core.sim.seam import SeamSummary
 from oxygen_core.text import excerpt, excerpt_list
 from oxygen_ros.image_header import JPEG_SIGNATURE, PNG_SIGNATURE, HeaderError, declared_size
-from oxygen_ros.msg import ActionChunk, EngineStats, EpisodeOutcome, LanguageTokens
+from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
 
 
 class InputError(ValueError):
@@ -352,7 +349,8 @@ def trajectory_msg(
     joint_names: Sequence[str], rows: np.ndarray, times: Sequence[float], *, stamp: Time
 ) -> JointTrajectory:
     """Rows of positions at `times` (seconds after `stamp`) -> JointTrajectory, as given:
-    the receiver judges names and values (see trajectory_of for the way back)."""
+    the receiver judges names and values (the sim's `tools.sim.messages.trajectory_of` is
+    the way back)."""
     return JointTrajectory(
         header=Header(stamp=stamp),
         joint_names=list(joint_names),
@@ -369,17 +367,6 @@ def trajectory_points(rows: np.ndarray, times: Sequence[float]) -> list[JointTra
         )
         for t, row in zip(times, rows, strict=True)
     ]
-
-
-def trajectory_of(msg: JointTrajectory, start_ns: int) -> Trajectory:
-    """A received JointTrajectory for the sim's executor, starting at `start_ns` (the caller
-    maps a zero stamp to now). Values are passed as they are: the executor judges them."""
-    return Trajectory(
-        joint_names=tuple(msg.joint_names),
-        start=start_ns / NS_PER_S,
-        times=[stamp_to_ns(p.time_from_start) / NS_PER_S for p in msg.points],
-        positions=[list(p.positions) for p in msg.points],
-    )
 
 
 def language_tokens_msg(event: TokenEvent, *, stamp: Time, origin_stamp: Time) -> LanguageTokens:
@@ -479,84 +466,6 @@ def narration_markers(texts: Mapping[str, str], *, stamp: Time, frame_id: str) -
         )
         bottom += block
     return MarkerArray(markers=markers)
-
-
-# --------------------------------------------------------------------------- sim episodes
-
-
-def outcome_msg(o: Outcome) -> EpisodeOutcome:
-    """A finished sim episode -> oxygen_ros/EpisodeOutcome, stamped at its end."""
-    s = o.seams
-    return EpisodeOutcome(
-        header=Header(stamp=ns_to_stamp(o.end_ns)),
-        index=o.index,
-        episodes=o.episodes,
-        family=o.family,
-        seed=int(o.seed),
-        instruction=o.instruction,
-        policy=o.policy,
-        success=bool(o.success),
-        start=ns_to_stamp(o.start_ns),
-        duration_s=float(o.duration_s),
-        time_limit_s=float(o.time_limit_s),
-        wall_s=float(o.wall_s),
-        steps=o.steps,
-        trajectories_accepted=o.accepted,
-        trajectories_rejected=sum(o.rejected.values()),
-        reject_reasons=list(o.rejected),
-        reject_counts=list(o.rejected.values()),
-        seams=s.seams,
-        seam_jerks=s.jerks,
-        seam_jump_mean=s.jump_mean,
-        seam_jump_max=s.jump_max,
-        seam_jerk_mean=s.jerk_mean,
-        seam_jerk_max=s.jerk_max,
-        seam_arm_jump_mean=s.arm_jump_mean,
-        seam_arm_jump_max=s.arm_jump_max,
-        seam_gripper_jump_mean=s.gripper_jump_mean,
-        seam_gripper_jump_max=s.gripper_jump_max,
-        renders=o.renders,
-        render_wall_s=o.render_wall_s,
-        narration=list(o.narration),
-        memory=list(o.memory),
-    )
-
-
-def outcome_of(msg: EpisodeOutcome) -> Outcome:
-    """The message back into an Outcome (the evaluation's side)."""
-    return Outcome(
-        index=msg.index,
-        episodes=msg.episodes,
-        family=msg.family,
-        seed=msg.seed,
-        instruction=msg.instruction,
-        policy=msg.policy,
-        success=msg.success,
-        start_ns=stamp_to_ns(msg.start),
-        end_ns=stamp_to_ns(msg.header.stamp),
-        duration_s=msg.duration_s,
-        time_limit_s=msg.time_limit_s,
-        wall_s=msg.wall_s,
-        steps=msg.steps,
-        accepted=msg.trajectories_accepted,
-        rejected=dict(zip(msg.reject_reasons, msg.reject_counts, strict=True)),
-        seams=SeamSummary(
-            seams=msg.seams,
-            jerks=msg.seam_jerks,
-            jump_mean=msg.seam_jump_mean,
-            jump_max=msg.seam_jump_max,
-            jerk_mean=msg.seam_jerk_mean,
-            jerk_max=msg.seam_jerk_max,
-            arm_jump_mean=msg.seam_arm_jump_mean,
-            arm_jump_max=msg.seam_arm_jump_max,
-            gripper_jump_mean=msg.seam_gripper_jump_mean,
-            gripper_jump_max=msg.seam_gripper_jump_max,
-        ),
-        renders=msg.renders,
-        render_wall_s=msg.render_wall_s,
-        narration=tuple(msg.narration),
-        memory=tuple(msg.memory),
-    )
 
 
 def msgtype(msg_class: type) -> str:

@@ -18,7 +18,8 @@ import yaml
 from rosbags.rosbag2 import Reader
 from std_msgs.msg import String
 
-from oxygen_ros.tools.bag_recover import METADATA, recover
+from oxygen_ros.tools.bag_metadata import METADATA
+from oxygen_ros.tools.bag_recover import recover
 from oxygen_ros.tools.bagio import BagMessage, BagReadError, BagWriter, read_bag, to_cdr
 
 TOPIC = "/chatter"

@@ -28,8 +28,8 @@ from oxygen_ros.tools.bagio import from_cdr, read_bag
 from oxygen_ros.tools.demo_bag import Scene, scene_topics, write_scene
 from oxygen_ros.tools.eval.manifest import load_manifest
 from oxygen_ros.tools.eval.tasks import ATTEMPT, ERRORS, MARKER
-from oxygen_ros.tools.job import OUTPUT_BAG, Job
 from oxygen_ros.tools.replay import replay_offline
+from oxygen_ros.tools.replay_job import OUTPUT_BAG, Job
 from oxygen_ros.tools.report import MEASURED_KEYS, MEASURED_SERIES
 
 pytest.importorskip("ray")

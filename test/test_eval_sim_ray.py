@@ -1,7 +1,7 @@
 """oxygen-eval's sim tasks on a local Ray instance (slow: Ray start-up and a sim run).
 
 One sim task (the expert on pick seeds 0 and 1, no model: the episodes are
-deterministic) runs under oxygen-eval and again directly through sim_eval.run_sim_eval.
+deterministic) runs under oxygen-eval and again directly through sim.evaluate.run_sim_eval.
 The task's report.json must equal the direct run's in what is not measured on the wall
 clock: the episodes, their seeds, outcomes and steps, and the success rates. Both wall
 times are printed (the cost of the Ray path for one batch).
@@ -20,7 +20,7 @@ import yaml
 from oxygen_ros.tools.eval.aggregate import aggregate, collect
 from oxygen_ros.tools.eval.manifest import load_manifest
 from oxygen_ros.tools.eval.tasks import ATTEMPT, MARKER, sim_spec, task_dir
-from oxygen_ros.tools.sim_eval import run_sim_eval
+from oxygen_ros.tools.sim.evaluate import run_sim_eval
 
 pytest.importorskip("ray")
 from oxygen_ros.tools.eval import cli  # noqa: E402  (imports ray)

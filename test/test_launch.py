@@ -38,7 +38,7 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from node_harness import Probe, SensorFaults  # noqa: E402
 
-from oxygen_ros.tools.share import installed_share  # noqa: E402
+from oxygen_ros.tools.package_share import installed_share  # noqa: E402
 
 SHARE = installed_share()
 if SHARE is None or not (SHARE / "launch" / "oxygen.launch.py").is_file():

@@ -28,7 +28,7 @@ import rclpy  # noqa: E402
 from lifecycle_msgs.srv import GetState  # noqa: E402
 from rcl_interfaces.srv import GetParameters  # noqa: E402
 
-from oxygen_ros.tools.share import installed_share  # noqa: E402
+from oxygen_ros.tools.package_share import installed_share  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

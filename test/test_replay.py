@@ -46,7 +46,7 @@ from oxygen_ros.tools.demo_bag import (
     scene_topics,
     write_scene,
 )
-from oxygen_ros.tools.job import OUTPUT_BAG
+from oxygen_ros.tools.replay_job import OUTPUT_BAG
 from oxygen_ros.tools.report import MEASURED_KEYS, MEASURED_SERIES
 from oxygen_ros.topics import (
     ACTION_CHUNK,

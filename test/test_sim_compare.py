@@ -1,4 +1,4 @@
-"""The closed-loop comparison plans and their table (the runs are oxygen-sim-eval's)."""
+"""The closed-loop comparisons' variants and their table (the runs are oxygen-sim-eval's)."""
 
 from __future__ import annotations
 
@@ -9,23 +9,23 @@ import pytest
 from oxygen_ros.tools.sim import compare as C
 
 
-def test_handover_plan_pairs_each_handover_with_both_latencies_and_d_covers_the_delay():
-    plan = C.handover_plan(slow_delay=2)
-    assert [v.name for v in plan] == [
+def test_handover_variants_pair_each_handover_with_both_latencies_and_d_covers_the_delay():
+    variants = C.handover_variants(slow_delay=2)
+    assert [v.name for v in variants] == [
         "fast-replace-dauto", "fast-blend-dauto", "fast-rtc-dauto",
         "slow-replace-d3", "slow-blend-d3", "slow-rtc-d3",
     ]  # fmt: skip
-    for v in plan:
+    for v in variants:
         fast = v.name.startswith("fast")
         assert v.command_delay_steps == (0 if fast else 2)
         # a chunk reaches the sim before the next tick, then waits 2 more: 3 rows run meanwhile
         assert v.overrides["rtc_delay_steps"] == ("auto" if fast else 3)
 
 
-def test_modes_plan_runs_every_mode_at_the_params_frame_and_at_a_tight_one():
-    plan = C.modes_plan()
-    assert [v.name for v in plan] == [f"{b}-{m}" for b in ("default", "tight") for m in C.MODES]
-    for v in plan:
+def test_modes_variants_run_every_mode_at_the_params_frame_and_at_a_tight_one():
+    variants = C.modes_variants()
+    assert [v.name for v in variants] == [f"{b}-{m}" for b in ("default", "tight") for m in C.MODES]
+    for v in variants:
         assert v.overrides["engine_mode"] == v.name.split("-")[1] and v.command_delay_steps == 0
         assert ({k: x for k, x in v.overrides.items() if k != "engine_mode"} == C.TIGHT) == (
             v.name.startswith("tight")

@@ -26,7 +26,7 @@ import dataclasses
 import math
 from typing import Literal
 
-from oxygen_core.engine.scheduler import Plan
+from oxygen_core.engine.scheduler import Admission
 
 MIN_STEP_S = 1e-6
 
@@ -68,13 +68,13 @@ class LatencyModel:
 
 @dataclasses.dataclass(frozen=True)
 class StepBudget:
-    """The k decision, in one place: tokens per live row this frame, from the plan.
+    """The k decision, in one place: tokens per live row this frame, from its admission.
 
     steps_per_frame="auto" is throughput-first within the deadline. With arrivals fixed,
     every k produces the same tokens in the long run, and a smaller k keeps the batch
     larger: one step at bucket 32 cost 18 ms against 77 ms for 16 steps at bucket 2 on
     this CPU (BENCHMARKS.md). So auto decodes min_decode_tokens while the pool keeps up,
-    and the largest k that fits the time left while requests wait for a row (the plan's
+    and the largest k that fits the time left while requests wait for a row (the admission's
     backlog), to drain them. min_decode_tokens holds even when no time is left, so
     language never starves. A fixed k and auto are both capped at k_cap, the tokens any
     live row still needs (docs/DESIGN.md section 7).
@@ -84,11 +84,13 @@ class StepBudget:
     min_decode_tokens: int
     budget_margin_s: float
 
-    def choose(self, plan: Plan, latency: LatencyModel, k_cap: int, time_left_s: float) -> int:
-        """k for a plan with live rows (bucket > 0); time_left_s before the margin."""
+    def choose(
+        self, admission: Admission, latency: LatencyModel, k_cap: int, time_left_s: float
+    ) -> int:
+        """k for an admission with live rows (bucket > 0); time_left_s before the margin."""
         if self.steps_per_frame != "auto":
             return min(self.steps_per_frame, k_cap)
         time_left_s -= self.budget_margin_s
-        fits = latency.choose_k(time_left_s, plan.bucket, len(plan.admitted), k_cap)
+        fits = latency.choose_k(time_left_s, admission.bucket, len(admission.admitted), k_cap)
         floor = min(self.min_decode_tokens, k_cap)
-        return max(floor, min(fits, k_cap if plan.backlog else floor))
+        return max(floor, min(fits, k_cap if admission.backlog else floor))

@@ -1,7 +1,7 @@
 """What the sim knows about a finished episode: the content of an EpisodeOutcome message.
 
 A plain record, so the sim loop fills it without ROS and the evaluation reads it back
-(oxygen_ros.convert.outcome_msg / outcome_of are the message's two directions).
+(oxygen_ros.tools.sim.messages.outcome_msg / outcome_of are the message's two directions).
 """
 
 from __future__ import annotations

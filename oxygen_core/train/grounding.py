@@ -26,6 +26,8 @@ never saw it compares, in radians over the six arm joints and every chunk row:
 Each figure is given over all the steps and over the reach phase alone (the steps whose
 expert narration is "moving to ..." or "moving behind ..."), where the target decides the
 whole motion and an ungrounded policy can only guess: there grounding shows first and most.
+`oversample_reach` draws those steps more often in training (the experiment harness
+scripts/experiments/train_variants.py, --reach-repeat).
 
 Sampling is the node's: one prefill, `denoise_steps` Euler steps from fixed noise per
 step (`Policy.noise`), the robot's output transform. Steps are taken evenly over the
@@ -47,7 +49,7 @@ from oxygen_core.sim.arm import ARM_DOF
 from oxygen_core.sim.scene import GRASPABLE
 from oxygen_core.sim.tasks import make_task
 from oxygen_core.train import locate, losses
-from oxygen_core.train.dataset import Episodes, text_row
+from oxygen_core.train.dataset import Arrays, Episodes, text_row
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +146,13 @@ def answers(policy: Policy, data: Episodes, count: int = 256, batch: int = 64) -
 
 
 REACH_NARRATION = "moving"  # "moving to the ..." (pick, put), "moving behind the ..." (push)
+
+
+def oversample_reach(arrays: Arrays, narration: list[str], times: int) -> Arrays:
+    """`arrays` with its reach-phase steps (narration "moving ...") `times` over, so that
+    uniform batches draw them `times` as often."""
+    reach = np.flatnonzero([n.startswith(REACH_NARRATION) for n in narration])
+    return arrays.take(np.concatenate([np.arange(len(arrays)), np.tile(reach, times - 1)]))
 
 
 def check(

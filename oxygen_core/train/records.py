@@ -6,8 +6,10 @@ instruction), the action chunk target (the next H joint positions the expert com
 absolute, the first one being this step's command), and the language targets (the
 expert's narration line now, and the latest memory line it has written, empty before the
 first sub-goal), and the grounding rows of `locate` where the source knows the scene (the
-sim does, a bag does not). A source is any iterator of records, so training from the sim here and
-from recorded bags (oxygen_ros.tools.train_data) differ in one argument.
+sim does, a bag does not). A source is any iterable of records (`dataset.collect` takes
+one): the expert's episodes and still scenes here, and in `dagger` the expert taking over
+from where the policy drove the arm; recorded robot episodes would be one more source,
+without grounding rows.
 
 `expert_episode` is the sim source. It runs the scripted expert and, for DART-style data,
 perturbs the *executed* command with short random bursts while the recorded targets stay
@@ -19,7 +21,6 @@ back. Episodes the expert fails under noise are dropped (they would teach failur
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -178,12 +179,3 @@ def scene_records(
         grounding = locate.rows(task, world, rng)
         records.append(Record(f"scene/{family}/{seed}", obs, still, "", "", grounding))
     return records
-
-
-def sim_records(
-    families: tuple[str, ...], seeds: range, horizon: int, dart: Dart | None, camera_size: int
-) -> Iterator[Record]:
-    """Every successful expert episode of `families` x `seeds`, family-interleaved."""
-    for seed in seeds:
-        for family in families:
-            yield from expert_episode(family, seed, horizon, camera_size, dart=dart)

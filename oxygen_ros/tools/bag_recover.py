@@ -1,10 +1,11 @@
-"""metadata.yaml of a rosbag2 folder split into closed files, and its recovery.
+"""`oxygen-bag-recover`: a rosbag2 folder's metadata.yaml rebuilt from its complete files.
 
 `BagWriter` writes a bag as a sequence of storage files, each one closed (mcap footer
-and summary written) before the next is opened, and rewrites metadata.yaml after every
-file it closes: a process killed mid-run leaves a folder that rosbags and `ros2 bag` read,
-holding every closed file; only the file still open is lost. The file being written sits
-in a hidden sub-folder until it is closed, so no reader ever sees a half-written file.
+and summary written) before the next is opened, and rewrites metadata.yaml (bag_metadata)
+after every file it closes: a process killed mid-run leaves a folder that rosbags and
+`ros2 bag` read, holding every closed file; only the file still open is lost. The file
+being written sits in a hidden sub-folder until it is closed, so no reader ever sees a
+half-written file.
 
 `recover` rebuilds metadata.yaml from the complete storage files in a folder, for a bag
 whose metadata is missing or stale (say a folder copied off a robot without it). A file
@@ -17,118 +18,19 @@ incomplete ones are reported and left alone. Run it as
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import os
-import struct
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
 from rosbags.rosbag2 import Reader
 from rosbags.rosbag2.errors import ReaderError
-from rosbags.rosbag2.metadata import dump_qos_v9
 
-try:  # the zstd module rosbags decompresses mcap chunks with
-    from compression import zstd
-except ImportError:
-    from backports import zstd
-
-METADATA = "metadata.yaml"
-# What rosbags and its decompressor raise on a damaged or truncated file (rosbags' mcap
-# reader fails with TypeError, struct.error or IndexError on a file cut short).
-CORRUPT = (
-    ReaderError,
-    zstd.ZstdError,
-    struct.error,
-    EOFError,
-    KeyError,
-    IndexError,
-    TypeError,
-    ValueError,
-)
-VERSION = 9
-SUFFIXES = {".mcap": "mcap", ".db3": "sqlite3"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Topic:
-    name: str
-    msgtype: str
-    digest: str  # rosbag2's type_description_hash (RIHS01)
-
-
-@dataclasses.dataclass(frozen=True)
-class FileSummary:
-    """What metadata.yaml says about one closed storage file."""
-
-    name: str  # file name inside the bag folder
-    first_ns: int  # earliest log time; meaningless when count is 0
-    last_ns: int  # latest log time
-    counts: dict[Topic, int]  # messages per topic (topics without messages included)
-
-    @property
-    def count(self) -> int:
-        return sum(self.counts.values())
-
-
-def write_metadata(folder: Path, files: Sequence[FileSummary]) -> None:
-    """Write metadata.yaml for `files` atomically (temporary file, then rename)."""
-    tmp = folder / f".{METADATA}.tmp"
-    tmp.write_text(_metadata_yaml(files), "utf8")
-    os.replace(tmp, folder / METADATA)
-
-
-def _metadata_yaml(files: Sequence[FileSummary]) -> str:
-    full = [f for f in files if f.count]
-    start = min((f.first_ns for f in full), default=0)
-    end = max((f.last_ns for f in full), default=0)
-    counts: dict[Topic, int] = {}
-    for summary in files:
-        for topic, n in summary.counts.items():
-            counts[topic] = counts.get(topic, 0) + n
-    storage = SUFFIXES[Path(files[0].name).suffix] if files else "mcap"
-    info = {
-        "version": VERSION,
-        "storage_identifier": storage,
-        "relative_file_paths": [f.name for f in files],
-        "duration": {"nanoseconds": end - start},
-        "starting_time": {"nanoseconds_since_epoch": start},
-        "message_count": sum(counts.values()),
-        "topics_with_message_count": [
-            {
-                "topic_metadata": {
-                    "name": topic.name,
-                    "type": topic.msgtype,
-                    "serialization_format": "cdr",
-                    "offered_qos_profiles": dump_qos_v9([]),
-                    "type_description_hash": topic.digest,
-                },
-                "message_count": n,
-            }
-            for topic, n in counts.items()
-        ],
-        "compression_format": "",
-        "compression_mode": "",
-        "files": [
-            {
-                "path": f.name,
-                "starting_time": {"nanoseconds_since_epoch": f.first_ns if f.count else 0},
-                "duration": {"nanoseconds": f.last_ns - f.first_ns if f.count else 0},
-                "message_count": f.count,
-            }
-            for f in files
-        ],
-        "custom_data": None,
-        "ros_distro": "rosbags",
-    }
-    return yaml.safe_dump({"rosbag2_bagfile_information": info}, sort_keys=False)
+from oxygen_ros.tools.bag_metadata import METADATA, SUFFIXES, FileSummary, Topic, write_metadata
+from oxygen_ros.tools.bagio import CORRUPT, typestore
 
 
 def summarize_file(path: Path) -> FileSummary:
     """Read one storage file's own index (raises ReaderError when it is incomplete)."""
-    from oxygen_ros.tools.bagio import typestore  # bagio writes through this module
-
     store = typestore()
     with Reader(path) as reader:
         # A storage file alone carries no type hash; it is the message definition's.

@@ -16,7 +16,7 @@ DDS, and rosbags rejects them; `to_cdr` cuts them off.
 
 Output bags survive a killed writer. `BagWriter` splits a bag into storage files as
 rosbag2 does (`<bag>_0.mcap`, `<bag>_1.mcap`, ...) and rewrites metadata.yaml after each
-(`bag_recover`), so SIGKILL loses only the file still open. A file is closed by the first
+(`bag_metadata`), so SIGKILL loses only the file still open. A file is closed by the first
 write that finds it open `split_s` seconds of wall time or longer; there is no timer. So
 what SIGKILL can lose is every message written since the last closed file: at most
 `split_s` of wall time while messages keep coming (a replay writes every frame and every
@@ -38,6 +38,7 @@ import functools
 import importlib
 import os
 import shutil
+import struct
 import sys
 import time
 from collections.abc import Collection, Iterator
@@ -48,16 +49,34 @@ from typing import Any, Literal
 from rclpy.serialization import deserialize_message, serialize_message
 from rosbags.interfaces import Connection
 from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, StoragePlugin, Writer
+from rosbags.rosbag2.errors import ReaderError
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
 from oxygen_ros import convert
-from oxygen_ros.tools.bag_recover import CORRUPT, FileSummary, Topic, write_metadata
+from oxygen_ros.tools.bag_metadata import FileSummary, Topic, write_metadata
+
+try:  # the zstd module rosbags decompresses mcap chunks with
+    from compression import zstd
+except ImportError:
+    from backports import zstd
 
 Storage = Literal["mcap", "sqlite3"]
 STORAGES: tuple[Storage, ...] = ("mcap", "sqlite3")
 INTERFACE_PACKAGE = "oxygen_ros"
 DEFAULT_SPLIT_S = 2.0  # wall seconds per file: what a killed writer loses while writing
+# What rosbags and its decompressor raise on a damaged or truncated file (rosbags' mcap
+# reader fails with TypeError, struct.error or IndexError on a file cut short).
+CORRUPT = (
+    ReaderError,
+    zstd.ZstdError,
+    struct.error,
+    EOFError,
+    KeyError,
+    IndexError,
+    TypeError,
+    ValueError,
+)
 
 
 class BagReadError(RuntimeError):

@@ -38,15 +38,16 @@ from typing import IO, Any
 
 from oxygen_ros import topics
 from oxygen_ros.convert import stamp_to_ns
-from oxygen_ros.tools import children, sim_eval
+from oxygen_ros.tools import child_processes
 from oxygen_ros.tools.configure import TopicNames
-from oxygen_ros.tools.job import Job
 from oxygen_ros.tools.live import replay_live
 from oxygen_ros.tools.node_process import start_node, stop_node
+from oxygen_ros.tools.package_share import resource
 from oxygen_ros.tools.replay import summary
-from oxygen_ros.tools.share import resource
+from oxygen_ros.tools.replay_job import Job
+from oxygen_ros.tools.sim import evaluate
 
-# share/oxygen_ros after `colcon build`, else the checkout (oxygen_ros.tools.share)
+# share/oxygen_ros after `colcon build`, else the checkout (oxygen_ros.tools.package_share)
 DEMO_BAG = resource("data/demo_bag")
 DEMO_PARAMS = resource("config/tiny.yaml")
 SIM_DEMO_PARAMS = resource("config/sim_demo.yaml")
@@ -138,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
 def start_foxglove(params: Path, log: IO[bytes]) -> subprocess.Popen:
     """oxygen-foxglove as its own process, on its default port (the URL is printed)."""
     command = [sys.executable, "-m", "oxygen_ros.tools.foxglove", "--params", str(params)]
-    return children.popen(command, stdout=log, stderr=subprocess.STDOUT)
+    return child_processes.popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -198,7 +199,7 @@ def sim_demo(seed: int, out: Path, wait_s: float) -> int:
         "the oxygen node drives the simulated arm with the policy trained here "
         f"({SIM_DEMO_PARAMS}); it narrates and remembers as it goes"
     )
-    return sim_eval.main(
+    return evaluate.main(
         ["--params", str(SIM_DEMO_PARAMS), "--episodes", "1", "--seed", str(seed),
          "--rtf", "1", "--camera-size", str(SIM_DEMO_CAMERA), "--wait-s", str(wait_s),
          "--echo", "--out", str(out)]

@@ -17,7 +17,7 @@ bytes differ from run to run where the values do not):
 
 The recording starts on a whole second and sensors are stamped half a sensor period off
 it, so with a frame period that is a multiple of the sensor period no message lands on a
-frame tick (ticks fall on multiples of the period, see oxygen_ros.tools.job): a live node
+frame tick (ticks fall on multiples of the period, see oxygen_ros.tools.replay_job): a live node
 that keeps up then sees the same inputs per frame as an offline replay.
 """
 

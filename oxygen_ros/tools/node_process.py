@@ -2,7 +2,7 @@
 
 `oxygen-demo` and `oxygen-sim-eval` run the real node (`python -m oxygen_ros.node`) as its
 own process, so its frame loop does not share an interpreter lock with the tool's player,
-sim or recorder; it ends with the tool (tools.children).
+sim or recorder; it ends with the tool (tools.child_processes).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from oxygen_ros.ros_args import parameter_args
-from oxygen_ros.tools import children
+from oxygen_ros.tools import child_processes
 
 _STOP_TIMEOUT_S = 15.0  # for the node to shut down cleanly after Ctrl-C
 
@@ -27,7 +27,7 @@ def start_node(
     env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen:
     """The node as its own process: autostart, on the simulated clock of the player. It
-    gets SIGTERM if this process dies first (tools.children).
+    gets SIGTERM if this process dies first (tools.child_processes).
 
     overrides: parameter values after the params file, as `-p name:=value`.
     env: the process's environment (default: this one's), e.g. with its own ROS_DOMAIN_ID."""
@@ -37,7 +37,7 @@ def start_node(
         "-p", "use_sim_time:=true", "-p", "autostart:=true",
     ]  # fmt: skip
     command += parameter_args(overrides or {})
-    return children.popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    return child_processes.popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 def stop_node(node: subprocess.Popen) -> None:

@@ -8,8 +8,8 @@ and every frame is `frame.FrameLoop.run`, the node's frame function, with output
 go into a bag instead of onto topics. Messages are decoded by rclpy from the bag's CDR
 bytes and handed to the node's own callbacks (oxygen_ros.router), in log-time order, a
 message before a frame tick at the same time; ticks fall where the node's timer fires
-(oxygen_ros.tools.job). Frame time, latency and deadlines are measured on the steady clock, as
-in the node. As fast as possible (the default) every tick runs; `--rate R` paces bag
+(oxygen_ros.tools.replay_job). Frame time, latency and deadlines are measured on the steady
+clock, as in the node. As fast as possible (the default) every tick runs; `--rate R` paces bag
 time at R x wall time, and a tick that comes while the previous frame still runs is an
 overrun, as the node's worker refuses it.
 
@@ -61,8 +61,8 @@ from oxygen_ros.tools.bagio import (
     read_bag,
 )
 from oxygen_ros.tools.configure import TopicNames
-from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns, timer_grid
 from oxygen_ros.tools.live import Pacer, replay_live
+from oxygen_ros.tools.replay_job import OUTPUT_BAG, Job, OutputSink, period_ns, timer_grid
 from oxygen_ros.tools.report import Counts, build_report, no_frames, write_report
 
 _EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}  # 128 + the signal, as a shell reports it

@@ -3,7 +3,7 @@
 A manifest (manifest.py) names inputs and configurations; their product is a list of
 tasks with stable ids, one output folder each (tasks.py). Every task is exactly one run
 of an existing tool: a bag is one `oxygen-replay` through `replay_offline`, a batch of
-sim seeds one `oxygen-sim-eval` through `sim_eval.run_sim_eval`, so a task's report.json
+sim seeds one `oxygen-sim-eval` through `sim.evaluate.run_sim_eval`, so a task's report.json
 and output bag are what that tool writes when run by hand. Ray runs them (runner.py): by
 default on a local instance the tool starts and stops, bound to loopback, or on an
 existing cluster (`--address`). A worker is a Ray actor bound to one configuration; it

@@ -1,7 +1,7 @@
 """ROS_DOMAIN_IDs for worker actors, so that concurrent sim tasks cannot see each other.
 
 A sim task starts the sim node and the oxygen node as processes and records their topics
-in its worker (tools.sim_eval); two tasks on one machine on the same DDS domain would
+in its worker (tools.sim.evaluate); two tasks on one machine on the same DDS domain would
 execute each other's trajectories and record each other's episodes. So the driver gives
 every worker actor it creates its own domain id, which that actor's sim tasks run on (the
 sim, the node and the recorder), and takes it back when it retires the actor.

@@ -17,7 +17,7 @@ set as `-p name:=value` would set them; every configuration is read by the node'
 parameter code (configure.load_settings), so a misspelt name, a value out of range or of
 the wrong type fails here, every bag is checked against every configuration's input
 topics (job.check_bag), and every configuration that meets a sim input against the sim
-(sim_eval.check_params: its joint names, cameras, trajectory output). Each error is one
+(sim.evaluate.check_params: its joint names, cameras, trajectory output). Each error is one
 line that names the manifest, the key and, where one is at fault, the path.
 
 A sim input's seeds are cut into tasks of `per_task` seeds (default: all in one); each
@@ -46,8 +46,8 @@ from rclpy.exceptions import ParameterException
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros.params import Settings
 from oxygen_ros.tools.configure import load_settings
-from oxygen_ros.tools.job import check_bag
-from oxygen_ros.tools.sim_eval import check_params
+from oxygen_ros.tools.replay_job import check_bag
+from oxygen_ros.tools.sim.evaluate import check_params
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]*$")  # a folder name in the output tree
 _PATH_PARAMETERS = ("checkpoint_dir", "tokenizer_path")  # overrides that name files

@@ -18,7 +18,7 @@ An attempt starts by clearing what an earlier, interrupted attempt left (all but
 error.json), because a replay refuses to write into an existing output bag.
 
 A bag task is `replay_offline` with the worker's pipeline, reused across tasks of the
-same settings. A sim task is `sim_eval.run_sim_eval` on the input's family and seeds
+same settings. A sim task is `sim.evaluate.run_sim_eval` on the input's family and seeds
 with the configuration's params, overrides and policy: the node is its own process,
 started and stopped by the run, so there is no engine for the worker to keep and every
 sim task of the model policy compiles one (in that process). It runs on the worker's
@@ -41,9 +41,9 @@ from typing import Any
 
 from oxygen_ros.pipeline import Pipeline, make_pipeline
 from oxygen_ros.tools.eval.manifest import BagInput, SimInput, Task, describe
-from oxygen_ros.tools.job import Job
 from oxygen_ros.tools.replay import replay_offline
-from oxygen_ros.tools.sim_eval import SimEvalSpec, run_sim_eval
+from oxygen_ros.tools.replay_job import Job
+from oxygen_ros.tools.sim.evaluate import SimEvalSpec, run_sim_eval
 
 MARKER, ERRORS, ATTEMPT = "task.json", "error.json", "attempt.json"
 

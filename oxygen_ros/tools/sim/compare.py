@@ -7,7 +7,7 @@
 
 Every variant runs the same seeds through `run_sim_eval` with some node parameters
 overridden (and the sim's `command_delay_steps`); each run's full report stays under
---out/<variant>/, and one markdown row per run is printed as it finishes. Plans:
+--out/<variant>/, and one markdown row per run is printed as it finishes. Comparisons:
 
 - `handover`: replace, blend and rtc at two latencies. fast: the sim executes a
   trajectory at the tick after it arrives and d is `auto` (the node's measured latency in
@@ -41,8 +41,8 @@ from pathlib import Path
 import yaml
 
 from oxygen_core.sim.tasks import FAMILIES
+from oxygen_ros.tools.sim.evaluate import SIM_PARAMS, SimEvalSpec, run_sim_eval
 from oxygen_ros.tools.sim.record import families_arg
-from oxygen_ros.tools.sim_eval import SIM_PARAMS, SimEvalSpec, run_sim_eval
 
 HANDOVERS = ("replace", "blend", "rtc")
 MODES = ("oxygen", "shared", "isolated")
@@ -62,17 +62,19 @@ class Variant:
     command_delay_steps: int = 0
 
 
-def handover_plan(slow_delay: int) -> list[Variant]:
-    plan = []
+def handover_variants(slow_delay: int) -> list[Variant]:
+    variants = []
     for latency, delay in (("fast", 0), ("slow", slow_delay)):
         for handover in HANDOVERS:
             d = "auto" if delay == 0 else delay + 1
             name = f"{latency}-{handover}-d{d}"
-            plan.append(Variant(name, {"chunk_handover": handover, "rtc_delay_steps": d}, delay))
-    return plan
+            variants.append(
+                Variant(name, {"chunk_handover": handover, "rtc_delay_steps": d}, delay)
+            )
+    return variants
 
 
-def modes_plan() -> list[Variant]:
+def modes_variants() -> list[Variant]:
     return [
         Variant(f"{budget}-{mode}", {"engine_mode": mode, **extra})
         for budget, extra in (("default", {}), ("tight", TIGHT))
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m oxygen_ros.tools.sim.compare", description=__doc__.split("\n")[0]
     )
-    p.add_argument("plan", choices=("handover", "modes"))
+    p.add_argument("comparison", choices=("handover", "modes"))
     p.add_argument("--params", type=Path, default=SIM_PARAMS, help="node params YAML")
     p.add_argument("--families", type=families_arg, default=FAMILIES)
     p.add_argument("--episodes", type=int, default=2, help="episodes per family")
@@ -150,10 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     common = dict(args.set)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    plan = handover_plan(args.slow_delay) if args.plan == "handover" else modes_plan()
+    variants = (
+        handover_variants(args.slow_delay) if args.comparison == "handover" else modes_variants()
+    )
     rows = []
     print(HEAD, flush=True)
-    for variant in plan:
+    for variant in variants:
         spec = SimEvalSpec(
             params=args.params,
             overrides={**common, **variant.overrides},

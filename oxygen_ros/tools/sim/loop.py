@@ -93,11 +93,12 @@ class SimConfig:
         return max(1, round(self.control_rate_hz / self.camera_rate_hz))
 
 
-def episode_plan(
+def episode_order(
     families: tuple[str, ...], seed: int, episodes: int
 ) -> tuple[tuple[str, int], ...]:
-    """`episodes` seeds from `seed` per family, families interleaved seed by seed (a run cut
-    short has covered every family alike)."""
+    """The (family, seed) pairs of a run in run order (`SimConfig.episodes`): `episodes`
+    seeds from `seed` per family, families interleaved seed by seed (a run cut short has
+    covered every family alike)."""
     return tuple((f, s) for s in range(seed, seed + episodes) for f in families)
 
 
@@ -241,7 +242,7 @@ class SimLoop:
             memory=tuple(ep.memory),
         )
         self.outcomes.append(outcome)
-        self._port.publish("episode", convert.outcome_msg(outcome), self.now_ns)
+        self._port.publish("episode", m.outcome_msg(outcome), self.now_ns)
         self.episode = None
 
     # ------------------------------------------------------------------ tick parts
@@ -291,7 +292,7 @@ class SimLoop:
         if start < ep.start_ns:  # sent for the previous episode's world
             ep.rejected["previous_episode"] += 1
             return
-        rejection = self.executor.replace(convert.trajectory_of(msg, start), now=t / _NS)
+        rejection = self.executor.replace(m.trajectory_of(msg, start), now=t / _NS)
         if rejection is None:
             ep.accepted += 1
             return

@@ -8,11 +8,13 @@ and `oxygen-sim-record`'s bag are both built from it, so a live run and a record
 the same topics and the same messages, built by the same functions below.
 
 Stamps are integer nanoseconds of sim time (`convert.ns_to_stamp`), so a node's trajectory
-stamped with the /clock value it saw compares exactly with the sim's own ticks. The
-messages are built by oxygen_ros.convert, next to their inverse converters
-(rgb8_image_msg, joint_state_msg, trajectory_msg / trajectory_of, outcome_msg /
-outcome_of); the functions here only bind the sim's conventions (a stamp in integer
-nanoseconds, the arm's joint names, the base_link frame).
+stamped with the /clock value it saw compares exactly with the sim's own ticks. Sensor
+messages are built by oxygen_ros.convert, next to their inverse converters (rgb8_image_msg,
+joint_state_msg, trajectory_msg); the functions here bind the sim's conventions (a stamp in
+integer nanoseconds, the arm's joint names, the base_link frame). What only the sim speaks
+lives here, not in the node's conversions: a received JointTrajectory as the executor's
+`Trajectory` (trajectory_of) and an episode's `Outcome` both ways (outcome_msg /
+outcome_of), so the robot's process never loads oxygen_core.sim.
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ from collections.abc import Sequence
 import numpy as np
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import String
+from std_msgs.msg import Header, String
 from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_core.sim.arm import JOINT_NAMES
+from oxygen_core.sim.executor import Trajectory
+from oxygen_core.sim.outcome import Outcome
+from oxygen_core.sim.seam import SeamSummary
 from oxygen_ros import convert
-from oxygen_ros.convert import ns_to_stamp
+from oxygen_ros.convert import NS_PER_S, ns_to_stamp, stamp_to_ns
 from oxygen_ros.msg import EpisodeOutcome
 
 CAMERAS = ("base", "wrist")  # the sim's cameras, in the model's slot order
@@ -109,3 +114,89 @@ def trajectory_msg(
 ) -> JointTrajectory:
     """Rows of `positions` at `times` (seconds from the stamp `time`, ns)."""
     return convert.trajectory_msg(names, positions, times, stamp=ns_to_stamp(time))
+
+
+def trajectory_of(msg: JointTrajectory, start_ns: int) -> Trajectory:
+    """A received JointTrajectory for the sim's executor, starting at `start_ns` (the caller
+    maps a zero stamp to now). Values are passed as they are: the executor judges them."""
+    return Trajectory(
+        joint_names=tuple(msg.joint_names),
+        start=start_ns / NS_PER_S,
+        times=[stamp_to_ns(p.time_from_start) / NS_PER_S for p in msg.points],
+        positions=[list(p.positions) for p in msg.points],
+    )
+
+
+def outcome_msg(o: Outcome) -> EpisodeOutcome:
+    """A finished sim episode -> oxygen_ros/EpisodeOutcome, stamped at its end."""
+    s = o.seams
+    return EpisodeOutcome(
+        header=Header(stamp=ns_to_stamp(o.end_ns)),
+        index=o.index,
+        episodes=o.episodes,
+        family=o.family,
+        seed=int(o.seed),
+        instruction=o.instruction,
+        policy=o.policy,
+        success=bool(o.success),
+        start=ns_to_stamp(o.start_ns),
+        duration_s=float(o.duration_s),
+        time_limit_s=float(o.time_limit_s),
+        wall_s=float(o.wall_s),
+        steps=o.steps,
+        trajectories_accepted=o.accepted,
+        trajectories_rejected=sum(o.rejected.values()),
+        reject_reasons=list(o.rejected),
+        reject_counts=list(o.rejected.values()),
+        seams=s.seams,
+        seam_jerks=s.jerks,
+        seam_jump_mean=s.jump_mean,
+        seam_jump_max=s.jump_max,
+        seam_jerk_mean=s.jerk_mean,
+        seam_jerk_max=s.jerk_max,
+        seam_arm_jump_mean=s.arm_jump_mean,
+        seam_arm_jump_max=s.arm_jump_max,
+        seam_gripper_jump_mean=s.gripper_jump_mean,
+        seam_gripper_jump_max=s.gripper_jump_max,
+        renders=o.renders,
+        render_wall_s=o.render_wall_s,
+        narration=list(o.narration),
+        memory=list(o.memory),
+    )
+
+
+def outcome_of(msg: EpisodeOutcome) -> Outcome:
+    """The message back into an Outcome (the evaluation's side)."""
+    return Outcome(
+        index=msg.index,
+        episodes=msg.episodes,
+        family=msg.family,
+        seed=msg.seed,
+        instruction=msg.instruction,
+        policy=msg.policy,
+        success=msg.success,
+        start_ns=stamp_to_ns(msg.start),
+        end_ns=stamp_to_ns(msg.header.stamp),
+        duration_s=msg.duration_s,
+        time_limit_s=msg.time_limit_s,
+        wall_s=msg.wall_s,
+        steps=msg.steps,
+        accepted=msg.trajectories_accepted,
+        rejected=dict(zip(msg.reject_reasons, msg.reject_counts, strict=True)),
+        seams=SeamSummary(
+            seams=msg.seams,
+            jerks=msg.seam_jerks,
+            jump_mean=msg.seam_jump_mean,
+            jump_max=msg.seam_jump_max,
+            jerk_mean=msg.seam_jerk_mean,
+            jerk_max=msg.seam_jerk_max,
+            arm_jump_mean=msg.seam_arm_jump_mean,
+            arm_jump_max=msg.seam_arm_jump_max,
+            gripper_jump_mean=msg.seam_gripper_jump_mean,
+            gripper_jump_max=msg.seam_gripper_jump_max,
+        ),
+        renders=msg.renders,
+        render_wall_s=msg.render_wall_s,
+        narration=tuple(msg.narration),
+        memory=tuple(msg.memory),
+    )

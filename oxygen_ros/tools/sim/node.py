@@ -36,7 +36,7 @@ from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros import ros_args
 from oxygen_ros.ros_args import ParamDoc
 from oxygen_ros.spin import CannotStart, Hosted, run_node
-from oxygen_ros.tools.sim.loop import POLICIES, SimConfig, SimLoop, episode_plan
+from oxygen_ros.tools.sim.loop import POLICIES, SimConfig, SimLoop, episode_order
 from oxygen_ros.tools.sim.messages import SIM_TOPICS, TRAJECTORY_TOPIC
 
 NODE_NAME = "oxygen_sim"
@@ -87,7 +87,7 @@ class SimNode(Node):
             self.declare_parameter(parameter.name, parameter.default)
         p = {q.name: self.get_parameter(q.name).value for q in PARAMETERS}
         self.cfg = SimConfig(
-            episodes=episode_plan(tuple(p["families"]), p["seed"], p["episodes"]),
+            episodes=episode_order(tuple(p["families"]), p["seed"], p["episodes"]),
             policy=p["policy"],
             control_rate_hz=p["control_rate_hz"],
             camera_rate_hz=p["camera_rate_hz"],

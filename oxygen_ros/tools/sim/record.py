@@ -30,7 +30,7 @@ from typing import Any
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros.tools.bagio import BagWriter
-from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_plan
+from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_order
 from oxygen_ros.tools.sim.messages import SIM_TOPICS
 
 NOT_RECORDED = ("clock",)
@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         cfg = SimConfig(
-            episodes=episode_plan(args.families, args.seed, args.episodes),
+            episodes=episode_order(args.families, args.seed, args.episodes),
             policy="expert",
             control_rate_hz=args.control_rate,
             camera_rate_hz=args.camera_rate,

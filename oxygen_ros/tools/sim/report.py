@@ -29,13 +29,13 @@ from matplotlib.figure import Figure
 
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
-from oxygen_ros.convert import outcome_of
 from oxygen_ros.params import Settings
 from oxygen_ros.tools.configure import TopicNames
-from oxygen_ros.tools.job import OUTPUT_BAG
 from oxygen_ros.tools.live import node_counts
+from oxygen_ros.tools.replay_job import OUTPUT_BAG
 from oxygen_ros.tools.report import Recording, RunInfo, build_report, plot_timeline, warmup_frames
 from oxygen_ros.tools.sim import animation
+from oxygen_ros.tools.sim.messages import outcome_of
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,15 +1,18 @@
 """A short training run of one recipe variant, then its open-loop grounding check.
 
-    python -m oxygen_core.train.variants --name lr3e-3 --steps 600 --lr 3e-3
-    python -m oxygen_core.train.variants --name img128 --steps 600 --image-size 128 --patch-size 16
+    python scripts/experiments/train_variants.py --name lr3e-3 --steps 600 --lr 3e-3
+    python scripts/experiments/train_variants.py --name img128 --steps 600 --image-size 128 \
+        --patch-size 16
 
 Comparing recipes by closed-loop success costs a long run each and says only "0/10";
 this trains a variant for a few hundred steps on the same expert data as `oxygen-train`
 (any of its data and optimiser flags apply) and prints one JSON row of the grounding
 figures (`grounding.check` on held-out seeds) next to the validation losses, appended to
-`<work>/results.jsonl` for a comparison table. Variants may change what a checkpoint of
-the `demo` preset could not hold (image size, patch size), so nothing is exported: a
-variant worth shipping goes into the preset and through `oxygen-train`.
+`<work>/../variants/results.jsonl` (<work>: oxygen-train's --work) for a comparison table.
+Variants may change what a checkpoint of the `demo` preset could not hold (image size,
+patch size), so nothing is exported: a variant worth shipping goes into the preset and
+through `oxygen-train`. An experiment harness, not part of the package: it imports
+oxygen_core.train and runs from the checkout's venv.
 """
 
 from __future__ import annotations
@@ -21,16 +24,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from oxygen_core.config import model_preset, robot_preset
 from oxygen_core.train import cli, grounding
-from oxygen_core.train.dataset import Arrays
 from oxygen_core.train.trainer import TrainConfig, train
 
 
 def main(argv: list[str] | None = None) -> None:
-    own = argparse.ArgumentParser(prog="python -m oxygen_core.train.variants", add_help=False)
+    own = argparse.ArgumentParser(prog="train_variants.py", add_help=False)
     own.add_argument("--name", required=True)
     own.add_argument("--image-size", type=int, help="model image pixels (demo: 64)")
     own.add_argument("--patch-size", type=int, help="vision patch pixels (demo: 8)")
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     train_set = prep.train_set
     if args.reach_repeat > 1:
         train_eps, _ = cli.split(data, targs.val_every_episode)
-        train_set = oversample_reach(train_set, train_eps.narration, args.reach_repeat)
+        train_set = grounding.oversample_reach(train_set, train_eps.narration, args.reach_repeat)
     tc = cli.train_config(
         targs,
         text_weight=args.text_weight,
@@ -80,13 +80,6 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps(row))
     with open(work / "results.jsonl", "a") as f:
         f.write(json.dumps(row) + "\n")
-
-
-def oversample_reach(arrays: Arrays, narration: list[str], times: int) -> Arrays:
-    """`arrays` with its reach-phase steps (narration "moving ...") `times` over, so that
-    uniform batches draw them `times` as often."""
-    reach = np.flatnonzero([n.startswith(grounding.REACH_NARRATION) for n in narration])
-    return arrays.take(np.concatenate([np.arange(len(arrays)), np.tile(reach, times - 1)]))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""oxygen_ros.tools.share: data files from the install's share folder, else the checkout.
+"""oxygen_ros.tools.package_share: data files from the install's share folder, else the checkout.
 
 The install prefixes here are real ament index layouts (what colcon writes), read by the
 real ament_index_python.
@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("ament_index_python")
 
-from oxygen_ros.tools import share  # noqa: E402
+from oxygen_ros.tools import package_share  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,22 +31,22 @@ def _install_prefix(prefix: Path, files: list[str]) -> Path:
 
 def test_outside_a_ros_environment_the_checkout_serves(monkeypatch):
     monkeypatch.delenv("AMENT_PREFIX_PATH", raising=False)
-    assert share.installed_share() is None
-    assert share.resource("config/tiny.yaml") == ROOT / "config" / "tiny.yaml"
+    assert package_share.installed_share() is None
+    assert package_share.resource("config/tiny.yaml") == ROOT / "config" / "tiny.yaml"
     assert (ROOT / "data" / "demo_bag").is_dir()
 
 
 def test_the_installed_copy_wins_when_it_exists(monkeypatch, tmp_path):
     installed = _install_prefix(tmp_path / "install", ["data/demo_bag/metadata.yaml"])
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(tmp_path / "install"))
-    assert share.installed_share() == installed
-    assert share.resource("data/demo_bag") == installed / "data" / "demo_bag"
+    assert package_share.installed_share() == installed
+    assert package_share.resource("data/demo_bag") == installed / "data" / "demo_bag"
     # The development venv's share folder has only the messages: fall back to the checkout.
-    assert share.resource("config/tiny.yaml") == ROOT / "config" / "tiny.yaml"
+    assert package_share.resource("config/tiny.yaml") == ROOT / "config" / "tiny.yaml"
 
 
 def test_an_install_without_oxygen_ros_is_not_used(monkeypatch, tmp_path):
     (tmp_path / "other" / "share").mkdir(parents=True)
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(tmp_path / "other"))
-    assert share.installed_share() is None
-    assert share.resource("data/missing") == ROOT / "data" / "missing"
+    assert package_share.installed_share() is None
+    assert package_share.resource("data/missing") == ROOT / "data" / "missing"

@@ -8,7 +8,7 @@ its children spinning forever, holding CPU, memory and their DDS topics.
 `popen` therefore has the kernel send the child SIGTERM when its parent dies
 (`prctl(PR_SET_PDEATHSIG)`); the nodes stop cleanly on SIGTERM (oxygen_ros.spin). The
 call has to be made in the child, so the child starts as this module
-(`python -m oxygen_ros.tools.children PARENT_PID COMMAND...`), which makes it and then
+(`python -m oxygen_ros.tools.child_processes PARENT_PID COMMAND...`), which makes it and then
 replaces itself with COMMAND (exec keeps the setting; Popen's pid is COMMAND's). Not a
 `preexec_fn`: that runs Python in a forked copy of a parent full of threads (JAX, rclpy),
 which Python documents as unsafe and JAX warns about on every start.

@@ -1,4 +1,4 @@
-"""Children started by the tools end with their parent (tools.children, sim_eval).
+"""Children started by the tools end with their parent (tools.child_processes, sim.evaluate).
 
 A parent process starts a child the way the tools do, prints its pid and waits; the test
 SIGKILLs the parent, which then runs no clean-up at all, and the child must be gone
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from oxygen_ros.tools import demo, sim_eval
+from oxygen_ros.tools import demo
+from oxygen_ros.tools.sim import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "config" / "tiny.yaml"
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.skipif(
 
 SLEEPER = """
 import sys, time
-from oxygen_ros.tools.children import popen
+from oxygen_ros.tools.child_processes import popen
 child = popen([sys.executable, "-c", "import time; time.sleep(600)"])
 print(child.pid, flush=True)
 time.sleep(600)
@@ -90,11 +91,11 @@ def test_sim_eval_stops_the_node_when_the_sim_fails_to_start(tmp_path, monkeypat
     def start_sim(*args):
         raise OSError("no simulator (a fault injected by the test)")
 
-    monkeypatch.setattr(sim_eval, "start_node", start_node)
-    monkeypatch.setattr(sim_eval, "start_sim", start_sim)
+    monkeypatch.setattr(evaluate, "start_node", start_node)
+    monkeypatch.setattr(evaluate, "start_sim", start_sim)
     try:
         with pytest.raises(OSError, match="fault injected"):
-            sim_eval.run_sim_eval(sim_eval.SimEvalSpec(episodes=1), tmp_path / "out")
+            evaluate.run_sim_eval(evaluate.SimEvalSpec(episodes=1), tmp_path / "out")
         (node,) = nodes
         assert node.poll() is not None, "the node runs on after the sim failed"
     finally:

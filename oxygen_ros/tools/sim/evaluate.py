@@ -55,19 +55,19 @@ from oxygen_ros import topics
 from oxygen_ros.convert import image_to_rgb, msgtype, stamp_to_ns
 from oxygen_ros.params import Settings
 from oxygen_ros.ros_args import parameter_args
-from oxygen_ros.tools import children
+from oxygen_ros.tools import child_processes
 from oxygen_ros.tools.bagio import BagMessage, BagWriter
 from oxygen_ros.tools.configure import TopicNames, load_settings
-from oxygen_ros.tools.job import OUTPUT_BAG, OutputSink
 from oxygen_ros.tools.live import OutputRecorder, wait_until
 from oxygen_ros.tools.node_process import start_node, stop_node
+from oxygen_ros.tools.replay_job import OUTPUT_BAG, OutputSink
 from oxygen_ros.tools.sim import report as sim_report
-from oxygen_ros.tools.sim.loop import episode_plan
+from oxygen_ros.tools.sim.loop import episode_order
 from oxygen_ros.tools.sim.messages import SIM_TOPICS
 from oxygen_ros.tools.sim.node import QOS
 from oxygen_ros.tools.sim.record import families_arg
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # oxygen_ros/tools/sim/evaluate.py
 SIM_PARAMS = ROOT / "config" / "sim.yaml"
 _STATUS_PERIOD_S = 5.0
 _RECORDED_SIM_KEYS = ("episode", "narration", "memory")
@@ -226,10 +226,10 @@ def start_sim(
     parameters: Mapping[str, object], log: Any, env: Mapping[str, str] | None = None
 ) -> subprocess.Popen:
     """`oxygen-sim` as its own process with these parameters; it gets SIGTERM if this
-    process dies first (tools.children)."""
+    process dies first (tools.child_processes)."""
     command = [sys.executable, "-m", "oxygen_ros.tools.sim.node", "--ros-args"]
     command += parameter_args(parameters)
-    return children.popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    return child_processes.popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,7 +258,7 @@ class SimEvalSpec:
 
 
 def sim_parameters(spec: SimEvalSpec, names: TopicNames, control_hz: float) -> dict:
-    """The sim node's parameters: the node's topics and control rate, the run's plan."""
+    """The sim node's parameters: the node's topics and control rate, the run's episodes."""
     cameras = dict(zip(("base_camera_topic", "wrist_camera_topic"), names.cameras, strict=False))
     return {
         "families": list(spec.families),
@@ -309,7 +309,7 @@ def run_sim_eval(spec: SimEvalSpec, out: Path) -> dict[str, Path]:
         raise ValueError("--episodes must be >= 1 and --rtf > 0")
     out.mkdir(parents=True, exist_ok=True)
     rtf = spec.real_time_factor
-    plan = episode_plan(spec.families, spec.seed, spec.episodes)
+    order = episode_order(spec.families, spec.seed, spec.episodes)
     sim_params = sim_parameters(spec, names, settings.node.control_rate_hz)
     record = {t.topic: msgtype(t.msg_class) for t in SIM_TOPICS if t.key in _RECORDED_SIM_KEYS}
     if spec.policy == "model":
@@ -335,9 +335,9 @@ def run_sim_eval(spec: SimEvalSpec, out: Path) -> dict[str, Path]:
                 started.append(node)
             sim = start_sim(sim_params, sim_log, env)
             started.append(sim)
-            print(f"{len(plan)} episodes ({', '.join(spec.families)} x {spec.episodes}), "
+            print(f"{len(order)} episodes ({', '.join(spec.families)} x {spec.episodes}), "
                   f"policy {spec.policy}, real-time factor {rtf:g}; logs in {out}")  # fmt: skip
-            _wait_for_episodes(sim, node, collector, len(plan), spec, out)
+            _wait_for_episodes(sim, node, collector, len(order), spec, out)
             if node is not None:
                 period = settings.node.frame_period_s
                 recorder.wait_quiet(quiet_s=max(1.0, 3 * period), timeout_s=60.0)
