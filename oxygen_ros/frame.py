@@ -11,17 +11,14 @@ through a `FrameLogger`: the node hands it its gated lifecycle publishers and rc
 replay a bag writer and a file logger, the unit test a recorder. The steady clock is a
 parameter too, so a test can drive latency and deadline misses exactly.
 
-Chunk hand-over (docs/DESIGN.md section 10): the loop remembers the last chunk it
-sent (`SentChunk`: the rows published and the node-clock time its row 0 executes). With
-chunk_handover blend or rtc, each frame hands it to `engine.act` with the rows executed
-by the tick's time; the engine answers with d, the control steps that run before the new
-chunk can arrive, and the chunk goes out stamped d control periods after the tick
-(on the previous chunk's control grid: `_handover`) with its rows from d on, so its
-first point is where the robot is when it takes over. With replace there is no handover
-and d is 0: the chunk is stamped at the tick with all its rows, as it always was. All
-hand-over time is the tick's stamp (node clock; bag time in replay) in integer
-nanoseconds, so step counts are exact. After a reset (deactivate) or a tick earlier than
-the last chunk's, the next frame has no handover.
+Chunk hand-over (docs/DESIGN.md section 10) is `oxygen_core.engine.timeline.ChunkTimeline`'s:
+it keeps the chunk the robot runs, hands it to `engine.act` with the rows executed by the
+tick, and says which rows go out with which stamp (d control periods after the running
+row the new chunk continues); this loop only sequences it on the tick's stamp (node
+clock; bag time in replay, integer nanoseconds), warns when d reached past the chunk,
+counts a chunk stamped before the previous one and tells the timeline when a chunk went
+out. On-demand requests go straight to the engine, which queues them thread-safely and
+refuses (the loop logs why) what it could not hold.
 """
 
 from __future__ import annotations
@@ -31,13 +28,12 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-import numpy as np
 from builtin_interfaces.msg import Time
 from std_msgs.msg import String
 
 from oxygen_core.engine import Engine
-from oxygen_core.engine.types import ActionResult, Handover, LanguageResult
-from oxygen_core.model.rtc import shift_chunk
+from oxygen_core.engine.timeline import ChunkTimeline, Takeover
+from oxygen_core.engine.types import ActionResult, LanguageResult
 from oxygen_ros import topics
 from oxygen_ros.convert import (
     action_chunk_msg,
@@ -78,36 +74,6 @@ class Tick:
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class SentChunk:
-    """What the robot executes from the last chunk's row-0 time on: the d rows of the plan
-    before it that run until it takes over, then the rows it published. With d within a
-    frame (d <= execute_horizon) the next tick lies past the first d rows; with a longer
-    delay it does not, and the next chunk must meet these, not the unstarted chunk's."""
-
-    rows: np.ndarray  # float32 [rows, D], robot units: the plan's d rows, then the published
-    row0_ns: int  # node clock at which rows[0] executes
-    tick_ns: int  # the stamp of the frame that computed it
-
-
-def _plan(
-    handover: Handover | None,
-    first: int,
-    rows: np.ndarray,
-    anchor_ns: int,
-    period_ns: int,
-    tick_ns: int,
-) -> SentChunk:
-    """The robot's commands from the new chunk's row-0 time (`anchor_ns`): the previous
-    plan's rows for the `first` (d) steps before the new rows take over (its last row held
-    if it ends sooner), then the new rows. Without a handover, the new rows from d on."""
-    rows = np.asarray(rows, np.float32)
-    if handover is None or first == 0:
-        return SentChunk(rows, anchor_ns + first * period_ns, tick_ns)
-    running = shift_chunk(np.asarray(handover.previous, np.float32), handover.executed, first)
-    return SentChunk(np.concatenate([running, rows]), anchor_ns, tick_ns)
-
-
 class FrameLoop:
     """Inputs -> observation -> action chunk out -> language out -> stats out."""
 
@@ -132,36 +98,26 @@ class FrameLoop:
         self._layout = layout
         self._log = logger
         self._clock = clock
-        self._requests: collections.deque[str] = collections.deque()
         self._origins: collections.OrderedDict[int, Time] = collections.OrderedDict()
         self._texts: dict[str, str] = {}
         self._throttle = KeyedThrottle(clock=clock)
-        self._period_ns = round(cfg.control_period_s * 1e9)
-        self._sent: SentChunk | None = None  # the handover source; None after a reset
+        self._timeline = ChunkTimeline(
+            cfg.control_period_s, engine.cfg.chunk_handover, engine.delay, layout.horizon
+        )
         self._last_stamps: tuple[int, int] | None = None  # (row0_ns, tick_ns), kept by reset
 
     def request(self, stream: str) -> None:
-        """Ask for an on-demand request of `stream` (any thread; the worker passes it on).
-
-        Requests wait here until a frame runs. While frames skip (no inputs), more than the
-        engine could hold (pool rows plus queue) are refused with a warning, not hoarded.
-        """
-        engine_cfg = self._engine.cfg
-        limit = engine_cfg.max_active_requests + engine_cfg.max_queued_requests
-        if len(self._requests) >= limit:
-            self._log.warning(
-                f"~/request {stream!r} refused: {limit} requests already wait for a frame "
-                f"(max_active_requests + max_queued_requests)",
-                throttle_duration_sec=2.0,
-            )
-            return
-        self._requests.append(stream)
+        """Ask for an on-demand request of `stream` (any thread: the engine queues it
+        thread-safely for its next language phase). What the engine could not hold (while
+        frames skip, more than its pool rows plus queue) is refused with a warning."""
+        refused = self._engine.request(stream)
+        if refused is not None:
+            self._log.warning(f"~/request {stream!r} refused: {refused}", throttle_duration_sec=2.0)
 
     def reset(self) -> None:
-        """Drop waiting requests and the engine's requests (on the worker, as it ends)."""
-        self._requests.clear()
+        """Drop the engine's requests and the running chunk (on the worker, as it ends)."""
         self._texts.clear()
-        self._sent = None  # the robot may have moved anywhere before the next activation
+        self._timeline.reset()  # the robot may have moved anywhere before the next activation
         self._engine.reset()
 
     def run(self, tick: Tick) -> None:
@@ -172,62 +128,29 @@ class FrameLoop:
             return
         for slot, detail in self._assembler.blanked.items():
             self._warn(f"blank {slot}", f"camera left blank: {detail}")
-        while self._requests:
-            self._engine.request(self._requests.popleft())
-        handover, anchor_ns = self._handover(tick)
-        action = self._engine.act(obs, handover)
-        if handover is not None and action.handover == "replace":
+        takeover = self._timeline.at(stamp_to_ns(tick.stamp))
+        action = self._engine.act(obs, takeover.handover)
+        if takeover.handover is not None and action.handover == "replace":
             self._stats.handover_fell_back()  # the previous chunk had no row left to meet
-        if not self._publish_actions(tick, action, anchor_ns, handover):
+        if not self._publish_actions(tick, action, takeover):
             return  # deactivated mid-frame: no language work for a closed node
         time_left_s = max(0.0, tick.deadline_s - self._clock())
         language = self._engine.language(time_left_s=time_left_s)
         self._publish_language(tick, language)
         self._publish_stats(tick, action, language)
 
-    def _handover(self, tick: Tick) -> tuple[Handover | None, int]:
-        """The sent chunk with its rows executed by the tick (None: nothing to meet), and
-        the node-clock time the new chunk's row 0 stands for (`anchor`).
-
-        executed is the sent row whose time is nearest the tick, not the floor: tick
-        stamps jitter by the executor's latency, and a tick 1 ms early of a whole number
-        of steps would floor to one step too few. With a handover, the new chunk's row i
-        continues sent row executed + i, so the anchor is that row's time: every chunk
-        stays on the first one's control grid (within half a step of the tick)."""
-        tick_ns = stamp_to_ns(tick.stamp)
-        sent = self._sent
-        if self._engine.cfg.chunk_handover == "replace" or sent is None:
-            return None, tick_ns
-        if tick_ns < sent.tick_ns:  # the clock went back (sim reset, bag loop)
-            self._sent = None
-            return None, tick_ns
-        period = self._period_ns
-        executed = max(0, (tick_ns - sent.row0_ns + period // 2) // period)
-        handover = Handover(sent.rows, executed, self._cfg.control_period_s)
-        return handover, sent.row0_ns + executed * period
-
-    def _first_row(self, action: ActionResult) -> int:
-        """d, the chunk's first row to publish (rows before it run before it arrives)."""
-        last = len(action.actions) - 1
-        if action.delay_steps > last:
+    def _publish_actions(self, tick: Tick, action: ActionResult, takeover: Takeover) -> bool:
+        """Publish the chunk (and trajectory) at once, the rows and stamp the timeline
+        releases; False when the outputs are closed."""
+        release = self._timeline.release(takeover, action)
+        if release.clipped:
             self._log.warning(
                 f"delay of {action.delay_steps} control steps exceeds the chunk's "
-                f"{last + 1} rows: publishing its last row only",
+                f"{len(action.actions)} rows: publishing its last row only",
                 throttle_duration_sec=2.0,
             )
-        return min(action.delay_steps, last)
-
-    def _publish_actions(
-        self, tick: Tick, action: ActionResult, anchor_ns: int, handover: Handover | None
-    ) -> bool:
-        """Publish the chunk (and trajectory) at once, from row d, stamped d control steps
-        after `anchor_ns` (the time of its row 0); False when the outputs are closed."""
-        first = self._first_row(action)
-        rows = action.actions[first : first + self._layout.horizon]
-        chunk = dataclasses.replace(action, actions=rows)
-        tick_ns = stamp_to_ns(tick.stamp)
-        row0_ns = anchor_ns + first * self._period_ns
-        stamp = ns_to_stamp(row0_ns)
+        chunk = dataclasses.replace(action, actions=release.rows)
+        stamp = ns_to_stamp(release.row0_ns)
         now_s = self._clock()
         latency_s, met = now_s - tick.start_s, now_s <= tick.deadline_s
         names, period = self._layout.action_names, self._cfg.control_period_s
@@ -248,11 +171,10 @@ class FrameLoop:
             self._out.publish(topics.JOINT_TRAJECTORY, trajectory)
         if published:
             self._stats.chunk_published(at_s=now_s, latency_s=latency_s, deadline_met=met)
-            self._check_stamp_order(row0_ns, tick_ns)
-            self._sent = _plan(handover, first, rows, anchor_ns, self._period_ns, tick_ns)
-            # The robot gets the chunk at publish, not when act returns: d ("auto") must
-            # cover the whole tick-to-publish time (docs/DESIGN.md section 10).
-            self._engine.delay.observe(latency_s)
+            self._check_stamp_order(release.row0_ns, takeover.tick_ns)
+            # The robot gets the chunk at publish, not when act returns: d ("auto") covers
+            # the whole tick-to-publish time (docs/DESIGN.md section 10).
+            self._timeline.commit(release, latency_s)
         self._remember_origin(action.frame, tick.stamp)
         return published
 

@@ -16,6 +16,7 @@ import pytest
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Header
 
+from oxygen_core.engine.scheduler import Scheduler
 from oxygen_core.engine.types import (
     ActionResult,
     EngineConfig,
@@ -65,7 +66,9 @@ class FakeEngine:
     Hand-over: with chunk_handover other than replace, act records the handover it gets
     and answers with the next of `delays` as d; mode is the configured one when the
     handover still has a row at `executed`, else replace, as the real engine decides.
-    `delay` is the real DelayEstimator, so what the loop feeds it is observable.
+    `delay` is the real DelayEstimator, so what the loop feeds it is observable, and
+    requests go to a real `Scheduler` (1 pool row, a queue of 1), which takes or refuses
+    them as the engine's does.
     """
 
     def __init__(
@@ -82,7 +85,7 @@ class FakeEngine:
         self.clock, self.act_s, self.language_s = clock, list(act_s), language_s
         self.delays = list(delays)
         self.frame = -1
-        self.requested: list[str] = []
+        self.scheduler = Scheduler(self.cfg.streams, 1, (1,), "queue", 1)
         self.time_left: list[float] = []
         self.handovers: list[Handover | None] = []
         self.delay = DelayEstimator()
@@ -103,8 +106,8 @@ class FakeEngine:
         delay = self.delays[self.frame]
         return ActionResult(self.frame, actions, 0.001, 0.002, mode, delay)
 
-    def request(self, stream: str) -> None:
-        self.requested.append(stream)
+    def request(self, stream: str) -> str | None:
+        return self.scheduler.demand(stream)
 
     def language(self, time_left_s: float | None = None) -> LanguageResult:
         self.time_left.append(time_left_s)
@@ -119,7 +122,7 @@ class FakeEngine:
         return LanguageResult(self.frame, events, self.language_s, 2, 1, 1, 0, 0, 0, len(events), 1)
 
     def reset(self) -> None:
-        self.requested.clear()
+        self.scheduler.clear()
 
 
 def _event(rid: int, stream: str, origin: int, delta: str, text: str, reason) -> TokenEvent:
@@ -325,16 +328,22 @@ def test_nothing_is_published_while_the_gate_is_closed():
     assert r.stats.snapshot().frames == 1
 
 
-def test_requests_pass_to_the_engine_at_the_next_frame_up_to_pool_plus_queue():
+def test_requests_beyond_what_the_engine_can_take_are_refused_with_its_reason():
+    """While frames skip (no inputs yet) requests go straight into the engine's one
+    queue; past its pool row plus queue the engine refuses and the loop logs why."""
     r = rig(act_s=[0.01])
-    for _ in range(3):  # max_active_requests 1 + max_queued_requests 1: the third is refused
+    r.tick()  # skipped: no instruction
+    for _ in range(3):
         r.loop.request("memory")
-    assert len(r.log.warnings) == 1 and "refused" in r.log.warnings[0]
-    assert r.engine.requested == []
-    r.assembler.on_instruction("stack")
-    r.feed()
-    r.tick()
-    assert r.engine.requested == ["memory", "memory"]
+    assert r.log.warnings[1:] == [
+        "~/request 'memory' refused: 2 requests already wait for a language phase, as many "
+        "as it can take (pool rows 1 + queue 1)"
+    ]
+    assert [p.stream for p in r.engine.scheduler.queue] == ["memory", "memory"]
+    admission = r.engine.scheduler.admit(0)  # the refusal counts with the next frame's rejected
+    assert (len(admission.admitted), admission.rejected, len(r.engine.scheduler.queue)) == (1, 1, 1)
+    r.loop.reset()
+    assert len(r.engine.scheduler.queue) == 0
 
 
 # ------------------------------------------------------------------ chunk hand-over

@@ -108,6 +108,10 @@ def test_no_compilation_after_warmup_with_rtc_whatever_d_and_the_executed_steps(
     engine.warmup(observations[0])
     compiled = engine.compile_count()
     previous, seen = engine.act(observations[0]).actions, set()
+    # Neither warm-up (compilation) nor act writes d: only a published chunk's latency
+    # does (`ChunkTimeline.commit`), here one of 3 ms.
+    assert engine.delay.steps(1e-4) == 0
+    engine.delay.observe(0.003)
     for frame, (executed, period) in enumerate([(0, 1.0), (1, 1e-4), (2, 0.01), (3, 1.0)]):
         result = engine.act(observations[1 + frame], Handover(previous, executed, period))
         seen.add((result.handover, result.delay_steps > 1))

@@ -20,7 +20,7 @@ import yaml
 from oxygen_ros.tools import replay
 from oxygen_ros.tools.bagio import from_cdr, read_bag
 from oxygen_ros.tools.configure import load_settings
-from oxygen_ros.tools.job import OUTPUT_BAG
+from oxygen_ros.tools.replay_job import OUTPUT_BAG
 from oxygen_ros.topics import ACTION_CHUNK, STATS
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]

@@ -1,6 +1,7 @@
 """The in-process closed loop with chunk hand-over and a link delay (oxygen-train-eval
---handover/--link-delay): the node's bookkeeping of what the arm runs, the seam meter and
-the overlap of each new chunk with the rows the arm runs while it travels."""
+--handover/--link-delay): the node's bookkeeping of what the arm runs (`ChunkTimeline`, on
+ticks; its own tests are test_timeline.py), the seam meter and the overlap of each new
+chunk with the rows the arm runs while it travels."""
 
 import json
 from pathlib import Path
@@ -41,20 +42,6 @@ def test_a_chunk_reaches_the_controller_link_delay_ticks_after_its_frame():
     commands = [link.command(t)[0] for t in range(5)]
     assert commands[:3] == [0.0, 0.0, 0.0]  # the start pose held while it travels
     assert commands[3:] == pytest.approx([3.0, 4.0])  # its rows 0-2 were past on arrival
-
-
-def test_the_plan_runs_the_previous_plans_rows_until_the_new_chunk_takes_over():
-    previous = rollout._Plan(np.arange(10, dtype=np.float32)[:, None] * np.ones((1, 7)), row0=4)
-    handover = rollout._handover("rtc", previous, step=6, dt=DT)
-    assert handover.executed == 2 and handover.previous is previous.rows
-    assert rollout._handover("replace", previous, step=6, dt=DT) is None
-    rows = np.full((7, 7), -1.0, np.float32)  # a new chunk from row d = 3 on
-    plan = rollout._next_plan(previous, rows, first=3, step=6)
-    assert plan.row0 == 6  # the new chunk's row 0, the frame's tick
-    np.testing.assert_array_equal(plan.rows[:3, 0], [2.0, 3.0, 4.0])
-    np.testing.assert_array_equal(plan.rows[3:], rows)
-    replaced = rollout._next_plan(previous, rows, first=0, step=6)
-    assert replaced.row0 == 6 and replaced.rows is rows
 
 
 @pytest.mark.slow

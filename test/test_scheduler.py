@@ -2,20 +2,21 @@
 
 The scheduler is the host half of the KV cache manager: it turns triggers into pending
 requests, hands out pool slots, applies the pool-full policy and picks the decode bucket.
-These tests drive it the way the engine does (trigger or demand, plan, finish) and check
+These tests drive it the way the engine does (trigger or demand, admit, finish) and check
 every count; the property tests replay random arrival patterns and lengths and check the
 invariants the device pool relies on after every frame.
 """
 
 import dataclasses
 import math
+import threading
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oxygen_core.engine.latency import MIN_STEP_S, LatencyModel, StepBudget
-from oxygen_core.engine.scheduler import Plan, Scheduler
+from oxygen_core.engine.scheduler import Admission, Scheduler
 from oxygen_core.engine.types import StreamConfig
 
 NARRATION = StreamConfig("narration", "Narrate:", max_tokens=5, trigger="every")
@@ -28,8 +29,8 @@ def scheduler(capacity=8, pool_full="queue", max_queue=64, streams=(NARRATION, M
     return Scheduler(streams, capacity, BUCKETS, pool_full, max_queue)
 
 
-def plan(sched, frame=0):
-    return sched.plan(frame)
+def admit(sched, frame=0):
+    return sched.admit(frame)
 
 
 # --------------------------------------------------------------------------- CRUD
@@ -39,7 +40,7 @@ def test_admission_assigns_increasing_ids_and_lowest_free_slots():
     sched = scheduler()
     for _ in range(3):
         sched.demand("ask")
-    first = plan(sched, frame=4)
+    first = admit(sched, frame=4)
     assert [(r.id, r.slot, r.stream, r.origin_frame, r.max_tokens) for r in first.admitted] == [
         (0, 0, "ask", 4, 3),
         (1, 1, "ask", 4, 3),
@@ -49,7 +50,7 @@ def test_admission_assigns_increasing_ids_and_lowest_free_slots():
     assert sorted(sched.active) == [0, 2]
     sched.demand("narration", max_tokens=2)
     sched.demand("memory")
-    second = plan(sched, frame=5)
+    second = admit(sched, frame=5)
     # The freed slot 1 is reused first, then the next never-used slot.
     assert [(r.id, r.slot, r.max_tokens) for r in second.admitted] == [(3, 1, 2), (4, 3, 9)]
     assert {s: r.id for s, r in sched.slots.items()} == {0: 0, 1: 3, 2: 2, 3: 4}
@@ -58,7 +59,7 @@ def test_admission_assigns_increasing_ids_and_lowest_free_slots():
 def test_finish_of_an_unknown_request_raises_and_changes_nothing():
     sched = scheduler()
     sched.demand("ask")
-    plan(sched)
+    admit(sched)
     with pytest.raises(KeyError, match="7"):
         sched.finish(7)
     assert list(sched.active) == [0]
@@ -77,7 +78,7 @@ def test_buckets_must_hold_the_whole_pool():
 def test_clear_drops_active_and_queued_requests_and_the_instruction():
     sched = scheduler(capacity=1)
     sched.trigger(0, "pick")  # narration and memory; one slot
-    plan(sched)
+    admit(sched)
     assert (len(sched.active), len(sched.queue)) == (1, 1)
     sched.clear()
     assert (sched.active, len(sched.queue)) == ({}, 0)
@@ -90,40 +91,40 @@ def test_clear_drops_active_and_queued_requests_and_the_instruction():
 
 def test_bucket_is_the_smallest_holding_the_highest_occupied_slot():
     sched = scheduler()
-    assert plan(sched).bucket == 0  # nothing live: no decode
+    assert admit(sched).bucket == 0  # nothing live: no decode
     buckets = []
     for _ in range(5):
         sched.demand("ask")
-        buckets.append(plan(sched).bucket)
+        buckets.append(admit(sched).bucket)
     assert buckets == [1, 2, 4, 4, 8]
     for request_id in (0, 1, 2, 3):  # slots 0..3 free; slot 4 still occupied
         sched.finish(request_id)
-    assert plan(sched).bucket == 8
+    assert admit(sched).bucket == 8
     sched.finish(4)
     sched.demand("ask")
-    assert [r.slot for r in plan(sched).admitted] == [0]
-    assert plan(sched).bucket == 1
+    assert [r.slot for r in admit(sched).admitted] == [0]
+    assert admit(sched).bucket == 1
 
 
-def test_plan_reports_bucket_admissions_and_backlog():
+def test_admission_reports_bucket_admissions_and_backlog():
     sched = scheduler(capacity=2, max_queue=1)
     for _ in range(3):
         sched.demand("ask")
-    first = sched.plan(0)
+    first = sched.admit(0)
     assert (first.bucket, len(first.admitted), first.backlog) == (2, 2, 1)  # one waits
     sched.demand("ask")
-    second = sched.plan(1)  # pool still full: one waits, one is rejected
+    second = sched.admit(1)  # pool still full: one waits, one is rejected
     assert (second.bucket, len(second.admitted), second.rejected, second.backlog) == (2, 0, 1, 2)
 
 
-def _plan(bucket: int, admitted: int, backlog: int) -> Plan:
-    return Plan(0, (None,) * admitted, (), 0, bucket, backlog)
+def _admission(bucket: int, admitted: int, backlog: int) -> Admission:
+    return Admission(0, (None,) * admitted, (), 0, bucket, backlog)
 
 
 def test_step_budget_fixed_k_is_capped_by_the_tokens_still_needed():
     budget = StepBudget(steps_per_frame=4, min_decode_tokens=1, budget_margin_s=0.5)
-    assert budget.choose(_plan(2, 0, 5), LatencyModel(), k_cap=16, time_left_s=0.0) == 4
-    assert budget.choose(_plan(2, 0, 0), LatencyModel(), k_cap=3, time_left_s=0.0) == 3
+    assert budget.choose(_admission(2, 0, 5), LatencyModel(), k_cap=16, time_left_s=0.0) == 4
+    assert budget.choose(_admission(2, 0, 0), LatencyModel(), k_cap=3, time_left_s=0.0) == 3
 
 
 def test_step_budget_auto_keeps_k_min_unless_requests_wait():
@@ -132,13 +133,13 @@ def test_step_budget_auto_keeps_k_min_unless_requests_wait():
     model.admit_s = 0.5
     budget = StepBudget(steps_per_frame="auto", min_decode_tokens=2, budget_margin_s=0.25)
     # Pool keeps up: k_min, whatever the time left.
-    assert budget.choose(_plan(4, 1, 0), model, k_cap=16, time_left_s=10.0) == 2
+    assert budget.choose(_admission(4, 1, 0), model, k_cap=16, time_left_s=10.0) == 2
     # Requests wait: the largest k that fits (3.25 - 0.25 margin - 0.5 admit) / 0.25 = 10.
-    assert budget.choose(_plan(4, 1, 1), model, k_cap=16, time_left_s=3.25) == 10
-    assert budget.choose(_plan(4, 1, 1), model, k_cap=6, time_left_s=3.25) == 6  # capped
+    assert budget.choose(_admission(4, 1, 1), model, k_cap=16, time_left_s=3.25) == 10
+    assert budget.choose(_admission(4, 1, 1), model, k_cap=6, time_left_s=3.25) == 6  # capped
     # No time left: k_min still holds (language never starves), capped by tokens needed.
-    assert budget.choose(_plan(4, 1, 1), model, k_cap=16, time_left_s=0.0) == 2
-    assert budget.choose(_plan(4, 1, 1), model, k_cap=1, time_left_s=0.0) == 1
+    assert budget.choose(_admission(4, 1, 1), model, k_cap=16, time_left_s=0.0) == 2
+    assert budget.choose(_admission(4, 1, 1), model, k_cap=1, time_left_s=0.0) == 1
 
 
 # --------------------------------------------------------------------------- triggers
@@ -180,12 +181,12 @@ def test_queue_policy_keeps_at_most_max_queue_and_rejects_the_rest():
     sched = scheduler(capacity=2, pool_full="queue", max_queue=1)
     for _ in range(5):
         sched.demand("ask")
-    first = plan(sched)
+    first = admit(sched)
     assert (len(first.admitted), first.rejected, len(sched.queue)) == (2, 2, 1)
-    waiting = plan(sched, frame=1)  # nothing finished: the queued request waits
+    waiting = admit(sched, frame=1)  # nothing finished: the queued request waits
     assert (len(waiting.admitted), waiting.rejected, len(sched.queue)) == (0, 0, 1)
     sched.finish(0)
-    later = plan(sched, frame=2)
+    later = admit(sched, frame=2)
     assert [(r.id, r.slot, r.origin_frame) for r in later.admitted] == [(2, 0, 2)]
     assert (later.rejected, len(sched.queue)) == (0, 0)
 
@@ -194,7 +195,7 @@ def test_skip_policy_rejects_everything_that_does_not_fit():
     sched = scheduler(capacity=2, pool_full="skip")
     for _ in range(5):
         sched.demand("ask")
-    result = plan(sched)
+    result = admit(sched)
     assert (len(result.admitted), result.rejected, len(sched.queue)) == (2, 3, 0)
     assert result.evicted == ()
 
@@ -203,10 +204,10 @@ def test_evict_oldest_frees_the_oldest_earlier_requests_only():
     sched = scheduler(capacity=2, pool_full="evict_oldest")
     for _ in range(2):
         sched.demand("ask")
-    plan(sched)
+    admit(sched)
     for _ in range(3):
         sched.demand("narration")
-    result = plan(sched, frame=1)
+    result = admit(sched, frame=1)
     # Requests 0 and 1 make room; request 4 cannot evict this frame's own admissions.
     assert [(r.id, r.slot) for r in result.evicted] == [(0, 0), (1, 1)]
     assert [(r.id, r.slot, r.stream) for r in result.admitted] == [
@@ -214,6 +215,58 @@ def test_evict_oldest_frees_the_oldest_earlier_requests_only():
         (3, 1, "narration"),
     ]
     assert (result.rejected, len(sched.queue), sorted(sched.active)) == (1, 0, [2, 3])
+
+
+@pytest.mark.parametrize(("pool_full", "holds"), [("queue", 3), ("skip", 2), ("evict_oldest", 2)])
+def test_demand_refuses_what_a_frame_cannot_take_and_the_refusal_counts_as_rejected(
+    pool_full, holds
+):
+    sched = scheduler(capacity=2, pool_full=pool_full, max_queue=1)
+    assert [sched.demand("ask") for _ in range(holds)] == [None] * holds
+    queue = holds - 2
+    assert sched.demand("ask") == (
+        f"{holds} requests already wait for a language phase, as many as it can take "
+        f"(pool rows 2 + queue {queue})"
+    )
+    assert len(sched.queue) == holds  # the refused request is not hoarded
+    result = admit(sched)
+    assert (len(result.admitted), result.rejected, len(sched.queue)) == (2, 1, queue)
+    assert result.backlog == queue + 1
+    assert admit(sched, frame=1).rejected == 0  # counted once
+    sched.demand("ask")
+    sched.clear()  # nothing left over after a clear, refusals included
+    assert (len(sched.queue), admit(sched, frame=2).rejected) == (0, 0)
+
+
+def test_demands_from_many_threads_while_frames_admit_are_each_counted_once():
+    """The node's callbacks demand while its worker admits: every request is admitted,
+    rejected (trimmed or refused) or still queued, exactly once."""
+    sched = scheduler(capacity=4, pool_full="queue", max_queue=3)
+    per_thread, threads = 300, 6
+    refusals: list[str | None] = []
+
+    def ask() -> None:
+        for _ in range(per_thread):
+            refusals.append(sched.demand("ask"))
+
+    workers = [threading.Thread(target=ask) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    admitted = rejected = frame = 0
+    while any(w.is_alive() for w in workers) or frame < 3:
+        result = admit(sched, frame)
+        admitted += len(result.admitted)
+        rejected += result.rejected
+        frame += 1
+        for r in result.admitted:
+            sched.finish(r.id)
+    for w in workers:
+        w.join()
+    last = admit(sched, frame)  # what came in after the loop's last admission
+    admitted, rejected = admitted + len(last.admitted), rejected + last.rejected
+    total = per_thread * threads
+    assert admitted + rejected + len(sched.queue) == total == len(refusals)
+    assert sum(r is not None for r in refusals) <= rejected
 
 
 # --------------------------------------------------------------------------- latency
@@ -282,7 +335,7 @@ def test_choose_k_property(step, admit, n_admit, time_left, k_max):
 
 @dataclasses.dataclass
 class Simulation:
-    """Drives a scheduler like the engine: arrivals, plan, k tokens per row, finish."""
+    """Drives a scheduler like the engine: arrivals, admission, k tokens per row, finish."""
 
     sched: Scheduler
     produced: dict[int, int] = dataclasses.field(default_factory=dict)
@@ -297,7 +350,7 @@ class Simulation:
             self.sched.demand("ask", max_tokens=n)
         self.demanded += len(arrivals)
         before = sorted(self.sched.active)
-        result = self.sched.plan(frame)
+        result = self.sched.admit(frame)
         self.check(result)
         evicted = [r.id for r in result.evicted]
         assert evicted == before[: len(evicted)]  # the oldest go first

@@ -30,7 +30,7 @@ from oxygen_core.engine import kv_pool
 from oxygen_core.engine.generate import generate
 from oxygen_core.engine.handover import check_handover_config, guidance_target, handover_plan
 from oxygen_core.engine.latency import LatencyModel, StepBudget
-from oxygen_core.engine.scheduler import Plan, Request, Scheduler
+from oxygen_core.engine.scheduler import Admission, Request, Scheduler
 from oxygen_core.engine.types import (
     ActionResult,
     EngineConfig,
@@ -109,7 +109,10 @@ class Engine(abc.ABC):
         self._inputs: pi05.PrefixInputs | None = None
         self._act_s = 0.0
         check_handover_config(cfg)
-        self.delay = rtc.DelayEstimator()  # act latencies, for rtc_delay_steps="auto"
+        # d for rtc_delay_steps="auto": read by act, written only by the caller's
+        # `ChunkTimeline.commit` with each published chunk's tick-to-publish latency (what
+        # the robot waits), so warm-up and compilation never enter it.
+        self.delay = rtc.DelayEstimator()
 
     # ------------------------------------------------------------------ phase 1
     def act(
@@ -138,7 +141,6 @@ class Engine(abc.ABC):
         raw = self._denoise(act_cache, mode, meet, obs.state)
         t2 = time.perf_counter()
         self._cache, self._inputs, self._act_s = cache, inputs, t2 - t0
-        self.delay.observe(self._act_s)
         self.scheduler.trigger(self.frame, obs.prompt)
         actions = self.policy.robot_actions(raw[0], obs.state)
         if mode == "blend":
@@ -163,13 +165,15 @@ class Engine(abc.ABC):
             rtc.guided_denoise(params, self.model, cache, noise, target, weights, guidance, steps)
         )
 
-    def request(self, stream: str, max_tokens: int | None = None) -> None:
-        """Start a request of `stream` with the next language phase (on demand)."""
+    def request(self, stream: str, max_tokens: int | None = None) -> str | None:
+        """Start a request of `stream` with the next language phase (on demand; any
+        thread). Returns why it was refused (the scheduler's queue already holds what a
+        frame can take), or None; raises ValueError on an unknown stream or budget."""
         if max_tokens is not None and not 1 <= max_tokens <= self.max_new:
             raise ValueError(
                 f"max_tokens {max_tokens} outside [1, {self.max_new}] (largest stream budget)"
             )
-        self.scheduler.demand(stream, max_tokens)
+        return self.scheduler.demand(stream, max_tokens)
 
     def reset(self) -> None:
         """Drop every request and the last prefix (deactivate/cleanup): the next
@@ -196,7 +200,6 @@ class Engine(abc.ABC):
             self.act(obs, Handover(result.actions, executed=0, control_period_s=1.0))
         self._warm_language()
         self.restart()
-        self.delay.clear()  # compilation is no latency the robot will see again
 
     def compile_count(self) -> int:
         """Compiled executables across the engine's jitted functions (flat after warm-up)."""
@@ -246,7 +249,7 @@ class Engine(abc.ABC):
         )
 
     def _result(
-        self, plan: Plan, k: int, events: list[TokenEvent], seconds: float, batch: int
+        self, admission: Admission, k: int, events: list[TokenEvent], seconds: float, batch: int
     ) -> LanguageResult:
         return LanguageResult(
             frame=self.frame,
@@ -254,9 +257,9 @@ class Engine(abc.ABC):
             decode_s=seconds,
             k=k,
             batch=batch,
-            bucket=plan.bucket,
-            admitted=len(plan.admitted),
-            rejected=plan.rejected,
+            bucket=admission.bucket,
+            admitted=len(admission.admitted),
+            rejected=admission.rejected,
             queued=len(self.scheduler.queue),
             pool_used=len(self.scheduler.active),
             pool_capacity=self.scheduler.capacity,
@@ -287,10 +290,10 @@ class OxygenEngine(Engine):
         if self.cfg.steps_per_frame == "auto" and not self.latency.step_s:
             raise ValueError("k='auto' has no decode timings yet: warm it up first")
         t0 = time.perf_counter()
-        plan = self.scheduler.plan(self.frame)
-        k = self._choose_k(plan, time_left_s)
-        events = [self.text.event(r, [], True, "evicted") for r in plan.evicted]
-        for req in plan.admitted:
+        admission = self.scheduler.admit(self.frame)
+        k = self._choose_k(admission, time_left_s)
+        events = [self.text.event(r, [], True, "evicted") for r in admission.evicted]
+        for req in admission.admitted:
             self.pool = kv_pool.admit(
                 self.policy.params,
                 self.model,
@@ -300,16 +303,16 @@ class OxygenEngine(Engine):
                 self._row_request(req),
             )
         batch = len(self.scheduler.active)
-        if plan.bucket:
+        if admission.bucket:
             self.pool, packed = kv_pool.decode(
-                self.policy.params, self.model, self.pool, np.int32(k), plan.bucket, self.k_max
+                self.policy.params, self.model, self.pool, np.int32(k), admission.bucket, self.k_max
             )
             events += self._events(kv_pool.DecodeOutput.unpack(packed))
         seconds = time.perf_counter() - t0
-        if plan.bucket and k:
-            fixed_s = self.latency.fixed_s(plan.bucket, len(plan.admitted))
-            self.latency.observe_step(plan.bucket, (seconds - fixed_s) / k)
-        return self._result(plan, k, events, seconds, batch)
+        if admission.bucket and k:
+            fixed_s = self.latency.fixed_s(admission.bucket, len(admission.admitted))
+            self.latency.observe_step(admission.bucket, (seconds - fixed_s) / k)
+        return self._result(admission, k, events, seconds, batch)
 
     def reset(self) -> None:
         super().reset()
@@ -317,15 +320,15 @@ class OxygenEngine(Engine):
             self.model, self.pool, np.arange(self.cfg.max_active_requests, dtype=np.int32)
         )
 
-    def _choose_k(self, plan: Plan, time_left_s: float | None) -> int:
+    def _choose_k(self, admission: Admission, time_left_s: float | None) -> int:
         """Tokens per live row this frame (StepBudget); never more than a row still needs."""
-        if plan.bucket == 0:
+        if admission.bucket == 0:
             return 0
         if time_left_s is None:
             budget = self.cfg.frame_budget_s
             time_left_s = float("inf") if budget is None else budget - self._act_s
         k_cap = min(self.k_max, self._tokens_needed())
-        return self.step_budget.choose(plan, self.latency, k_cap, time_left_s)
+        return self.step_budget.choose(admission, self.latency, k_cap, time_left_s)
 
     def _tokens_needed(self) -> int:
         """The most tokens any live row can still produce (no decode step past that)."""
@@ -395,15 +398,15 @@ class SequentialEngine(Engine):
         del time_left_s  # the baselines have no step budget: they finish every request
         self._require_frame()
         t0 = time.perf_counter()
-        plan = self.scheduler.plan(self.frame)
+        admission = self.scheduler.admit(self.frame)
         events = []
-        for req in plan.admitted:
+        for req in admission.admitted:
             tokens = [int(t) for t in np.asarray(self._generate(req)) if t >= 0]
             self.scheduler.finish(req.id)
             events.append(
                 self.text.event(req, tokens, True, finish_reason(tokens, self._stops(req)))
             )
-        return self._result(plan, 0, events, time.perf_counter() - t0, min(1, len(events)))
+        return self._result(admission, 0, events, time.perf_counter() - t0, min(1, len(events)))
 
     def _generate(self, req: Request) -> jax.Array:
         cache = self._cache

@@ -3,11 +3,18 @@
 The scheduler is the host-side half of the KV cache manager. It turns stream triggers
 into pending requests, admits them into free pool slots (lowest first, so the occupied
 rows stay packed and the decode bucket small), applies the pool-full policy, and picks
-the decode bucket. It emits a plain `Plan` and takes back plain facts (which requests
-finished), so its tests need no model. How many tokens the plan's rows decode (k) is not
-its call: `latency.StepBudget` decides that from the plan (docs/DESIGN.md section 7).
-Running out of slots is an outcome in the plan (`rejected`, `evicted`), never an
+the decode bucket. Each frame it emits a plain `Admission` and takes back plain facts
+(which requests finished), so its tests need no model. How many tokens the admitted rows
+decode (k) is not its call: `latency.StepBudget` decides that from the admission
+(docs/DESIGN.md section 7).
+Running out of slots is an outcome in the admission (`rejected`, `evicted`), never an
 exception.
+
+Requests arrive from any thread (the node's ROS callbacks) while the engine admits on its
+worker, so the queue is behind a lock, and it is the one queue: `demand` refuses, with
+the reason, a request beyond what one frame can take (every pool row, plus `max_queue`
+with the queue policy), so requests asked for while frames skip are not hoarded. A
+refusal counts in the next admission's `rejected`, as the excess would have been trimmed there.
 
 A request queued while the pool is full starts from the frame that admits it: its
 origin frame's prefix cache is not kept, and the newest observation is the better one
@@ -19,6 +26,7 @@ from __future__ import annotations
 import bisect
 import collections
 import dataclasses
+import threading
 
 from oxygen_core.engine.types import PoolFullPolicy, StreamConfig
 
@@ -39,7 +47,10 @@ class Pending:
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class Admission:
+    """One frame's admission: the requests given a pool row, those evicted for them, how
+    many were rejected, the decode bucket the live rows need, and the backlog."""
+
     frame: int
     admitted: tuple[Request, ...]
     evicted: tuple[Request, ...]
@@ -70,6 +81,9 @@ class Scheduler:
         self.max_queue = max_queue
         self.active: dict[int, Request] = {}
         self.queue: collections.deque[Pending] = collections.deque()
+        self.holds = capacity + (max_queue if pool_full == "queue" else 0)  # what a frame takes
+        self._lock = threading.Lock()  # `demand` may come from any thread
+        self._refused = 0  # demands refused since the last admission
         self._next_id = 0
         self._instruction: str | None = None
 
@@ -83,34 +97,47 @@ class Scheduler:
                 s.trigger == "instruction_change" and changed
             )
             if fire:
-                self.queue.append(Pending(s.name, s.max_tokens))
+                with self._lock:
+                    self.queue.append(Pending(s.name, s.max_tokens))
 
-    def demand(self, stream: str, max_tokens: int | None = None) -> None:
-        """Queue one request of `stream` (on demand, or a benchmark workload)."""
+    def demand(self, stream: str, max_tokens: int | None = None) -> str | None:
+        """Queue one request of `stream` (on demand, or a benchmark workload; any thread).
+        Returns why it was refused (the queue already holds what a frame can take), or None."""
         if stream not in self.streams:
             raise ValueError(f"unknown stream {stream!r}; configured: {sorted(self.streams)}")
-        self.queue.append(Pending(stream, max_tokens or self.streams[stream].max_tokens))
+        with self._lock:
+            if len(self.queue) >= self.holds:
+                self._refused += 1
+                return (
+                    f"{len(self.queue)} requests already wait for a language phase, as many as "
+                    f"it can take (pool rows {self.capacity} + queue "
+                    f"{self.holds - self.capacity})"
+                )
+            self.queue.append(Pending(stream, max_tokens or self.streams[stream].max_tokens))
+        return None
 
-    # ------------------------------------------------------------------ planning
-    def plan(self, frame: int) -> Plan:
+    # ------------------------------------------------------------------ admission
+    def admit(self, frame: int) -> Admission:
         """Admit, evict or reject queued requests, then pick the bucket."""
         admitted: list[Request] = []
         evicted: list[Request] = []
-        while self.queue:
-            slot = self._free_slot()
-            if slot is None and self.pool_full == "evict_oldest":
-                slot = self._evict_oldest(exclude={r.id for r in admitted}, out=evicted)
-            if slot is None:
-                break
-            admitted.append(self._start(self.queue.popleft(), frame, slot))
-        rejected = self._trim_queue()
-        return Plan(
+        with self._lock:
+            while self.queue:
+                slot = self._free_slot()
+                if slot is None and self.pool_full == "evict_oldest":
+                    slot = self._evict_oldest(exclude={r.id for r in admitted}, out=evicted)
+                if slot is None:
+                    break
+                admitted.append(self._start(self.queue.popleft(), frame, slot))
+            rejected, self._refused = self._trim_queue() + self._refused, 0
+            waiting = len(self.queue)
+        return Admission(
             frame,
             tuple(admitted),
             tuple(evicted),
             rejected,
             self._bucket(),
-            backlog=len(self.queue) + rejected + len(evicted),
+            backlog=waiting + rejected + len(evicted),
         )
 
     def finish(self, request_id: int) -> Request:
@@ -119,7 +146,9 @@ class Scheduler:
 
     def clear(self) -> None:
         self.active.clear()
-        self.queue.clear()
+        with self._lock:
+            self.queue.clear()
+            self._refused = 0
         self._instruction = None
 
     def restart(self) -> None:

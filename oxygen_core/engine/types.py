@@ -86,7 +86,8 @@ class EngineConfig:
     rtc_max_guidance: the guidance weight's clip (the paper's beta).
     rtc_delay_steps: d, control steps that run before a new chunk arrives (frozen to the
         previous chunk), or "auto": the largest recent latency in `Engine.delay` rounded
-        up to control steps (act times; the node adds its tick-to-publish latencies).
+        up to control steps (the tick-to-publish latencies of published chunks, which
+        `ChunkTimeline.commit` records).
     """
 
     engine_mode: Mode = parameter(

@@ -4,8 +4,10 @@ The loop is the node's, minus the topics: every `execute` control steps the engi
 real one, OxyGen mode by default) takes an observation rendered by the sim at the
 camera's resolution, returns an action chunk, runs its language phase, and the chunk goes
 to the sim's trajectory controller (`TrajectoryExecutor`, as the sim node's does) from
-row d on, with the node's hand-over bookkeeping: with `chunk_handover` blend or rtc the
-engine is told the chunk the arm is running and how many of its rows ran. A `link_delay`
+row d on, with the node's hand-over bookkeeping (`ChunkTimeline`, on ticks of step *
+period in nanoseconds): with `chunk_handover` blend or rtc the engine is told the chunk
+the arm is running and how many of its rows ran, and each chunk's time from the frame's
+start to its send feeds d as the node's tick-to-publish latency does. A `link_delay`
 of L control steps holds each chunk L ticks before the controller gets it (a slow frame
 or link: the arm runs the old chunk meanwhile); 0 is a chunk that arrives at its own
 tick. No expert is consulted. An episode ends at the task's success check or its time
@@ -23,13 +25,13 @@ node over ROS topics.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from oxygen_core.engine.engine import Engine
-from oxygen_core.engine.types import Handover
-from oxygen_core.model.rtc import shift_chunk
+from oxygen_core.engine.timeline import ChunkTimeline, Takeover
 from oxygen_core.observation import Observation
 from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES
 from oxygen_core.sim.executor import Trajectory, TrajectoryExecutor
@@ -83,15 +85,6 @@ class Outcome:
     plans: tuple[bool, ...] = ()  # per frame of a two-stage policy: its plan was right
 
 
-@dataclasses.dataclass(frozen=True)
-class _Plan:
-    """What the arm is told to run from tick `row0` on, one row per tick (the node's
-    `SentChunk`): the previous plan's rows until the new chunk takes over, then its rows."""
-
-    rows: np.ndarray
-    row0: int
-
-
 class _Link:
     """Chunks on their way to the controller: each reaches it `delay` ticks after its frame."""
 
@@ -139,24 +132,25 @@ def run_episode(
     texts: list[Text] = []
     gaps: list[np.ndarray] = []  # per frame: [arm, gripper] of the overlap
     plans: list[bool] = []  # per frame: the plan named the target's cell (and bowl's)
-    plan: _Plan | None = None
+    timeline = ChunkTimeline(dt, engine.cfg.chunk_handover, engine.delay)
     steps = int(round(task.time_limit * control_hz))
     steps = steps if max_steps is None else min(steps, max_steps)
     success = False
     for step in range(steps):
         if step % execute == 0:
             images = {slot: renderer.render(world, cam) for cam, slot in CAMERA_SLOTS.items()}
-            obs = Observation(images, world.joints.astype(np.float32), task.instruction)
             truth = locate.target(task, world)
-            handover = _handover(engine.cfg.chunk_handover, plan, step, dt)
-            action = engine.act(obs, handover, truth if true_plan else None)
+            start_s = time.perf_counter()  # the frame's tick: its camera images are in
+            obs = Observation(images, world.joints.astype(np.float32), task.instruction)
+            takeover = timeline.at(step * timeline.period_ns)
+            action = engine.act(obs, takeover.handover, truth if true_plan else None)
             if action.plan is not None:
                 plans.append(action.plan == truth)
-            if plan is not None and link_delay:
-                gaps.append(_overlap_gap(action.actions, plan, step, link_delay))
-            first = min(action.delay_steps, len(action.actions) - 1)  # d, as the node
-            link.send(step, step + first, action.actions[first:])
-            plan = _next_plan(plan, action.actions[first:], first, step)
+            if takeover.running is not None and link_delay:
+                gaps.append(_overlap_gap(action.actions, takeover, link_delay))
+            release = timeline.release(takeover, action)
+            link.send(step, release.row0_ns // timeline.period_ns, release.rows)
+            timeline.commit(release, time.perf_counter() - start_s)
             for event in engine.language().events:
                 if event.finished:
                     texts.append(Text(event.stream, event.text, event.finish_reason))
@@ -181,28 +175,10 @@ def run_episode(
     )
 
 
-def _handover(chunk_handover: str, plan: _Plan | None, step: int, dt: float) -> Handover | None:
-    """The node's: nothing for replace or the first frame, else the plan and its rows run."""
-    if chunk_handover == "replace" or plan is None:
-        return None
-    return Handover(plan.rows, step - plan.row0, dt)
-
-
-def _next_plan(plan: _Plan | None, rows: np.ndarray, first: int, step: int) -> _Plan:
-    """The arm's plan after this frame's `rows` (the chunk from row d = `first` on) were
-    sent to start `first` ticks after it: the previous plan's rows until they take over,
-    then them (the node's `_plan`, with ticks for times)."""
-    if plan is None or first == 0:
-        return _Plan(rows, step + first)
-    running = shift_chunk(plan.rows, step - plan.row0, first)
-    return _Plan(np.concatenate([running, rows]), step)
-
-
-def _overlap_gap(new: np.ndarray, plan: _Plan, step: int, rows: int) -> np.ndarray:
-    """[arm, gripper]: the largest |new - plan| over the first `rows` rows of `new` (the
-    ticks the arm runs the plan while `new` is on its way)."""
-    running = shift_chunk(plan.rows, step - plan.row0, rows)
-    gap = np.abs(np.asarray(new[:rows], np.float64) - running)
+def _overlap_gap(new: np.ndarray, takeover: Takeover, rows: int) -> np.ndarray:
+    """[arm, gripper]: the largest |new - running| over the first `rows` rows of `new`
+    (the ticks the arm runs the running chunk while `new` is on its way)."""
+    gap = np.abs(np.asarray(new[:rows], np.float64) - takeover.upcoming(rows))
     return np.array([np.delete(gap, GRIPPER, axis=1).max(), gap[:, GRIPPER].max()])
 
 

@@ -1,0 +1,146 @@
+"""The chunk the robot is executing, on its clock: the one copy of the hand-over bookkeeping.
+
+A chunk is computed while the robot still runs the previous one (docs/DESIGN.md section
+10). `ChunkTimeline` remembers what the robot runs (`RunningChunk`: rows in robot units,
+the time its row 0 executes, the tick that computed it) and answers, per frame:
+
+- `at(tick_ns)`: a `Takeover`: the `Handover` for `Engine.act` (the running rows and how
+  many ran by the tick, nearest, not floor) and the anchor, the time the new chunk's row 0
+  stands for (the running row it continues, so chunks stay on one control grid).
+- `release(takeover, action)`: which rows go out (from row d, clipped to the chunk, which
+  `clipped` says), their stamp (d control periods after the anchor) and what the robot
+  runs once they are out.
+- `commit(release, latency_s)`: they went out `latency_s` after the tick: they are what
+  runs now, and the latency feeds the engine's delay estimate, its one writer, so an
+  "auto" d covers the whole tick-to-publish time the robot sees. Frames that are never
+  published (warm-up, compilation) never reach it.
+
+Times are integer nanoseconds of the robot's clock (the node clock, bag time in replay;
+step * period in the in-process loop), so step counts are exact and replay identically.
+A tick earlier than the running chunk's (the clock went back: a restarted simulation, a
+looped bag) and `reset` forget the running chunk: the next frame has no handover.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+import numpy as np
+
+from oxygen_core.engine.types import ActionResult, ChunkHandover, Handover
+from oxygen_core.model.rtc import DelayEstimator, shift_chunk
+
+
+@dataclasses.dataclass(frozen=True)
+class RunningChunk:
+    """What the robot executes from `row0_ns` on, one row per control period: the d rows
+    it kept of the chunk before (they run until this one takes over), then the rows
+    published. With d within a frame the next tick lies past those d rows; with a longer
+    delay it does not, and the next chunk must meet them, not the unstarted chunk."""
+
+    rows: np.ndarray  # float32 [rows, D], robot units
+    row0_ns: int  # when rows[0] executes
+    tick_ns: int  # the tick of the frame that computed it
+
+
+@dataclasses.dataclass(frozen=True)
+class Takeover:
+    """A tick against the running chunk: what `Engine.act` is handed and where the new
+    chunk's row 0 lies in time."""
+
+    tick_ns: int
+    anchor_ns: int  # the running row the new row 0 continues; the tick without a handover
+    running: RunningChunk | None  # None: the first tick, after a reset or the clock going back
+    executed: int  # rows of `running` run by the tick, the nearest row (0 without one)
+    handover: Handover | None  # None with replace or nothing running
+
+    def upcoming(self, rows: int) -> np.ndarray:
+        """float32 [rows, D]: what the robot runs from the tick on, its last row held past
+        the end (the rows a new chunk's first rows meet)."""
+        if self.running is None:
+            raise ValueError("no chunk is running at this tick")
+        return shift_chunk(self.running.rows, self.executed, rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class Release:
+    """What a frame publishes and what the robot runs once it is out."""
+
+    first: int  # d, clipped to the chunk's last row: its first row published
+    rows: np.ndarray  # the rows published: from `first`, `horizon` at most
+    row0_ns: int  # their stamp: when rows[0] executes, `first` periods after the anchor
+    clipped: bool  # d reached past the chunk: only its last row goes out
+    running: RunningChunk  # what the robot executes after the publish
+
+
+class ChunkTimeline:
+    """The running chunk and every decision about the next one (module docstring)."""
+
+    def __init__(
+        self,
+        control_period_s: float,
+        chunk_handover: ChunkHandover,
+        delays: DelayEstimator,
+        horizon: int | None = None,
+    ) -> None:
+        """delays: the engine's estimate (`Engine.delay`), written here only; horizon: the
+        most rows a frame publishes (None: every row from d on)."""
+        period_ns = round(control_period_s * 1e9) if control_period_s > 0 else 0
+        if period_ns < 1:
+            raise ValueError(f"control period must be >= 1 ns, got {control_period_s!r} s")
+        if chunk_handover not in typing.get_args(ChunkHandover):
+            raise ValueError(
+                f"unknown chunk_handover {chunk_handover!r}; choose replace, blend or rtc"
+            )
+        if horizon is not None and horizon < 1:
+            raise ValueError(f"horizon must be >= 1 row, got {horizon}")
+        self.control_period_s, self.period_ns = control_period_s, period_ns
+        self._hands_over = chunk_handover != "replace"
+        self._delays, self._horizon = delays, horizon
+        self.running: RunningChunk | None = None
+
+    def reset(self) -> None:
+        """Forget the running chunk: the robot may be anywhere when frames start again."""
+        self.running = None
+
+    def at(self, tick_ns: int) -> Takeover:
+        """The tick against the running chunk; a tick before the one that computed it (the
+        clock went back) forgets it. executed is the row nearest the tick, not the floor:
+        tick stamps jitter by the executor's latency, and a tick 1 ms early of a whole
+        number of steps would floor to one step too few."""
+        running = self.running
+        if running is not None and tick_ns < running.tick_ns:
+            running = self.running = None
+        if running is None:
+            return Takeover(tick_ns, tick_ns, None, 0, None)
+        period = self.period_ns
+        executed = max(0, (tick_ns - running.row0_ns + period // 2) // period)
+        if not self._hands_over:
+            return Takeover(tick_ns, tick_ns, running, executed, None)
+        handover = Handover(running.rows, executed, self.control_period_s)
+        return Takeover(tick_ns, running.row0_ns + executed * period, running, executed, handover)
+
+    def release(self, takeover: Takeover, action: ActionResult) -> Release:
+        """The rows of `action` to publish from row d (`action.delay_steps`; past the chunk,
+        its last row), their stamp and the robot's rows after the publish: the running
+        rows for the d steps before the new ones take over (when handed over), then them."""
+        last = len(action.actions) - 1
+        first = min(action.delay_steps, last)
+        end = None if self._horizon is None else first + self._horizon
+        rows = action.actions[first:end]
+        new = np.asarray(rows, np.float32)
+        anchor_ns = takeover.anchor_ns
+        if takeover.handover is None or first == 0:
+            running = RunningChunk(new, anchor_ns + first * self.period_ns, takeover.tick_ns)
+        else:
+            kept = takeover.upcoming(first)
+            running = RunningChunk(np.concatenate([kept, new]), anchor_ns, takeover.tick_ns)
+        stamp_ns = anchor_ns + first * self.period_ns
+        return Release(first, rows, stamp_ns, action.delay_steps > last, running)
+
+    def commit(self, release: Release, latency_s: float) -> None:
+        """`release` went out `latency_s` (steady clock) after its tick: the robot runs it
+        now, and the latency is one observation of d."""
+        self.running = release.running
+        self._delays.observe(latency_s)

@@ -1,0 +1,173 @@
+"""ChunkTimeline alone: the hand-over bookkeeping the node, replay and the in-process loop
+share, on exact integer nanoseconds (docs/DESIGN.md section 10).
+
+Chunks are arithmetic (row i of chunk f is 10 f + i in its first column, its negative in
+the second), so every row the robot runs is named by value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from oxygen_core.engine.timeline import ChunkTimeline
+from oxygen_core.engine.types import ActionResult
+from oxygen_core.model.rtc import DelayEstimator
+
+MS = 1_000_000
+PERIOD_S = 0.02  # 20 ms: 20_000_000 ns
+T0 = 10_000 * MS
+
+
+def chunk(frame: int, rows: int = 6, delay: int = 0) -> ActionResult:
+    values = np.arange(rows, dtype=np.float32)[:, None] + 10 * frame
+    actions = np.hstack([values, -values])
+    return ActionResult(frame, actions, 0.001, 0.002, "rtc" if delay else "replace", delay)
+
+
+def timeline(mode: str = "rtc", horizon: int | None = None) -> ChunkTimeline:
+    return ChunkTimeline(PERIOD_S, mode, DelayEstimator(), horizon)
+
+
+def publish(line: ChunkTimeline, tick_ns: int, action: ActionResult, latency_s: float = 0.01):
+    takeover = line.at(tick_ns)
+    release = line.release(takeover, action)
+    line.commit(release, latency_s)
+    return takeover, release
+
+
+def test_the_first_tick_has_no_handover_and_stamps_at_the_tick():
+    line = timeline()
+    takeover, release = publish(line, T0 + 7, chunk(0))
+    assert (takeover.handover, takeover.running, takeover.anchor_ns) == (None, None, T0 + 7)
+    assert (release.first, release.row0_ns, release.clipped) == (0, T0 + 7, False)
+    np.testing.assert_array_equal(release.rows, chunk(0).actions)
+    assert line.running.row0_ns == T0 + 7 and line.running.tick_ns == T0 + 7
+    assert line.running.rows.dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    ("offset_ns", "executed"),
+    [
+        (-20 * MS, 0),  # before row 0 (a chunk stamped d after its tick): nothing ran
+        (9 * MS, 0),  # 0.45 steps
+        (10 * MS, 1),  # 0.5 steps rounds up
+        (29 * MS, 1),  # 1.45 steps
+        (39 * MS, 2),  # 1.95 steps: a tick 1 ms early still counts two rows, not one
+        (41 * MS, 2),
+        (200 * MS, 10),  # past the chunk's 4 rows: counted all the same (act falls back)
+    ],
+)
+def test_executed_rows_are_the_nearest_row_not_the_floor(offset_ns, executed):
+    line = timeline()
+    publish(line, T0, chunk(0, delay=2))  # no handover yet: row 0 runs at T0 + 40 ms
+    np.testing.assert_array_equal(line.running.rows[:, 0], [2, 3, 4, 5])
+    takeover = line.at(T0 + 40 * MS + offset_ns)
+    assert takeover.executed == takeover.handover.executed == executed
+    assert takeover.handover.previous is line.running.rows
+    assert takeover.handover.control_period_s == PERIOD_S
+
+
+def test_the_anchor_is_on_the_running_chunks_grid_and_the_stamp_d_steps_after_it():
+    line = timeline()
+    publish(line, T0, chunk(0))
+    takeover, release = publish(line, T0 + 39 * MS, chunk(1, delay=2))  # a jittered tick
+    assert takeover.anchor_ns == T0 + 40 * MS  # running row 2, not the tick
+    assert (release.first, release.row0_ns) == (2, T0 + 80 * MS)
+    np.testing.assert_array_equal(release.rows[:, 0], [12, 13, 14, 15])
+    assert (line.running.row0_ns - T0) % (20 * MS) == 0
+
+
+def test_the_robot_runs_the_previous_rows_during_d_then_the_new_ones():
+    line = timeline()
+    publish(line, T0, chunk(0, rows=4))  # rows 0..3 from T0
+    _, release = publish(line, T0 + 40 * MS, chunk(1, delay=3))  # executed 2: rows 2, 3 left
+    # rows 2 and 3 of chunk 0, its last row held for the third step, then chunk 1 from row 3
+    np.testing.assert_array_equal(release.running.rows[:, 0], [2, 3, 3, 13, 14, 15])
+    np.testing.assert_array_equal(release.running.rows[:, 1], [-2, -3, -3, -13, -14, -15])
+    assert (release.running.row0_ns, release.row0_ns) == (T0 + 40 * MS, T0 + 100 * MS)
+    # With d beyond a frame the next tick (T0 + 80 ms) still lies in those kept rows: it
+    # meets them, then the chunk not yet started.
+    takeover = line.at(T0 + 80 * MS)
+    assert takeover.executed == 2 and takeover.anchor_ns == T0 + 80 * MS
+    np.testing.assert_array_equal(takeover.upcoming(3)[:, 0], [3, 13, 14])
+
+
+def test_a_delay_past_the_chunk_publishes_its_last_row_and_says_so():
+    line = timeline(horizon=4)
+    publish(line, T0, chunk(0))
+    takeover, release = publish(line, T0 + 40 * MS, chunk(1, delay=9))
+    assert (release.first, release.clipped) == (5, True)
+    np.testing.assert_array_equal(release.rows[:, 0], [15])
+    assert release.row0_ns == takeover.anchor_ns + 5 * 20 * MS
+    _, within = publish(line, T0 + 80 * MS, chunk(2, delay=1))
+    assert not within.clipped
+    np.testing.assert_array_equal(within.rows[:, 0], [21, 22, 23, 24])  # horizon 4 at most
+
+
+def test_a_tick_before_the_running_chunks_forgets_it():
+    line = timeline()
+    publish(line, T0, chunk(0))
+    publish(line, T0 + 40 * MS, chunk(1, delay=1))
+    back = line.at(T0 + 20 * MS)  # before the tick that computed the running chunk
+    assert (back.handover, back.running, back.anchor_ns) == (None, None, T0 + 20 * MS)
+    assert line.running is None
+    assert line.at(T0 + 40 * MS).handover is None  # forgotten, not only skipped once
+
+
+def test_reset_forgets_the_running_chunk():
+    line = timeline("blend")
+    publish(line, T0, chunk(0))
+    line.reset()
+    takeover, release = publish(line, T0 + 40 * MS, chunk(1))
+    assert takeover.handover is None and release.row0_ns == T0 + 40 * MS
+
+
+def test_replace_hands_nothing_over_but_still_knows_what_runs():
+    line = timeline("replace")
+    publish(line, T0, chunk(0))
+    takeover, release = publish(line, T0 + 39 * MS, chunk(1))
+    assert takeover.handover is None and takeover.anchor_ns == T0 + 39 * MS
+    assert release.row0_ns == T0 + 39 * MS  # at the tick, as before hand-over existed
+    assert takeover.executed == 2  # the in-process loop measures against these rows
+    np.testing.assert_array_equal(takeover.upcoming(2)[:, 0], [2, 3])
+    np.testing.assert_array_equal(line.running.rows[:, 0], [10, 11, 12, 13, 14, 15])
+
+
+def test_commit_is_what_feeds_the_delay_estimate():
+    delays = DelayEstimator()
+    line = ChunkTimeline(PERIOD_S, "rtc", delays)
+    takeover = line.at(T0)
+    release = line.release(takeover, chunk(0))
+    assert delays.steps(PERIOD_S) == 0 and line.running is None  # nothing until it went out
+    line.commit(release, latency_s=0.05)
+    assert delays.steps(0.01) == 5 and line.running is release.running
+
+
+def test_ticks_of_step_times_period_count_whole_steps_at_any_rate():
+    """The in-process loop's times: step * period_ns, exact even for a period that is no
+    whole number of nanoseconds in seconds (30 Hz)."""
+    line = ChunkTimeline(1 / 30, "rtc", DelayEstimator())
+    publish(line, 0, chunk(0))
+    for step in (2, 4, 6):
+        takeover, _ = publish(line, step * line.period_ns, chunk(step, delay=1))
+        assert (takeover.executed, takeover.anchor_ns) == (2, step * line.period_ns)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((0.0, "rtc"), "control period must be >= 1 ns, got 0.0 s"),
+        ((1e-10, "rtc"), "control period must be >= 1 ns"),
+        ((PERIOD_S, "fade"), "unknown chunk_handover 'fade'"),
+        ((PERIOD_S, "rtc", 0), "horizon must be >= 1 row, got 0"),
+    ],
+)
+def test_bad_settings_are_refused_in_one_line(args, message):
+    period, mode, *horizon = args
+    with pytest.raises(ValueError, match=message):
+        ChunkTimeline(period, mode, DelayEstimator(), *horizon)
+
+
+def test_nothing_running_has_no_upcoming_rows():
+    with pytest.raises(ValueError, match="no chunk is running"):
+        timeline().at(T0).upcoming(2)
