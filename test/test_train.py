@@ -27,7 +27,6 @@ from oxygen_core.train import losses as L
 from oxygen_core.train.cli import write_checkpoint
 from oxygen_core.train.records import expert_episode
 from oxygen_core.train.trainer import TrainConfig, drop_cameras, make_eval, to_batch, train
-from oxygen_core.train.variants import oversample_reach
 
 CFG = model_preset("tiny")
 ROBOT = robot_preset("sim")
@@ -312,7 +311,7 @@ def test_swapped_instruction_names_another_graspable_object_of_the_scene():
 def test_oversampled_reach_steps_are_repeated_and_the_rest_kept_once(tokenizer):
     arrays = _arrays(tokenizer, 4)
     narration = ["moving to the red block", "grasping the red block"] * 2
-    more = oversample_reach(arrays, narration, 3)
+    more = G.oversample_reach(arrays, narration, 3)
     assert len(more) == 4 + 2 * 2
     np.testing.assert_array_equal(more.actions[4:], arrays.actions[[0, 2, 0, 2]])
     np.testing.assert_array_equal(more.tokens[:4], arrays.tokens)

@@ -13,8 +13,10 @@ apart from any other checkpoint of the same shapes; so the inputs must share the
 robot, camera size, tokenizer and norm stats (everything `--init-from` passes on), and
 the averaged checkpoint carries them unchanged.
 
-    oxygen-train-average --out data/policy/sim_demo out/policy/sim_plan_seventh \\
-        out/policy/sim_plan_eighth
+    oxygen-train-average --out out/policy/mean out/recipe/sim_demo/seventh/checkpoint \\
+        out/recipe/sim_demo/eighth/checkpoint
+
+The shipped policy's recipe (config/train/sim_demo.yaml) ends with this average.
 """
 
 from __future__ import annotations
@@ -68,9 +70,10 @@ def mean_params(trees: list[P.Tree]) -> P.Tree:
     return jax.tree.map(lambda *xs: np.mean(np.stack(xs), axis=0, dtype=np.float32), *trees)
 
 
-def average(paths: list[Path], out: Path) -> None:
+def average(paths: list[Path], out: Path, recipe: dict | None = None) -> None:
     """Write the mean of `paths` to `out` as oxygen-train writes a checkpoint, with a
-    train_config.json of the shared fields and each input's own config."""
+    train_config.json of the shared fields, each input's own config and `recipe` (path,
+    stage, hash) when a recipe runs it."""
     loaded = [trained_policy(path) for path in paths]
     policies, metas = [p for p, _ in loaded], [m for _, m in loaded]
     check_lineage(policies, metas, paths)
@@ -82,24 +85,30 @@ def average(paths: list[Path], out: Path) -> None:
     summary = {
         **{k: metas[0][k] for k in SHARED},
         "average_of": [{"checkpoint": str(p), "train_config": m} for p, m in inputs],
+        "recipe": recipe,
     }
     (out / CONFIG_FILE).write_text(json.dumps(summary, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    run([Path(c) for c in args.checkpoints], Path(args.out))
+
+
+def run(paths: list[Path], out: Path, recipe: dict | None = None) -> None:
+    """oxygen-train-average's run (a recipe's last step too): `average` after the checks
+    that exit with one line."""
     started = time.perf_counter()
-    paths = [Path(c) for c in args.checkpoints]
     if len(paths) < 2:
         raise SystemExit("oxygen-train-average needs two checkpoints or more")
-    if Path(args.out).resolve() in {p.resolve() for p in paths}:
-        raise SystemExit(f"--out {args.out} is one of the checkpoints it averages")
+    if out.resolve() in {p.resolve() for p in paths}:
+        raise SystemExit(f"--out {out} is one of the checkpoints it averages")
     try:
-        average(paths, Path(args.out))
+        average(paths, out, recipe)
     except ValueError as error:
         raise SystemExit(str(error)) from None
     seconds = time.perf_counter() - started
-    print(f"wrote {args.out}: the mean of {len(paths)} checkpoints ({seconds:.1f} s)")
+    print(f"wrote {out}: the mean of {len(paths)} checkpoints ({seconds:.1f} s)")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -2,6 +2,7 @@
 
     oxygen-train --out data/policy/sim_demo            # sim episodes -> checkpoint
     oxygen-train --out DIR --episodes FILE.npz         # episodes collected elsewhere (bags)
+    oxygen-train --recipe config/train/sim_demo.yaml   # the shipped policy's stages, averaged
     oxygen-train-eval --checkpoint data/policy/sim_demo --episodes 50
     oxygen-train-eval --checkpoint data/policy/sim_demo --open-loop 256   # grounding check
 
@@ -9,7 +10,9 @@
 `assets/<robot>/norm_stats.json`), the trained SentencePiece model `tokenizer.model`,
 `train_config.json` (preset, robot, data and training settings, final losses) and
 `loss.png`. Its resumable state and the collected episodes stay under --work, so a rerun
-with the same arguments resumes where it stopped and does not regenerate data.
+with the same arguments resumes where it stopped and does not regenerate data. With
+--recipe, oxygen_core.train.recipe (the command's entry point) runs a recipe file's stages,
+each through `run_training` as one command here.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from oxygen_core.config import ModelConfig, model_preset, robot_preset
+from oxygen_core.config import ModelConfig, RobotConfig, model_preset, robot_preset
 from oxygen_core.engine.engine import make_engine
 from oxygen_core.engine.types import DEFAULT_STREAMS, EngineConfig, StreamConfig
 from oxygen_core.model import weights as P
@@ -156,7 +159,16 @@ def prepare(
 
 
 def train_main(argv: list[str] | None = None) -> None:
-    parser = _train_parser()
+    """oxygen-train without --recipe: one run from its flags."""
+    run_training(train_args(argv))
+
+
+def train_args(
+    argv: list[str] | None, parser: argparse.ArgumentParser | None = None
+) -> argparse.Namespace:
+    """oxygen-train's flags parsed and checked with `parser` (by default
+    `_train_parser()`, which exits on an error; a recipe passes one that raises)."""
+    parser = parser or _train_parser()
     args = parser.parse_args(argv)
     if args.ground_steps and not args.grounding_rows:
         parser.error("--ground-steps trains on the grounding rows: drop --no-grounding-rows")
@@ -167,13 +179,26 @@ def train_main(argv: list[str] | None = None) -> None:
         )
     if not args.out and not args.episodes_only:
         parser.error("--out is required (unless --episodes-only)")
+    return args
+
+
+def presets(args: argparse.Namespace) -> tuple[RobotConfig, ModelConfig]:
+    """The robot of --robot and the model of --preset as that robot feeds it."""
+    robot = robot_preset(args.robot)
+    return robot, robot.apply(model_preset(args.preset))
+
+
+def run_training(args: argparse.Namespace, recipe: dict | None = None) -> None:
+    """One oxygen-train run of checked flags; `recipe` (path, stage, hash) goes into
+    train_config.json when a recipe runs it, so the checkpoint says how to rebuild it."""
     logging.basicConfig(level=logging.WARNING)
     started = time.perf_counter()
-    robot = robot_preset(args.robot)
-    cfg = robot.apply(model_preset(args.preset))
+    robot, cfg = presets(args)
     if args.episodes_only:
-        _expert(args, cfg)
-        print(expert_cache(args, cfg))
+        cache = expert_cache(args, cfg)
+        if not cache.exists():
+            _expert(args, cfg)
+        print(cache)
         return
     out, work = Path(args.out), Path(args.work)
     data = _episodes(args, cfg)
@@ -203,6 +228,22 @@ def train_main(argv: list[str] | None = None) -> None:
     write_checkpoint(out, params, norm, robot.name)
     plot_history(history, out / "loss.png")
     summary = {
+        **run_fields(args),
+        "train_steps": len(train_set),
+        "val_steps": len(val_set),
+        "train": dataclasses.asdict(tc),
+        "final_val": history.val[-1] if history.val else None,
+        "wall_s_this_run": round(time.perf_counter() - started, 1),
+        "recipe": recipe,
+    }
+    (out / CONFIG_FILE).write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps(summary["final_val"]))
+
+
+def run_fields(args: argparse.Namespace) -> dict:
+    """The train_config.json fields that record a run's data and starting point (its
+    optimisation settings are `train_config(args)`)."""
+    return {
         "preset": args.preset,
         "robot": args.robot,
         "camera_size": args.camera_size,
@@ -215,15 +256,9 @@ def train_main(argv: list[str] | None = None) -> None:
         "ground_scenes": args.ground_scenes,
         "weights_init": args.weights_init,
         "init_from": args.init_from,
+        "episodes": args.episodes,
         "add_episodes": args.add_episodes,
-        "train_steps": len(train_set),
-        "val_steps": len(val_set),
-        "train": dataclasses.asdict(tc),
-        "final_val": history.val[-1] if history.val else None,
-        "wall_s_this_run": round(time.perf_counter() - started, 1),
     }
-    (out / CONFIG_FILE).write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps(summary["final_val"]))
 
 
 def ground(cfg, robot, params, prep: Prepared, args: argparse.Namespace, work: Path):
@@ -283,7 +318,7 @@ INITS = {"training": training_params, "random": P.init_params}
 
 
 def train_config(args: argparse.Namespace, **overrides: object) -> TrainConfig:
-    """oxygen-train's optimisation flags as a TrainConfig; `oxygen_core.train.variants`
+    """oxygen-train's optimisation flags as a TrainConfig; scripts/experiments/train_variants.py
     parses the same flags and overrides a few fields. A two-stage robot (a plan_prompt)
     trains its action expert on the grounding rows' last one, the "Target:" row."""
     plan_prompt = robot_preset(args.robot).plan_prompt
@@ -305,8 +340,15 @@ def train_config(args: argparse.Namespace, **overrides: object) -> TrainConfig:
     )
 
 
-def _train_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="oxygen-train", description=__doc__.split("\n")[0])
+def _train_parser(
+    parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
+) -> argparse.ArgumentParser:
+    p = parser_class(
+        prog="oxygen-train",
+        description=__doc__.split("\n")[0],
+        epilog="oxygen-train --recipe FILE [--out DIR] [--work DIR] [--from-stage NAME] "
+        "runs every stage of a recipe (config/train/) and their average instead",
+    )
     p.add_argument("--out", help="checkpoint directory to write")
     p.add_argument(
         "--episodes-only",
@@ -317,7 +359,10 @@ def _train_parser() -> argparse.ArgumentParser:
     p.add_argument("--work", default="out/train/sim_demo", help="episodes cache, resume state")
     p.add_argument("--preset", default="demo")
     p.add_argument(
-        "--robot", default="sim_grip", help="sim_grip: grip-point actions; sim: joint actions"
+        "--robot",
+        default="sim_plan",
+        help='sim_plan: grip-point actions after a "Target:" answer (the shipped recipe\'s); '
+        "sim_grip: grip-point actions; sim: joint actions",
     )
     p.add_argument("--episodes", help="episodes .npz collected elsewhere instead of the sim")
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
