@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "config" / "tiny.yaml"
 PARAMS = yaml.safe_load(TINY.read_text())["/**"]["ros__parameters"]
 _MESSAGE_DATA = 0x01  # server -> client binary opcode: subscription id, log time, payload
+_POLL_S = 0.2  # longest a read blocks before the condition is checked again
 
 
 class Client:
@@ -51,14 +52,15 @@ class Client:
         self._topic_of: dict[int, str] = {}
 
     def receive(self, until, timeout_s: float) -> None:  # noqa: ANN001 (a predicate)
-        """Read frames until until() holds; TimeoutError if it does not in time."""
+        """Read frames until until() holds; TimeoutError if it does not in time. until()
+        is checked at least every _POLL_S, frames or not (it may publish what it waits for)."""
         deadline = time.monotonic() + timeout_s
         while not until():
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("the condition did not hold in time")
             try:
-                frame = self.ws.recv(timeout=left)
+                frame = self.ws.recv(timeout=min(left, _POLL_S))
             except TimeoutError:
                 continue
             if isinstance(frame, str):
@@ -86,14 +88,19 @@ class Client:
 
 @pytest.fixture
 def served():
-    """The bridge for tiny.yaml on a free port, spun in the background."""
+    """The bridge for tiny.yaml on a free port, spun in the background.
+
+    The client's queue of frames is unbounded: one that stopped reading with the queue
+    full would wait out its close timeout (10 s) for a close frame stuck behind data.
+    """
     rclpy.init()
     node, fox, server = bridge.serve(TINY, port=0)
     spinners = Spinners()
     spinners.add(node)
     url = f"ws://127.0.0.1:{server.port}"
+    options = {"subprotocols": ["foxglove.sdk.v1"], "max_size": None, "max_queue": None}
     try:
-        with websockets_sync.connect(url, subprotocols=["foxglove.sdk.v1"], max_size=None) as ws:
+        with websockets_sync.connect(url, **options) as ws:
             yield fox, Client(ws), spinners
     finally:
         server.stop()

@@ -34,9 +34,9 @@ from oxygen_ros.tools.bagio import from_cdr, read_bag
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.demo import Console
 from oxygen_ros.tools.demo_bag import Scene, scene_topics, write_scene
-from oxygen_ros.tools.job import OUTPUT_BAG, Job
 from oxygen_ros.tools.live import replay_live
 from oxygen_ros.tools.replay import replay_offline
+from oxygen_ros.tools.replay_job import OUTPUT_BAG, Job
 
 pytestmark = pytest.mark.ros
 
@@ -79,12 +79,17 @@ def stamp_ns(stamp: Time) -> int:
 def test_live_play_drives_the_node_and_matches_offline_replay_frame_by_frame(node, tmp_path):
     write_scene(tmp_path / "bag", SCENE, scene_topics(TINY))
     job = Job.load(tmp_path / "bag", TINY, tmp_path / "live")
+    before = node.stats().frames
     live = replay_live(job, rate=RATE, wait_s=30.0, progress=False)
+    published = node.stats().frames - before  # the sender's own count
 
     live_chunks = chunks(job.out, job.names.output(topics.ACTION_CHUNK))
     ticks = len(job.ticks())
-    assert len(live_chunks) >= ticks // 2, f"{len(live_chunks)} frames of {ticks} ticks"
-    assert [c.sequence for c in live_chunks] == list(range(len(live_chunks)))  # none lost
+    assert published >= ticks // 2, f"{published} frames of {ticks} ticks"
+    # Over DDS (reliable, but the node keeps only its newest chunk): in order, none twice,
+    # none invented; a chunk overwritten before delivery is not the recorder's to see.
+    sequences = [c.sequence for c in live_chunks]
+    assert 0 < len(live_chunks) <= published and sequences == sorted(set(sequences))
     stamps = [stamp_ns(c.header.stamp) for c in live_chunks]
     assert job.ticks()[0] <= stamps[0] and stamps[-1] <= job.span_ns()[1]  # node = bag clock
     assert live["frames"] == len(live_chunks) and live["source"] == "live"

@@ -218,8 +218,18 @@ def test_activation_skips_frames_until_every_input_arrived(rig):
     assert rig.probe.state() == "active"
 
 
-def test_action_chunks_arrive_at_the_frame_rate_with_shape_order_and_stamps(rig):
-    received = rig.inbox("/oxygen/action_chunk").wait_count(15, timeout_s=30)
+def _actions_report(rig) -> dict[str, str]:
+    """The actions status of the next /diagnostics report: the node's own counts."""
+    return rig.wait_diagnostics("actions", lambda level, values: True, "a report")[1]
+
+
+def test_action_chunks_come_at_the_frame_rate_with_shape_order_and_stamps(rig):
+    """Checked on what the node stamps and counts, not on when chunks arrive: its writer
+    keeps only the newest chunk (one may be overwritten before delivery), and arrival
+    times on a shared CPU measure the machine, not the node."""
+    inbox = rig.inbox("/oxygen/action_chunk")
+    received = inbox.wait_count(15, timeout_s=30)
+    report = _actions_report(rig)  # counts every chunk that arrived by now, and more
     chunks = [r.msg for r in received]
     for chunk in chunks:
         assert (chunk.horizon, chunk.action_dim) == (PARAMS["action_horizon"], 7)
@@ -227,33 +237,57 @@ def test_action_chunks_arrive_at_the_frame_rate_with_shape_order_and_stamps(rig)
         assert np.isfinite(np.asarray(chunk.actions)).all()
         assert list(chunk.joint_names) == PARAMS["joint_names"]
         assert stamp_s(chunk.control_period) == pytest.approx(CONTROL_PERIOD_S, abs=1e-9)
+        # The node's deadline: out within one frame period of its tick (steady clock).
+        assert chunk.deadline_met == (stamp_s(chunk.latency) <= PERIOD_S)
     sequences = [c.sequence for c in chunks]
     assert sequences == sorted(set(sequences))
-    stamps = np.array([stamp_s(c.header.stamp) for c in chunks])
-    assert np.all(np.diff(stamps) > 0)
-    # Ticks land on the frame period; an overrun on this shared CPU skips one tick.
-    assert np.median(np.diff(stamps)) == pytest.approx(PERIOD_S, rel=0.15)
-    arrival_rate = (len(received) - 1) / (received[-1].at_s - received[0].at_s)
-    assert arrival_rate > 0.6 / PERIOD_S
-    # Stamped with the node clock at the frame's tick, received within the frame (but for
-    # the odd stall of a shared CPU).
-    delays = [r.at_s - stamp_s(r.msg.header.stamp) for r in received]
-    assert 0.0 < min(delays) and np.percentile(delays, 80) < PERIOD_S
+    # Each chunk is stamped at its tick of the frame timer (node clock), and the timer
+    # ticks on a grid of frame periods: consecutive chunks are a whole number of periods
+    # apart (more than one where a tick overran or a chunk was overwritten), give or take
+    # the timer callback's jitter.
+    periods = np.diff([stamp_s(c.header.stamp) for c in chunks]) / PERIOD_S
+    assert periods.min() > 0, periods
+    assert np.median(np.abs(periods - np.round(periods))) < 0.15, periods
+    # The node's own counts: it published at least what arrived, flagged late at least
+    # the chunks that say so, and every miss it counts is a late chunk or an overrun.
+    assert float(report["target frame rate (Hz)"]) == pytest.approx(1.0 / PERIOD_S, abs=0.01)
+    arrived = [x.msg for x in inbox.items()]
+    assert int(report["frames published"]) >= len(arrived)
+    assert int(report["late chunks"]) >= sum(not c.deadline_met for c in arrived)
+    misses, late, overruns = (
+        int(report[k]) for k in ("deadline misses", "late chunks", "overruns")
+    )
+    assert misses == late + overruns
+    # Meeting deadlines: most of these frames were out in time by the node's own clock.
+    assert sum(c.deadline_met for c in chunks) > len(chunks) // 2, [
+        stamp_s(c.latency) for c in chunks
+    ]
+
+
+def _stamp_key(msg) -> tuple[int, int]:
+    return (msg.header.stamp.sec, msg.header.stamp.nanosec)
 
 
 def test_joint_trajectory_carries_the_same_chunk(rig):
-    chunk = rig.inbox("/oxygen/action_chunk").wait_count(1, timeout_s=10)[0].msg
-    stamp = stamp_s(chunk.header.stamp)
-    trajectories = rig.inbox("/oxygen/joint_trajectory").wait(
-        lambda xs: any(stamp_s(x.msg.header.stamp) == stamp for x in xs), 10, "same stamp"
-    )
-    trajectory = next(x.msg for x in trajectories if stamp_s(x.msg.header.stamp) == stamp)
-    assert list(trajectory.joint_names) == PARAMS["joint_names"]
-    rows = np.asarray(chunk.actions, np.float32).reshape(chunk.horizon, chunk.action_dim)
-    positions = np.array([p.positions for p in trajectory.points], np.float32)
-    np.testing.assert_array_equal(positions, rows)
-    offsets = [stamp_s(p.time_from_start) for p in trajectory.points]
-    np.testing.assert_allclose(offsets, np.arange(chunk.horizon) * CONTROL_PERIOD_S, atol=1e-9)
+    """Chunk and trajectory writers each keep only their newest message, so not every
+    chunk's trajectory arrives: every pair that did (same stamp) must agree."""
+    chunks = rig.inbox("/oxygen/action_chunk")
+    trajectories = rig.inbox("/oxygen/joint_trajectory")
+    start = len(trajectories.items())
+
+    def pairs(items) -> list:
+        by_stamp = {_stamp_key(x.msg): x.msg for x in chunks.items()}
+        later = (x.msg for x in items[start:])
+        return [(by_stamp[_stamp_key(t)], t) for t in later if _stamp_key(t) in by_stamp]
+
+    matched = pairs(trajectories.wait(lambda xs: len(pairs(xs)) >= 3, 20, "3 chunks' stamps"))
+    for chunk, trajectory in matched:
+        assert list(trajectory.joint_names) == PARAMS["joint_names"]
+        rows = np.asarray(chunk.actions, np.float32).reshape(chunk.horizon, chunk.action_dim)
+        positions = np.array([p.positions for p in trajectory.points], np.float32)
+        np.testing.assert_array_equal(positions, rows)
+        offsets = [stamp_s(p.time_from_start) for p in trajectory.points]
+        np.testing.assert_allclose(offsets, np.arange(chunk.horizon) * CONTROL_PERIOD_S, atol=1e-9)
 
 
 def test_parameters_are_refused_while_configured_with_the_reason(rig):

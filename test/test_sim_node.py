@@ -6,6 +6,15 @@ the probe subscribes to the instruction and publishes trajectories (wait_for_pee
 as it waits for the oxygen node in a closed-loop run. Expected values are worked out by
 hand from the executor's rules (the world follows a command within the joint velocity
 limits exactly, one control period later).
+
+What DDS guarantees, and so what the tests here count on: every topic is matched both
+ways before the sim ticks and the probe reads reliably, deeper than anything a test
+publishes, so a sample is lost only when the sim's writer (reliable, depth 10) overwrites
+it before it was delivered. At a sim rate of a few ticks per wall second that needs a
+second of stalled delivery; at 25 x real time, only a few milliseconds, so there a test
+asserts order, no duplicates and the last sample of a topic (which stays in the writer's
+history until delivered), never that every sample came. The trajectories the probe sends
+are acknowledged by the sim's reader before its first tick.
 """
 
 from __future__ import annotations
@@ -24,9 +33,11 @@ import pytest
 import rclpy
 from PIL import Image as Image_
 from rclpy.context import Context
+from rclpy.duration import Duration
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
@@ -39,18 +50,21 @@ from oxygen_core.sim.runner import run_expert_episode
 from oxygen_core.sim.tasks import FAMILIES, make_task
 from oxygen_ros.convert import image_to_rgb, stamp_to_ns
 from oxygen_ros.msg import EpisodeOutcome
-from oxygen_ros.tools import sim_eval
 from oxygen_ros.tools.bagio import from_cdr, read_bag
-from oxygen_ros.tools.job import Job
-from oxygen_ros.tools.sim import animation
-from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_plan
+from oxygen_ros.tools.replay_job import Job
+from oxygen_ros.tools.sim import animation, evaluate
+from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_order
 from oxygen_ros.tools.sim.messages import trajectory_msg
-from oxygen_ros.tools.sim.node import QOS, SimNode
+from oxygen_ros.tools.sim.node import SimNode
 from oxygen_ros.tools.sim.record import record
 
 pytestmark = pytest.mark.ros
 NS = 1_000_000_000
 START_NS = NS  # the sim's first tick
+# Reliable and deeper than the most any test here publishes on one topic (842 joint states):
+# the probe's own history never drops a sample that reached it.
+PROBE_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+TRAJECTORY_TOPIC = "/oxygen/joint_trajectory"
 
 
 class Probe:
@@ -62,18 +76,18 @@ class Probe:
         self.node = Node("probe", context=self.context, start_parameter_services=False)
         self.received: dict[str, list] = collections.defaultdict(list)
         self._lock = threading.Lock()
-        for topic, kind in (
-            ("/clock", Clock),
-            ("/joint_states", JointState),
-            ("/camera/base/image_raw", Image),
-            ("/camera/wrist/image_raw", Image),
-            ("/oxygen/instruction", String),
-            ("/sim/episode", EpisodeOutcome),
-        ):
-            self.node.create_subscription(kind, topic, self._keep(topic), QOS)
-        self.trajectories = self.node.create_publisher(
-            JointTrajectory, "/oxygen/joint_trajectory", 10
-        )
+        self.subscriptions = {
+            topic: self.node.create_subscription(kind, topic, self._keep(topic), PROBE_QOS)
+            for topic, kind in (
+                ("/clock", Clock),
+                ("/joint_states", JointState),
+                ("/camera/base/image_raw", Image),
+                ("/camera/wrist/image_raw", Image),
+                ("/oxygen/instruction", String),
+                ("/sim/episode", EpisodeOutcome),
+            )
+        }
+        self.trajectories = self.node.create_publisher(JointTrajectory, TRAJECTORY_TOPIC, 10)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
@@ -97,11 +111,13 @@ class Probe:
             time.sleep(0.02)
 
     def send(self, *trajectories: JointTrajectory) -> None:
-        """Publish once the sim listens: a message sent before its subscription matches is
-        lost (the first instruction arriving says only that the reverse direction works)."""
-        self.wait(lambda: self.trajectories.get_subscription_count() > 0, "the sim to listen")
+        """Publish to the matched sim and wait until its reader has acknowledged each one
+        (reliable: from then on it is in the sim's reader, not on the way)."""
+        assert self.trajectories.get_subscription_count() > 0, "the sim does not listen"
         for msg in trajectories:
             self.trajectories.publish(msg)
+        acked = self.trajectories.wait_for_all_acked(Duration(seconds=60))
+        assert acked, "the sim did not acknowledge the trajectories within 60 s"
 
     def close(self) -> None:
         self.executor.shutdown()
@@ -113,7 +129,8 @@ class Probe:
 class Sim:
     """The sim node in its own context, its loop on a thread (as oxygen-sim runs it)."""
 
-    def __init__(self, **parameters) -> None:
+    def __init__(self, probe: Probe, **parameters) -> None:
+        self.probe = probe
         self.context = Context()
         rclpy.init(context=self.context)
         overrides = [Parameter(k, value=v) for k, v in parameters.items()]
@@ -123,11 +140,34 @@ class Sim:
         self.spinner = threading.Thread(target=self.executor.spin, daemon=True)
         self.spinner.start()
         self.runner = threading.Thread(target=self.node.run, daemon=True)
+
+    def _matched(self) -> bool:
+        """Each sim writer sees the probe's reader and each reader sees its writer."""
+        probe, writers = self.probe, {p.topic_name: p for p in self.node.publishers}
+        (reader,) = (s for s in self.node.subscriptions if s.topic_name == TRAJECTORY_TOPIC)
+        return (
+            all(
+                topic in writers and writers[topic].get_subscription_count() > 0
+                for topic in probe.subscriptions
+            )
+            and all(s.get_publisher_count() > 0 for s in probe.subscriptions.values())
+            and probe.trajectories.get_subscription_count() > 0
+            and reader.get_publisher_count() > 0
+        )
+
+    def start(self, *trajectories: JointTrajectory) -> None:
+        """Start the loop once every topic between the sim and the probe is matched from
+        both ends (a sample published before its reader matched is lost: the tests would
+        be timing discovery), with `trajectories` already in the sim's reader."""
+        self.probe.wait(self._matched, "the sim and the probe to match")
+        if trajectories:
+            self.probe.send(*trajectories)
         self.runner.start()
 
     def close(self) -> None:
         self.node.stop.set()
-        self.runner.join()
+        if self.runner.ident is not None:  # started
+            self.runner.join()
         self.executor.shutdown()
         self.spinner.join()
         self.node.destroy_node()
@@ -145,15 +185,20 @@ def _joint_states_by_stamp(probe: Probe) -> dict[int, np.ndarray]:
     return {stamp_to_ns(m.header.stamp): np.array(m.position) for m in probe.get("/joint_states")}
 
 
+def _texts(probe: Probe) -> list[str]:
+    return [m.data for m in probe.get("/oxygen/instruction")]
+
+
 def test_sim_publishes_sensors_and_executes_a_trajectory_at_its_stamp(probe):
-    sim = Sim(families=["pick"], real_time_factor=0.5, camera_size=32, wait_for_peers_s=30.0)
+    # 10 ticks per wall second: every sample has a second to reach the probe (module doc).
+    sim = Sim(probe, families=["pick"], real_time_factor=0.5, camera_size=32,
+              wait_for_peers_s=30.0)  # fmt: skip
+    # Starts 0.5 s of sim time after the first tick; the sim's reader has it before that tick.
+    offsets = np.array([[0.05, -0.05, 0.05, 0.05, -0.05, 0.05, -0.05]]).T
+    points = HOME + (offsets * np.array([1.0, 2.0, 3.0])).T  # within the speed limits
+    start = START_NS + NS // 2
     try:
-        probe.wait(lambda: probe.get("/oxygen/instruction"), "the first instruction")
-        # Starts 0.5 s of sim time after the first tick (1 s of wall time at rtf 0.5).
-        offsets = np.array([[0.05, -0.05, 0.05, 0.05, -0.05, 0.05, -0.05]]).T
-        points = HOME + (offsets * np.array([1.0, 2.0, 3.0])).T  # within the speed limits
-        start = START_NS + NS // 2
-        probe.send(trajectory_msg([0.0, 0.2, 0.4], points, start))
+        sim.start(trajectory_msg([0.0, 0.2, 0.4], points, start))
         probe.wait(
             lambda: max(_joint_states_by_stamp(probe), default=0) >= start + NS,
             "joint states 1 s past the trajectory's start",
@@ -194,6 +239,7 @@ def test_sim_publishes_sensors_and_executes_a_trajectory_at_its_stamp(probe):
 def test_malformed_trajectories_are_counted_the_arm_holds_and_episodes_reset(probe):
     # Two pick episodes that run to the 20 s time limit, at 25 x real time.
     sim = Sim(
+        probe,
         families=["pick"],
         episodes=2,
         real_time_factor=25.0,
@@ -201,35 +247,43 @@ def test_malformed_trajectories_are_counted_the_arm_holds_and_episodes_reset(pro
         camera_rate_hz=2.0,
         wait_for_peers_s=30.0,
     )
+    good = HOME[None, :] + 0.01
+    bad_names = trajectory_msg([0.0], good, 0, names=("a",) * 7)
+    nan = trajectory_msg([0.0, 0.1], np.vstack([good, good * np.nan]), 0)
+    empty = trajectory_msg([], np.zeros((0, 7)), 0)
+    instructions = [make_task("pick", seed).instruction for seed in (0, 1)]
     try:
-        probe.wait(lambda: probe.get("/oxygen/instruction"), "the first instruction")
-        good = HOME[None, :] + 0.01
-        bad_names = trajectory_msg([0.0], good, 0, names=("a",) * 7)
-        nan = trajectory_msg([0.0, 0.1], np.vstack([good, good * np.nan]), 0)
-        empty = trajectory_msg([], np.zeros((0, 7)), 0)
-        probe.send(bad_names, nan, empty)
+        sim.start(bad_names, nan, empty)
         probe.wait(lambda: len(probe.get("/sim/episode")) == 2, "two outcomes", 120.0)
+        first, second = probe.get("/sim/episode")
+        # The last sample of a topic stays in the sim's writer until the probe has it.
+        last_ns = stamp_to_ns(second.header.stamp)
+        probe.wait(lambda: last_ns in _joint_states_by_stamp(probe), "the last joint state")
+        probe.wait(lambda: _texts(probe)[-1:] == [instructions[1]], "the last instruction")
     finally:
         sim.close()
-    first, second = probe.get("/sim/episode")
-    assert dict(zip(first.reject_reasons, first.reject_counts, strict=True)) == {
-        "joint_names": 1,
-        "non_finite": 1,
-        "points": 1,
-    }
-    assert (first.trajectories_rejected, first.trajectories_accepted) == (3, 0)
+    # Zero stamps mean "now": each one is counted once, in the episode that took it (the
+    # first, unless the sim's executor handed it over only after that episode).
+    rejected: collections.Counter[str] = collections.Counter()
+    for outcome in (first, second):
+        rejected.update(dict(zip(outcome.reject_reasons, outcome.reject_counts, strict=True)))
+        assert outcome.trajectories_accepted == 0 and outcome.seams == 0
+    assert rejected == {"joint_names": 1, "non_finite": 1, "points": 1}
+    assert first.trajectories_rejected + second.trajectories_rejected == 3
     assert (first.index, first.seed, second.index, second.seed) == (0, 0, 1, 1)
     assert (first.success, first.steps, first.duration_s) == (False, 400, 20.0)
-    assert first.instruction == make_task("pick", 0).instruction
-    assert second.instruction == make_task("pick", 1).instruction
+    assert [first.instruction, second.instruction] == instructions
     assert stamp_to_ns(second.start) == stamp_to_ns(first.header.stamp) + NS // 20
-    assert second.trajectories_rejected == 0 and first.seams == 0
-    # Nothing valid ever came: every joint state of both episodes is the home pose.
+    # Nothing valid ever came: every joint state that arrived, the last one of the second
+    # episode among them, is the home pose.
     positions = np.array([m.position for m in probe.get("/joint_states")])
     np.testing.assert_array_equal(positions, np.broadcast_to(HOME, positions.shape))
-    # The instruction at each episode's start and again every sim second.
-    texts = [m.data for m in probe.get("/oxygen/instruction")]
-    assert texts == [first.instruction] * 21 + [second.instruction] * 21
+    # The instruction at each episode's start and again every sim second: 21 per episode
+    # sent (the loop tests count them exactly); in order, none twice, over DDS.
+    texts = _texts(probe)
+    n = texts.count(instructions[0])
+    assert texts == [instructions[0]] * n + [instructions[1]] * (len(texts) - n)
+    assert n <= 21 and 1 <= len(texts) - n <= 21
 
 
 def test_expert_through_the_loop_matches_the_reference_runner():
@@ -241,7 +295,7 @@ def test_expert_through_the_loop_matches_the_reference_runner():
             self.counts[key] += 1
 
     port = Counter()
-    loop = SimLoop(SimConfig(episode_plan(FAMILIES, 0, 1), "expert", camera_size=16), port)
+    loop = SimLoop(SimConfig(episode_order(FAMILIES, 0, 1), "expert", camera_size=16), port)
     while loop.tick():
         pass
     for outcome in loop.outcomes:
@@ -267,7 +321,7 @@ def test_the_instruction_repeats_every_second_at_rates_that_do_not_divide_it(rat
                 self.times.append(time_ns)
 
     port = Instructions()
-    cfg = SimConfig(episode_plan(("pick",), 0, 1), control_rate_hz=rate_hz, camera_size=16,
+    cfg = SimConfig(episode_order(("pick",), 0, 1), control_rate_hz=rate_hz, camera_size=16,
                     camera_rate_hz=1.0)  # fmt: skip
     loop = SimLoop(cfg, port)  # nothing drives the arm: the episode runs to its time limit
     while loop.tick():
@@ -286,7 +340,7 @@ class Null:
 
 
 def test_stale_or_zero_stamps():
-    loop = SimLoop(SimConfig(episode_plan(("push",), 3, 1), camera_size=16), Null())
+    loop = SimLoop(SimConfig(episode_order(("push",), 3, 1), camera_size=16), Null())
     loop.tick()  # the episode starts at 1 s
     target = HOME[None, :] + np.array([0.02] * 6 + [-0.02])  # the gripper is open at home
     loop.receive(trajectory_msg([0.0], target, START_NS - 1))  # before this episode
@@ -299,7 +353,7 @@ def test_stale_or_zero_stamps():
 
 
 def test_a_flood_of_trajectories_keeps_the_newest_and_counts_the_rest():
-    loop = SimLoop(SimConfig(episode_plan(("push",), 3, 1), camera_size=16), Null())
+    loop = SimLoop(SimConfig(episode_order(("push",), 3, 1), camera_size=16), Null())
     loop.tick()
     step = np.array([0.001] * 6 + [-0.001])  # the gripper is open at home
     for k in range(20):  # 16 fit in the inbox until the next tick
@@ -312,7 +366,7 @@ def test_a_flood_of_trajectories_keeps_the_newest_and_counts_the_rest():
 
 
 def test_a_trajectory_waiting_across_an_episode_change_is_counted_as_stale():
-    cfg = SimConfig(episode_plan(("pick",), 0, 2), camera_size=16, camera_rate_hz=1.0)
+    cfg = SimConfig(episode_order(("pick",), 0, 2), camera_size=16, camera_rate_hz=1.0)
     loop = SimLoop(cfg, Null())
     while loop.tick() and loop.episode.end_ns is None:  # nothing drives: to the time limit
         pass
@@ -327,7 +381,7 @@ def test_a_trajectory_waiting_across_an_episode_change_is_counted_as_stale():
 
 
 def test_record_round_trip_through_rosbags(tmp_path):
-    cfg = SimConfig(episode_plan(("pick",), 0, 1), "expert", camera_size=24, camera_rate_hz=5.0)
+    cfg = SimConfig(episode_order(("pick",), 0, 1), "expert", camera_size=24, camera_rate_hz=5.0)
     counts, outcomes = record(tmp_path / "bag", cfg)
     (outcome,) = outcomes
     ticks = outcome.steps + 1
@@ -358,7 +412,7 @@ def test_record_round_trip_through_rosbags(tmp_path):
 def test_sim_eval_expert_succeeds_in_every_family_over_topics(tmp_path):
     out = tmp_path / "eval"
     args = ["--policy", "expert", "--episodes", "1", "--rtf", "4", "--camera-size", "64"]
-    assert sim_eval.main([*args, "--out", str(out)]) == 0
+    assert evaluate.main([*args, "--out", str(out)]) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["success"]["all"] == {"episodes": 3, "successes": 3, "rate": 1.0}
     by_family = {e["family"]: e for e in report["episodes"]}
@@ -391,7 +445,7 @@ def test_shipped_sim_bag_is_a_replay_input_for_the_sim_params(tmp_path):
 def test_a_command_delay_holds_each_trajectory_for_that_many_ticks():
     """With command_delay_steps d the arm takes a trajectory d ticks after the one that
     would take it without delay."""
-    cfg = SimConfig(episode_plan(("push",), 3, 1), camera_size=16, command_delay_steps=2)
+    cfg = SimConfig(episode_order(("push",), 3, 1), camera_size=16, command_delay_steps=2)
     loop = SimLoop(cfg, Null())
     loop.tick()
     target = HOME[None, :] + np.array([0.02] * 6 + [-0.02])  # the gripper is open at home
@@ -408,7 +462,7 @@ def test_a_command_delay_holds_each_trajectory_for_that_many_ticks():
 
 def test_a_negative_command_delay_is_refused():
     with pytest.raises(ValueError, match="command_delay_steps"):
-        SimConfig(episode_plan(("push",), 3, 1), command_delay_steps=-1)
+        SimConfig(episode_order(("push",), 3, 1), command_delay_steps=-1)
 
 
 @pytest.mark.slow
@@ -420,7 +474,7 @@ def test_sim_eval_echoes_the_trained_policys_texts_and_each_outcome(tmp_path, ca
     args = ["--params", str(root / "config" / "sim_demo.yaml"), "--families", "pick",
             "--episodes", "1", "--seed", str(seed), "--rtf", "4", "--camera-size", "128",
             "--echo", "--out", str(tmp_path / "eval")]  # fmt: skip
-    assert sim_eval.main(args) == 0
+    assert evaluate.main(args) == 0
     lines = capsys.readouterr().out.splitlines()
     task = make_task("pick", seed)
     outcome = [line for line in lines if line.startswith(f"episode 1/1 pick seed {seed}: ")]

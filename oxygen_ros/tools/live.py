@@ -14,10 +14,12 @@ and that spin, holding the GIL, starved the player on the main thread (bursty /c
 node ticking at 1 frame/s instead of 10).
 
 `replay_live` runs both for one job: it waits until the node subscribes to the bag's
-topics (it does once active), plays the bag, waits for the last outputs, and reports as
-an offline replay does. Counts no output message carries (skips by reason, overruns)
-come from the node's last /diagnostics, which may be up to one diagnostics period
-older than the end of the bag.
+topics (it does once active) and the recorder has matched each of the node's outputs (a
+chunk published before the match never reaches the bag, and a report missing frame 0
+would wrongly say the node ran before), plays the bag, waits for the last outputs, and
+reports as an offline replay does. Counts no output message carries (skips by reason,
+overruns) come from the node's last /diagnostics, which may be up to one diagnostics
+period older than the end of the bag.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from tqdm import tqdm
 from oxygen_ros.convert import ns_to_stamp
 from oxygen_ros.diagnostics import DEADLINE_MISSES, FRAME_ERRORS, OVERRUNS
 from oxygen_ros.tools.bagio import BagMessage, BagWriter, bag_topics, message_class, read_bag
-from oxygen_ros.tools.job import OUTPUT_BAG, Job, OutputSink, period_ns
+from oxygen_ros.tools.replay_job import OUTPUT_BAG, Job, OutputSink, period_ns
 from oxygen_ros.tools.report import Counts, Recording, build_report, write_report
 from oxygen_ros.topics import DIAGNOSTICS
 
@@ -170,14 +172,35 @@ class OutputRecorder(Node):
         self._sink = sink
         self._periodic = frozenset(periodic)
         self.last_arrival_s = time.monotonic()
-        for topic, msgtype in topics.items():
-            self.create_subscription(
+        self._inlets = {
+            topic: self.create_subscription(
                 message_class(msgtype),
                 topic,
                 functools.partial(self._on_message, topic, msgtype),
                 _RECORDER_QOS,
                 raw=True,
             )
+            for topic, msgtype in topics.items()
+        }
+
+    def wait_for_publishers(self, timeout_s: float, alive: Callable[[], bool]) -> None:
+        """Block until each output topic has a matched publisher (the node creates them at
+        configure, so once it is active they only need discovery).
+
+        Delivery starts at the match: what the node published before it would be lost, so
+        playback waits for this. alive() is polled as in BagPlayer.wait_for_subscribers.
+        """
+
+        def unmatched() -> list[str]:
+            if not alive():
+                raise RuntimeError("the node exited before its outputs reached the recorder")
+            subs = self._inlets.items()
+            return sorted(topic for topic, sub in subs if sub.get_publisher_count() == 0)
+
+        try:
+            wait_until(lambda: not unmatched(), timeout_s, "a publisher on each output topic")
+        except TimeoutError as error:
+            raise TimeoutError(f"{error}; none yet on {unmatched()}") from None
 
     def _on_message(self, topic: str, msgtype: str, data: bytes) -> None:
         if topic not in self._periodic:
@@ -213,8 +236,9 @@ def replay_live(
 ) -> dict:
     """Play the bag to a running node (use_sim_time) and record its outputs; the report.
 
-    Waits up to wait_s for the node to subscribe (it does when it becomes active), then
-    plays at `rate`; on_output(topic, msg) sees every output message as it arrives.
+    Waits up to wait_s for the node to subscribe (it does when it becomes active), and up
+    to wait_s more for the recorder to match the node's outputs, then plays at `rate`;
+    on_output(topic, msg) sees every output message as it arrives.
     """
     job.out.mkdir(parents=True, exist_ok=True)
     span, ticks = job.span_ns(), job.ticks()
@@ -230,6 +254,7 @@ def replay_live(
 
         with _live_nodes(job, inputs, record) as (player, recorder):
             player.wait_for_subscribers(wait_s, alive)
+            recorder.wait_for_publishers(wait_s, alive)
             _play(player, span, ticks, rate, progress)
             period = job.settings.node.frame_period_s
             recorder.wait_quiet(quiet_s=max(1.0, 3 * period), timeout_s=60.0)
