@@ -116,7 +116,7 @@ MODEL_PRESETS: dict[str, ModelConfig] = {
     # frame (prefill + 10 denoise steps) takes milliseconds there. Four layers, not three:
     # finding the instructed object takes the action tokens a chain of attention steps
     # (read the name, find its patch, act on where it is), and the fourth layer made the
-    # policy use the base camera and the target's name (README "Training a policy").
+    # policy use the base camera and the target's name (docs/experiments/training.md).
     "demo": ModelConfig(
         name="demo",
         vision=SiglipConfig(

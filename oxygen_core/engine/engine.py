@@ -28,7 +28,7 @@ import numpy as np
 from oxygen_core.config import EOS_ID
 from oxygen_core.engine import kv_pool
 from oxygen_core.engine.generate import generate
-from oxygen_core.engine.handover import check_handover_config, guidance_target, handover_plan
+from oxygen_core.engine.handover import check_handover_config, guidance_target, handover_overlap
 from oxygen_core.engine.latency import LatencyModel, StepBudget
 from oxygen_core.engine.scheduler import Admission, Request, Scheduler
 from oxygen_core.engine.types import (
@@ -128,7 +128,7 @@ class Engine(abc.ABC):
         true answer: `Policy.action_cache`); ValueError for a robot without a plan stage.
         """
         inputs = self.policy.prefix_inputs(obs)
-        delay, meet = handover_plan(self.cfg, self.delay, self.policy, handover)
+        delay, meet = handover_overlap(self.cfg, self.delay, self.policy, handover)
         mode = self.cfg.chunk_handover if meet is not None else "replace"
         self.frame += 1
         t0 = time.perf_counter()

@@ -1,7 +1,7 @@
 """What `act` does with the chunk the robot is executing: the host side of the hand-over.
 
 A frame may come with a `Handover`: the previous chunk in robot units, how many of its
-rows ran before this frame's observation, and the control period. `handover_plan` checks
+rows ran before this frame's observation, and the control period. `handover_overlap` checks
 it and decides d (fixed by `rtc_delay_steps`, or "auto": recent act latencies rounded up
 to control steps) and where the new chunk meets the old one. For "rtc",
 `guidance_target` turns the previous chunk into the model's space of THIS frame (the
@@ -48,7 +48,7 @@ def check_handover(handover: Handover, horizon: int, action_dim: int) -> None:
         raise ValueError(f"handover control period must be > 0, got {handover.control_period_s}")
 
 
-def handover_plan(
+def handover_overlap(
     cfg: EngineConfig, delays: rtc.DelayEstimator, policy: Policy, handover: Handover | None
 ) -> tuple[int, rtc.Overlap | None]:
     """d (0 without a handover) and where the new chunk meets the previous one (None: no

@@ -6,7 +6,7 @@ space, and their mean (a "model soup": Wortsman et al. 2022) is often better tha
 of them: each stage's last steps fit its own 1000 scenes, and the mean keeps what they
 share. Here two stages continued from the sixth (seeds 4000-4999; seeds 5000-5799 plus
 800 more push scenes) succeeded in 209 and 213 of 300 closed-loop episodes, their mean in
-221 (README "Training a policy").
+221 (docs/experiments/training.md).
 
 The mean is only meaningful for checkpoints of one lineage, which the loader cannot tell
 apart from any other checkpoint of the same shapes; so the inputs must share the preset,

@@ -17,7 +17,7 @@ state: the scripted expert is a phase machine, not a state-feedback policy. Aske
 do at every frame of the policy's own path, its phases lag the policy's (it waits for
 the arm to reach each goal within millimetres before the next), so those labels keep the
 gripper open wherever the policy went early; a policy fine-tuned on them stopped closing
-its gripper (pick 0/50: README "Training a policy").
+its gripper (pick 0/50: docs/experiments/training.md).
 
     oxygen-train-dagger --checkpoint data/policy/sim_demo --seeds 100 --out out/recover.npz
 """

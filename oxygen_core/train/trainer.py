@@ -76,7 +76,7 @@ def drop_cameras(arrays: Arrays, p: float, rng: np.random.Generator) -> Arrays:
     """Every camera but the first (the base view) masked out in a random share p of samples.
 
     The policy moved its chunk four times as much for its wrist camera as for the base
-    camera and reached for whatever the wrist showed (README "Training a policy"); a sample
+    camera and reached for whatever the wrist showed (docs/experiments/training.md); a sample
     without the wrist view can only be solved by finding the target in the base view. A
     masked slot is left out of attention, as a robot's missing camera is.
     """
