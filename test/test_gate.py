@@ -1,7 +1,8 @@
 """The chunk gate on hand-made chunks: exact verdicts for each policy and each bound.
 
 Two joints, limits chosen so each number below can be checked by hand: positions in
-[-1, 1], velocity 2/s, acceleration 10/s^2, start jump 0.5, points 0.1 s apart.
+[-1, 1], velocity 2/s, acceleration 10/s^2, start jump 0.5, a control period of 0.1 s
+(row i is reached (i + 1) periods after the measured state).
 """
 
 from __future__ import annotations
@@ -24,30 +25,28 @@ LIMITS = JointLimits(
     source="test limits",
 )
 STATE = np.zeros(2)
-TIMES = np.array([0.1, 0.2, 0.3])
+PERIOD_S = 0.1
 
 
-def gate(policy: str) -> ChunkGate:
-    return ChunkGate(LIMITS, policy)
+def gate(policy: str, period_s: float = PERIOD_S) -> ChunkGate:
+    return ChunkGate(LIMITS, policy, period_s)
 
 
 @pytest.mark.parametrize("policy", ["clamp", "slow", "reject"])
 def test_a_chunk_inside_every_bound_passes_unchanged(policy):
     chunk = np.array([[0.1, 0.0], [0.2, -0.1], [0.3, -0.2]])  # 1 /s, no acceleration
-    verdict = gate(policy).check(chunk, TIMES, STATE)
+    verdict = gate(policy).check(chunk, STATE)
     assert verdict.outcome == "passed" and verdict.findings == ()
     np.testing.assert_array_equal(verdict.positions, chunk)
-    np.testing.assert_array_equal(verdict.times, TIMES)
 
 
 def test_clamp_puts_positions_into_their_range_and_names_the_worst():
     # b creeps past its upper bound at 1 /s (velocity fine after clamping).
     state = np.array([0.0, 0.95])
     chunk = np.array([[0.0, 1.0], [0.0, 1.05], [0.0, 1.15]])
-    verdict = gate("clamp").check(chunk, TIMES, state)
+    verdict = gate("clamp").check(chunk, state)
     assert verdict.outcome == "clamped"
     np.testing.assert_allclose(verdict.positions, [[0.0, 1.0], [0.0, 1.0], [0.0, 1.0]])
-    np.testing.assert_array_equal(verdict.times, TIMES)
     (finding,) = verdict.findings
     assert (finding.reason, finding.joint, finding.point) == ("position", "b", 2)
     assert finding.value == pytest.approx(1.15) and finding.limit == 1.0
@@ -56,35 +55,45 @@ def test_clamp_puts_positions_into_their_range_and_names_the_worst():
 def test_clamp_rejects_a_chunk_still_too_fast_and_slow_stretches_it():
     # a moves 0.4 per 0.1 s = 4 /s, twice its bound, and ends past its range.
     chunk = np.array([[0.4, 0.0], [0.8, 0.0], [1.2, 0.0]])
-    clamped = gate("clamp").check(chunk, TIMES, STATE)
+    clamped = gate("clamp").check(chunk, STATE)
     assert clamped.outcome == "rejected" and clamped.positions is None
     assert [f.reason for f in clamped.findings] == ["position", "velocity", "acceleration"]
-    slowed = gate("slow").check(chunk, TIMES, STATE)
+    slowed = gate("slow").check(chunk, STATE)
     assert slowed.outcome == "slowed"
     # After clamping the last point to 1.0 the steps are 0.4, 0.4, 0.2: velocity 4 -> s = 2,
-    # and the acceleration (4 -> 2 /s over 0.1 s = -20 /s^2) needs s = sqrt(2) only.
+    # and the acceleration (4 -> 2 /s over 0.1 s = -20 /s^2) needs s = sqrt(2) only. Each
+    # step now lasts two periods: resampled, the path runs at 2 /s, then 1 /s (the change,
+    # -10 /s^2, right at its bound), and ends where the clamped chunk ends.
     assert slowed.stretch == pytest.approx(2.0)
-    np.testing.assert_allclose(slowed.times, [0.2, 0.4, 0.6])
-    np.testing.assert_allclose(slowed.positions[:, 0], [0.4, 0.8, 1.0])
+    np.testing.assert_allclose(slowed.positions[:, 0], [0.2, 0.4, 0.6, 0.8, 0.9, 1.0])
+    np.testing.assert_allclose(slowed.positions[:, 1], 0.0)
 
 
-def test_slow_meets_the_acceleration_bound_by_the_square_root():
+def test_slow_stretches_for_acceleration_and_its_rows_meet_every_bound():
     # a: 0.1, 0.3 from rest: velocities 1 then 2 /s (within 2), acceleration 10/s^2 (ok);
     # then 0.6: velocity 3 /s (1.5x), acceleration (3 - 2) / 0.1 = 10 (ok). One more step
-    # back to 0.55: velocity -0.5, acceleration -35 /s^2: 3.5x -> s = sqrt(3.5).
+    # back to 0.55: velocity -0.5, acceleration -35 /s^2: 3.5x -> s >= sqrt(3.5).
     chunk = np.array([[0.1, 0.0], [0.3, 0.0], [0.6, 0.0], [0.55, 0.0]])
-    times = np.array([0.1, 0.2, 0.3, 0.4])
-    verdict = gate("slow").check(chunk, times, STATE)
+    verdict = gate("slow").check(chunk, STATE)
     assert verdict.outcome == "slowed"
-    assert verdict.stretch == pytest.approx(math.sqrt(3.5))
     assert {f.reason: f.point for f in verdict.findings} == {"velocity": 2, "acceleration": 3}
-    assert ChunkGate(LIMITS, "reject").check(chunk, verdict.times, STATE).outcome == "passed"
+    # Resampling puts the turn inside one period, so it takes more than the analytic bound.
+    assert math.sqrt(3.5) <= verdict.stretch <= 10
+    assert len(verdict.positions) == math.ceil(4 * verdict.stretch - 1e-9)
+    np.testing.assert_allclose(verdict.positions[-1], chunk[-1])
+    assert gate("reject").check(verdict.positions, STATE).outcome == "passed"
+
+
+def test_slow_rejects_a_chunk_that_needs_more_than_max_stretch():
+    chunk = np.array([[0.45, 0.0], [-0.45, 0.0]])  # 9 /s back: acceleration -180 /s^2
+    verdict = ChunkGate(LIMITS, "slow", PERIOD_S, max_stretch=3.0).check(chunk, STATE)
+    assert verdict.outcome == "rejected" and verdict.stretch > 3.0
 
 
 @pytest.mark.parametrize("policy", ["clamp", "slow", "reject"])
 def test_a_start_jump_rejects_under_every_policy(policy):
     chunk = np.array([[0.6, 0.0], [0.6, 0.0], [0.6, 0.0]])  # 0.6 from the state, bound 0.5
-    verdict = gate(policy).check(chunk, np.array([1.0, 2.0, 3.0]), STATE)
+    verdict = gate(policy, period_s=1.0).check(chunk, STATE)
     assert verdict.outcome == "rejected" and verdict.positions is None
     (finding,) = verdict.findings
     assert (finding.reason, finding.joint, finding.point) == ("jump", "a", 0)
@@ -93,19 +102,17 @@ def test_a_start_jump_rejects_under_every_policy(policy):
 
 
 @pytest.mark.parametrize(
-    ("chunk", "times", "state", "reason", "words"),
+    ("chunk", "state", "reason", "words"),
     [
-        (np.array([[0.0, np.nan]]), np.array([0.1]), STATE, "non_finite", "not finite at b"),
-        (np.zeros((1, 2)), np.array([0.1]), np.array([np.inf, 0]), "non_finite", "measured state"),
-        (np.zeros((1, 3)), np.array([0.1]), STATE, "shape", "expected [>=1, 2]"),
-        (np.zeros((0, 2)), np.zeros(0), STATE, "shape", "chunk shape (0, 2)"),
-        (np.zeros((2, 2)), np.array([0.1]), STATE, "shape", "times (1,)"),
-        (np.zeros((2, 2)), np.array([0.2, 0.1]), STATE, "shape", "increasing"),
-        (np.zeros((1, 2)), np.array([0.0]), STATE, "shape", "after the state"),
+        (np.array([[0.0, np.nan]]), STATE, "non_finite", "not finite at b"),
+        (np.zeros((1, 2)), np.array([np.inf, 0]), "non_finite", "measured state"),
+        (np.zeros((1, 3)), STATE, "shape", "expected [>=1, 2]"),
+        (np.zeros((0, 2)), STATE, "shape", "chunk shape (0, 2)"),
+        (np.zeros((2, 2)), np.zeros(3), "shape", "measured state shape (3,)"),
     ],
 )
-def test_malformed_chunks_reject_with_a_reason(chunk, times, state, reason, words):
-    verdict = gate("slow").check(chunk, times, state)
+def test_malformed_chunks_reject_with_a_reason(chunk, state, reason, words):
+    verdict = gate("slow").check(chunk, state)
     assert verdict.outcome == "rejected"
     assert verdict.findings[0].reason == reason and words in verdict.findings[0].detail
 
@@ -113,8 +120,8 @@ def test_malformed_chunks_reject_with_a_reason(chunk, times, state, reason, word
 def test_reject_sends_nothing_for_a_position_out_of_range():
     chunk = np.array([[0.0, -0.95], [0.0, -1.01], [0.0, -1.01]])
     state = np.array([0.0, -0.9])
-    verdict = gate("reject").check(chunk, TIMES, state)
-    assert verdict.outcome == "rejected" and verdict.times is None
+    verdict = gate("reject").check(chunk, state)
+    assert verdict.outcome == "rejected" and verdict.positions is None
     assert verdict.findings[0].limit == -1.0 and verdict.findings[0].point == 1
 
 
@@ -129,12 +136,12 @@ def test_switched_off_bounds_never_fire():
         source="free",
     )
     chunk = np.array([[100.0], [-100.0]])
-    assert ChunkGate(free, "reject").check(chunk, np.array([0.1, 0.2]), np.zeros(1)).sent
+    assert ChunkGate(free, "reject", PERIOD_S).check(chunk, np.zeros(1)).sent
 
 
 def test_an_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="unknown gate policy 'hold'; choose clamp, slow, reject"):
-        ChunkGate(LIMITS, "hold")
+        ChunkGate(LIMITS, "hold", PERIOD_S)
 
 
 def test_random_chunks_that_slow_lets_through_break_no_bound():
@@ -144,8 +151,8 @@ def test_random_chunks_that_slow_lets_through_break_no_bound():
     sent = 0
     for _ in range(200):
         chunk = np.cumsum(rng.normal(0, 0.2, (10, 2)), axis=0) + rng.normal(0, 0.1, 2)
-        verdict = gate("slow").check(chunk, np.arange(1, 11) * 0.1, STATE)
+        verdict = gate("slow").check(chunk, STATE)
         if verdict.sent:
             sent += 1
-            assert strict.check(verdict.positions, verdict.times, STATE).outcome == "passed"
+            assert strict.check(verdict.positions, STATE).outcome == "passed"
     assert sent > 100  # most start within the jump bound

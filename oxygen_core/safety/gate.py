@@ -1,25 +1,31 @@
 """The chunk gate: what may reach a robot's controller of the chunk the model produced.
 
-A chunk is a trajectory of position points, each at a time after the measured joint state
-it must start from. The gate checks, in this order: the shape and the times (strictly
-increasing, after the state), finite values, the jump from the measured state to the first
-point, every point inside the position range, then the finite-difference velocity of every
-segment (the first one runs from the measured state to the first point) and the
-acceleration between consecutive segments. The robot's velocity at the state is not
-measured here, so the first segment's acceleration is not judged; the start jump bounds it.
+A chunk is a trajectory of position points on the control grid: point i is reached
+(i + 1) control periods after the measured joint state it must start from (the state is
+where the robot is one period before the chunk's first row runs, as a trajectory
+controller sees it). The gate checks, in this order: the shape, finite values, the jump
+from the measured state to the first point, every point inside the position range, then
+the finite-difference velocity of every step (the first one from the measured state to
+the first point) and the acceleration between consecutive steps. The robot's velocity at
+the state is not measured here, so the first step's acceleration is not judged; the start
+jump bounds it.
 
 The policy says what to do with a chunk that breaks a bound, per kind of bound:
 
 - `reject`: nothing is sent; the caller holds the robot where it is.
 - `clamp`: positions go into their range; a chunk still too fast after that is rejected.
-- `slow`: positions go into their range, then every segment's duration is stretched by one
-  factor s >= 1 until every velocity (which falls as 1/s) and acceleration (1/s^2) bound
-  holds. The points, and so the chunk's end, stay where the model put them.
+- `slow`: positions go into their range, then the path is retimed: every step's duration
+  is stretched by one factor s >= 1 and the path (linear between the points) resampled
+  on the control grid, so the chunk has more rows, one per period as before. s starts at
+  the least that meets every velocity (which falls as 1/s) and acceleration (1/s^2)
+  bound and grows until the resampled rows meet them too, up to `max_stretch`; a chunk
+  that needs more is rejected. The chunk still ends where the model said.
 
-A shape, time, non-finite or jump finding always rejects: no re-timing makes a chunk that
-was computed for another pose, or is not a trajectory, safe. The verdict lists every kind
-of bound the model's chunk broke (the worst point of each; speeds are those of the points
-after clamping) whatever was done about it, so the caller can count them.
+A shape, non-finite or jump finding always rejects: no retiming makes a chunk that was
+computed for another pose, or is not a chunk of this robot, safe. The verdict lists every
+kind of bound the model's chunk broke (the worst point of each; speeds are those of the
+points after clamping) whatever was done about it, so the caller can count them; the rows
+it lets through have been checked against every bound.
 """
 
 from __future__ import annotations
@@ -53,13 +59,13 @@ class Finding:
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """What the gate lets through: `positions` at `times` (None with outcome "rejected")."""
+    """What the gate lets through: `positions`, one row per control period from one period
+    after the measured state (None with outcome "rejected")."""
 
     outcome: Outcome
-    positions: np.ndarray | None  # float64 [T, J]
-    times: np.ndarray | None  # float64 [T], seconds after the measured state
+    positions: np.ndarray | None  # float64 [rows, J]; slowed: more rows than the chunk's
     findings: tuple[Finding, ...]
-    stretch: float = 1.0  # the factor every segment's duration was multiplied by
+    stretch: float = 1.0  # the factor every step's duration was multiplied by
 
     @property
     def sent(self) -> bool:
@@ -67,51 +73,58 @@ class Verdict:
 
 
 class ChunkGate:
-    """Checks chunks against one robot's `JointLimits` under one policy."""
+    """Checks chunks against one robot's `JointLimits` on its control grid, under one policy."""
 
-    def __init__(self, limits: JointLimits, policy: Policy) -> None:
+    def __init__(
+        self, limits: JointLimits, policy: Policy, period_s: float, max_stretch: float = 10.0
+    ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown gate policy {policy!r}; choose {', '.join(POLICIES)}")
+        if not period_s > 0 or not max_stretch >= 1:
+            raise ValueError(
+                f"gate needs period_s > 0 and max_stretch >= 1, got {period_s}, {max_stretch}"
+            )
         self.limits, self.policy = limits, policy
+        self.period_s, self.max_stretch = period_s, max_stretch
 
-    def check(self, positions: np.ndarray, times: np.ndarray, state: np.ndarray) -> Verdict:
-        """The verdict on `positions` [T, J] at `times` [T] (seconds after `state` [J], the
-        measured joint positions, all in `limits.names` order)."""
+    def check(self, positions: np.ndarray, state: np.ndarray) -> Verdict:
+        """The verdict on `positions` [H, J] (row i reached i + 1 periods after `state` [J],
+        the measured joint positions; both in `limits.names` order)."""
         positions = np.asarray(positions, np.float64)
-        times, state = np.asarray(times, np.float64), np.asarray(state, np.float64)
-        early = self._shape(positions, times, state) or self._start(positions, state)
+        state = np.asarray(state, np.float64)
+        early = self._shape(positions, state) or self._start(positions, state)
         if early is not None:
-            return Verdict("rejected", None, None, (early,))
+            return Verdict("rejected", None, (early,))
         clipped = np.clip(positions, self.limits.lower, self.limits.upper)
         findings = tuple(f for f in (self._position(positions),) if f is not None)
-        findings += self._speed(clipped, times, state)
-        return self._decide(clipped, times, state, findings)
-
-    def _decide(
-        self, clipped: np.ndarray, times: np.ndarray, state: np.ndarray, findings: tuple
-    ) -> Verdict:
+        findings += self._speed(clipped, state)
         reasons = {f.reason for f in findings}
         if not reasons:
-            return Verdict("passed", clipped, times, ())
+            return Verdict("passed", clipped, ())
         speed = reasons & {"velocity", "acceleration"}
         if self.policy == "reject" or (self.policy == "clamp" and speed):
-            return Verdict("rejected", None, None, findings)
+            return Verdict("rejected", None, findings)
         if not speed:
-            return Verdict("clamped", clipped, times, findings)
-        stretch = self._stretch(clipped, times, state)
-        return Verdict("slowed", clipped, times * stretch, findings, stretch)
+            return Verdict("clamped", clipped, findings)
+        return self._slowed(clipped, state, findings)
 
-    def _shape(self, positions: np.ndarray, times: np.ndarray, state: np.ndarray) -> Finding | None:
+    def _slowed(self, clipped: np.ndarray, state: np.ndarray, findings: tuple) -> Verdict:
+        """The least stretch (from the bound's own, in steps of 10 %) whose resampled rows
+        meet every bound; rejected past max_stretch."""
+        stretch = self._stretch(clipped, state)
+        while stretch <= self.max_stretch:
+            rows = _resample(state, clipped, stretch)
+            if not self._speed(rows, state):
+                return Verdict("slowed", rows, findings, stretch)
+            stretch *= 1.1
+        return Verdict("rejected", None, findings, stretch)
+
+    def _shape(self, positions: np.ndarray, state: np.ndarray) -> Finding | None:
         joints = len(self.limits.names)
         if positions.ndim != 2 or positions.shape[0] < 1 or positions.shape[1] != joints:
             return _whole("shape", f"chunk shape {positions.shape}, expected [>=1, {joints}]")
-        if times.shape != positions.shape[:1] or state.shape != (joints,):
-            return _whole(
-                "shape",
-                f"times {times.shape} and state {state.shape} for a chunk of {positions.shape}",
-            )
-        if not (np.all(np.isfinite(times)) and times[0] > 0 and np.all(np.diff(times) > 0)):
-            return _whole("shape", "point times must be finite, after the state and increasing")
+        if state.shape != (joints,):
+            return _whole("shape", f"measured state shape {state.shape}, expected ({joints},)")
         return None
 
     def _start(self, positions: np.ndarray, state: np.ndarray) -> Finding | None:
@@ -137,8 +150,8 @@ class ChunkGate:
         detail = f"{name} commanded {value:.4g} outside [{lower[j]:.4g}, {upper[j]:.4g}]"
         return Finding("position", name, int(point), value, bound, detail)
 
-    def _speed(self, positions: np.ndarray, times: np.ndarray, state: np.ndarray) -> tuple:
-        velocity, acceleration = _derivatives(positions, times, state)
+    def _speed(self, positions: np.ndarray, state: np.ndarray) -> tuple[Finding, ...]:
+        velocity, acceleration = _derivatives(positions, state, self.period_s)
         found = (
             self._worst("velocity", np.abs(velocity), self.limits.velocity, "velocity"),
             self._worst(
@@ -151,9 +164,9 @@ class ChunkGate:
         )
         return tuple(f for f in found if f is not None)
 
-    def _stretch(self, positions: np.ndarray, times: np.ndarray, state: np.ndarray) -> float:
-        """The smallest s >= 1 with every |v| / s and |a| / s^2 inside its bound."""
-        velocity, acceleration = _derivatives(positions, times, state)
+    def _stretch(self, positions: np.ndarray, state: np.ndarray) -> float:
+        """The least s >= 1 with every |v| / s and |a| / s^2 inside its bound."""
+        velocity, acceleration = _derivatives(positions, state, self.period_s)
         by_velocity = np.max(np.abs(velocity) / self.limits.velocity, initial=0.0)
         by_acceleration = np.sqrt(
             np.max(np.abs(acceleration) / self.limits.acceleration, initial=0.0)
@@ -176,15 +189,22 @@ class ChunkGate:
 
 
 def _derivatives(
-    positions: np.ndarray, times: np.ndarray, state: np.ndarray
+    positions: np.ndarray, state: np.ndarray, period_s: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per segment velocity [T, J] (segment 0: state -> point 0) and the acceleration
-    between consecutive segments [T-1, J], over the mean of their two durations."""
+    """Per step velocity [H, J] (step 0: state -> row 0) and the acceleration between
+    consecutive steps [H-1, J]."""
+    velocity = np.diff(np.concatenate([state[None], positions]), axis=0) / period_s
+    return velocity, np.diff(velocity, axis=0) / period_s
+
+
+def _resample(state: np.ndarray, positions: np.ndarray, stretch: float) -> np.ndarray:
+    """The path state -> rows (linear between them), each step lasting `stretch` periods,
+    sampled once a period from one period after the state; its last row is the chunk's."""
+    knots = np.arange(len(positions) + 1) * stretch
+    rows = int(np.ceil(len(positions) * stretch - 1e-9))
+    grid = np.minimum(np.arange(1, rows + 1), knots[-1])
     path = np.concatenate([state[None], positions])
-    durations = np.diff(np.concatenate([[0.0], times]))
-    velocity = np.diff(path, axis=0) / durations[:, None]
-    spans = (durations[1:] + durations[:-1]) / 2
-    return velocity, np.diff(velocity, axis=0) / spans[:, None]
+    return np.stack([np.interp(grid, knots, path[:, j]) for j in range(path.shape[1])], axis=1)
 
 
 def _whole(reason: Reason, detail: str) -> Finding:
