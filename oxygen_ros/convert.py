@@ -358,6 +358,16 @@ def trajectory_msg(
     )
 
 
+def hold_trajectory_msg(
+    joint_names: Sequence[str], positions: np.ndarray, *, stamp: Time
+) -> JointTrajectory:
+    """The hold a trajectory controller is sent when no chunk may run: one point at the
+    measured `positions`, reached at `stamp` (a zero stamp: on arrival). It replaces
+    whatever the controller was executing, so the robot stops where it is."""
+    rows = np.asarray(positions, np.float64)[None]
+    return trajectory_msg(joint_names, rows, [0.0], stamp=stamp)
+
+
 def trajectory_points(rows: np.ndarray, times: Sequence[float]) -> list[JointTrajectoryPoint]:
     """One JointTrajectoryPoint per row (float64 positions) at its time_from_start."""
     rows = np.asarray(rows, np.float64)

@@ -24,6 +24,7 @@ from oxygen_ros.convert import (
     action_chunk_msg,
     duration_msg,
     engine_stats_msg,
+    hold_trajectory_msg,
     image_to_rgb,
     joint_positions,
     joint_state_msg,
@@ -637,3 +638,11 @@ def test_trajectory_msg_holds_the_rows_at_their_times_exactly():
 def test_msgtype_names_a_class_as_bags_do():
     assert msgtype(Image) == "sensor_msgs/msg/Image"
     assert msgtype(ActionChunk) == "oxygen_ros/msg/ActionChunk"
+
+
+def test_a_hold_is_one_point_at_the_measured_positions():
+    msg = hold_trajectory_msg(["a", "b"], np.array([0.5, -1.25]), stamp=Time(sec=3))
+    assert msg.joint_names == ["a", "b"] and msg.header.stamp.sec == 3
+    (point,) = msg.points
+    assert list(point.positions) == [0.5, -1.25]
+    assert (point.time_from_start.sec, point.time_from_start.nanosec) == (0, 0)
