@@ -141,6 +141,17 @@ class FrameAssembler:
         """Keep the latest sensor_msgs/JointState."""
         self._joint_state = msg
 
+    def measured_positions(self, names: Sequence[str]) -> np.ndarray | None:
+        """The latest JointState's positions of `names` (in that order), stale or not: where
+        a hold keeps the robot. None before the first message, or when it lacks a name or
+        has a non-finite value (there is nothing safe to hold at)."""
+        if self._joint_state is None:
+            return None
+        try:
+            return joint_positions(self._joint_state, names)
+        except InputError:
+            return None
+
     def on_instruction(self, text: str) -> str | None:
         """Take a new task instruction, or refuse it and keep the previous one.
 

@@ -352,3 +352,14 @@ def test_misconfiguration_fails_at_construction(change, message):
 def test_image_callback_rejects_a_slot_without_a_topic():
     with pytest.raises(IndexError, match="slot_index 2 outside \\[0, 2\\)"):
         assembler().on_image(2, image(0.0, 0))
+
+
+def test_measured_positions_are_the_latest_state_stale_or_not():
+    frames = assembler()
+    assert frames.measured_positions(JOINTS) is None  # nothing received: nothing to hold at
+    frames.on_joint_state(joints(1.0))
+    np.testing.assert_array_equal(frames.measured_positions(["elbow", "hand"]), [-1.0, 7.0])
+    assert frames.measured_positions(["knee"]) is None
+    frames.on_joint_state(joints(2.0, positions=(np.nan, 0.0, 0.0)))
+    assert frames.measured_positions(["shoulder"]) is None
+    np.testing.assert_array_equal(frames.measured_positions(["elbow"]), [0.0])
