@@ -77,6 +77,8 @@ class StatsSnapshot:
     handover_fallbacks: int = 0  # frames that wanted blend/rtc but had no row to meet
     stamps_back: int = 0  # chunks stamped before the previous chunk
     last_stamp_back: str = ""  # why the last of them was: clock_back or delay_shrank
+    holds: int = 0  # hold trajectories sent to the controller
+    last_hold: str = ""  # why the last of them was
 
 
 class NodeStats:
@@ -152,6 +154,12 @@ class NodeStats:
             self._state = dataclasses.replace(
                 s, stamps_back=s.stamps_back + 1, last_stamp_back=reason
             )
+
+    def held(self, reason: str) -> None:
+        """A hold trajectory went to the controller (see FrameLoop.hold)."""
+        with self._lock:
+            s = self._state
+            self._state = dataclasses.replace(s, holds=s.holds + 1, last_hold=reason)
 
     def qos_deadline_missed(self, count: int) -> None:
         with self._lock:
@@ -278,6 +286,7 @@ class DiagnosticsReporter:
             _actions_status(self.name, stats, self._previous, self.frame_period_s),
             _language_status(self.name, stats, self._previous),
             _inputs_status(self.name, inputs, previous, stats.last_skip),
+            _safety_status(self.name, stats, self._previous),
         ]
         if clock is not None:
             status.append(_clock_status(self.name, clock, self._previous_jumps))
@@ -313,6 +322,16 @@ def _actions_status(
         ),
     }
     return _status(level, f"{name}: actions", message, values)
+
+
+def _safety_status(name: str, s: StatsSnapshot, prev: StatsSnapshot) -> DiagnosticStatus:
+    """What stood between the model and the controller: the holds sent, and why."""
+    level, message = DiagnosticStatus.OK, "no hold since last report"
+    if s.holds > prev.holds:
+        level = DiagnosticStatus.WARN
+        message = f"{s.holds - prev.holds} holds since last report (last: {s.last_hold})"
+    values = {"holds": f"{s.holds} (last: {s.last_hold})" if s.holds else 0}
+    return _status(level, f"{name}: safety", message, values)
 
 
 def _language_status(name: str, s: StatsSnapshot, prev: StatsSnapshot) -> DiagnosticStatus:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import threading
 import time
 from collections.abc import Callable
 
@@ -38,6 +39,7 @@ from oxygen_ros import topics
 from oxygen_ros.convert import (
     action_chunk_msg,
     engine_stats_msg,
+    hold_trajectory_msg,
     joint_trajectory_msg,
     language_tokens_msg,
     narration_markers,
@@ -105,6 +107,7 @@ class FrameLoop:
             cfg.control_period_s, engine.cfg.chunk_handover, engine.delay, layout.horizon
         )
         self._last_stamps: tuple[int, int] | None = None  # (row0_ns, tick_ns), kept by reset
+        self._held = threading.Event()  # a hold went out: the next frame meets no chunk
 
     def request(self, stream: str) -> None:
         """Ask for an on-demand request of `stream` (any thread: the engine queues it
@@ -120,7 +123,31 @@ class FrameLoop:
         self._timeline.reset()  # the robot may have moved anywhere before the next activation
         self._engine.reset()
 
+    def hold(self, reason: str) -> bool:
+        """Stop the robot where it is (any thread): one trajectory to the controller at the
+        latest measured joint positions, stamped zero (on arrival), replacing whatever it
+        runs; the next frame hands over from nothing. False when nothing went out: no
+        trajectory output, no usable joint state, or the outputs are closed."""
+        if not self._cfg.joint_trajectory:
+            return False
+        names = self._layout.action_names
+        positions = self._assembler.measured_positions(names)
+        if positions is None:
+            self._warn(f"no hold {reason}", f"cannot hold ({reason}): no finite joint state")
+            return False
+        self._held.set()
+        sent = self._out.publish(
+            topics.JOINT_TRAJECTORY, hold_trajectory_msg(names, positions, stamp=Time())
+        )
+        if sent:
+            self._stats.held(reason)
+            self._warn(f"hold {reason}", f"holding the robot where it is: {reason}")
+        return sent
+
     def run(self, tick: Tick) -> None:
+        if self._held.is_set():
+            self._held.clear()
+            self._timeline.reset()  # the robot stopped: no running chunk to meet
         obs = self._assembler.assemble(tick.now_s)
         if isinstance(obs, Skip):
             self._stats.skipped(obs.detail)

@@ -473,3 +473,23 @@ def test_replace_hands_nothing_over_and_stamps_every_chunk_at_its_tick():
     assert [c.horizon for c in chunks] == [HORIZON] * 3
     assert [(m.handover, m.delay_steps) for m in _sent(r, topics.STATS)] == [("replace", 0)] * 3
     assert r.stats.snapshot().stamps_back == 0
+
+
+def test_a_hold_is_one_point_at_the_measured_state_and_the_next_frame_meets_nothing():
+    r = rig(act_s=[0.03, 0.03], handover="rtc")
+    r.assembler.on_instruction("stack")
+    assert not r.loop.hold("e-stop")  # no joint state yet: nothing to hold at
+    r.feed()
+    r.tick(10.0)
+    r.port.sent.clear()
+    assert r.loop.hold("e-stop")
+    ((name, _, msg),) = r.port.sent
+    assert name == topics.JOINT_TRAJECTORY and list(msg.joint_names) == list(JOINTS)
+    (point,) = msg.points
+    assert list(point.positions) == [0.5, -0.5]  # a, b as measured (the message has b, a)
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (0, 0)
+    s = r.stats.snapshot()
+    assert (s.holds, s.last_hold) == (1, "e-stop")
+    assert any("holding the robot where it is: e-stop" in w for w in r.log.warnings)
+    r.tick(10.1)
+    assert r.engine.handovers[-1] is None  # the stopped robot runs no chunk to meet
