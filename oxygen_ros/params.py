@@ -43,8 +43,11 @@ from oxygen_core.engine.types import (
     is_parameter,
     parameter,
 )
+from oxygen_core.safety.gate import POLICIES
+from oxygen_core.safety.limits import JointLimits
 from oxygen_ros.convert import DEFAULT_MAX_IMAGE_PIXELS, PILLOW_WARN_PIXELS
 from oxygen_ros.inputs import DEFAULT_MAX_INSTRUCTION_CHARS, MISSING_CAMERA_POLICIES
+from oxygen_ros.limits_source import declare_limit_parameters, read_limits
 
 _ENGINE = EngineConfig()
 
@@ -147,6 +150,46 @@ class NodeConfig:
         "tokens) is refused and the previous instruction kept.",
         (1, 1_000_000),
     )
+    robot_description: str = parameter(
+        "",
+        "The robot's URDF (XML): the position and velocity limits of the commanded joints, "
+        "under the joint_limits.<joint>.* parameters.",
+    )
+    robot_description_file: str = parameter(
+        "",
+        "A URDF file (a relative path from the working directory, as checkpoint_dir), read "
+        "when robot_description is empty.",
+    )
+    robot_description_topic: str = parameter(
+        "",
+        "Latched std_msgs/String URDF topic (robot_state_publisher's /robot_description), "
+        "waited for at configure when robot_description and robot_description_file are empty.",
+    )
+    robot_description_timeout_s: float = parameter(
+        5.0, "Longest wait for robot_description_topic at configure.", (0.01, 600.0)
+    )
+    gate_policy: str = parameter(
+        "slow",
+        "What the chunk gate does with a chunk that breaks a joint limit: clamp its "
+        "positions, slow it (retime), reject it; off only to measure what the gate "
+        "prevents (an error-level state).",
+        choices=(*POLICIES, "off"),
+    )
+    gate_max_stretch: float = parameter(
+        10.0, "Largest factor gate_policy slow may stretch a chunk's duration by.", (1.0, 1000.0)
+    )
+    gate_max_rejections: int = parameter(
+        3,
+        "Rejected chunks in a row after which the node holds the robot and reports ERROR "
+        "until a chunk passes.",
+        (1, 1_000_000),
+    )
+    start_enabled: bool = parameter(
+        True, "Whether chunks reach the robot after activate, before ~/enable says so."
+    )
+    estop_topic: str = parameter(
+        "~/estop", "std_msgs/Bool topic (transient local) of the emergency stop: true = stop."
+    )
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -197,11 +240,13 @@ _STREAM_FIELDS: dict[str, tuple[str, tuple[float, float] | None, tuple[str, ...]
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """The node's parameters split by owner: the node itself, the engine and the robot."""
+    """The node's parameters split by owner: the node itself, the engine and the robot,
+    and the commanded joints' limits (None when no chunk gate runs)."""
 
     node: NodeConfig
     engine: EngineConfig
     robot: RobotConfig
+    limits: JointLimits | None = None
 
 
 def _fields(config: type) -> list[tuple[dataclasses.Field, Any]]:
@@ -227,6 +272,8 @@ def declare_parameters(node: Node) -> None:
     for key, field in robot_spec.FIELDS.items():
         meta = {"doc": field.doc, "span": field.span, "choices": field.choices}
         _declare(node, f"robots.{robot}.{key}", None, robot_spec.FIELD_TYPES[key], meta)
+    commanded = _read(node, "action_names", (), None) or _read(node, "joint_names", (), None)
+    declare_limit_parameters(node, commanded)
 
 
 def read_settings(node: Node) -> Settings:
@@ -252,7 +299,12 @@ def read_settings(node: Node) -> Settings:
         frame_budget_s=cfg.frame_period_s,
         streams=tuple(_read_stream(node, name) for name in cfg.stream_names),
     )
-    return Settings(node=cfg, engine=engine, robot=_read_robot(node, cfg.robot))
+    robot = _read_robot(node, cfg.robot)
+    try:
+        limits = read_limits(node, cfg, commanded_names(cfg, robot))
+    except ValueError as error:  # one line, whatever a parser's message spans
+        raise ConfigError(" ".join(str(error).split())) from None
+    return Settings(node=cfg, engine=engine, robot=robot, limits=limits)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,9 +335,7 @@ def fit_to_model(cfg: NodeConfig, model: ModelConfig, robot: RobotConfig) -> Chu
         )
     if cfg.execute_horizon > horizon:
         raise ConfigError(f"execute_horizon={cfg.execute_horizon} exceeds action_horizon={horizon}")
-    names = cfg.action_names
-    if not names and len(cfg.joint_names) == robot.action_dim:
-        names = cfg.joint_names
+    names = commanded_names(cfg, robot)
     if names and len(names) != robot.action_dim:
         raise ConfigError(
             f"action_names has {len(names)} names but robot {robot.name!r} "
@@ -297,6 +347,14 @@ def fit_to_model(cfg: NodeConfig, model: ModelConfig, robot: RobotConfig) -> Chu
             f"{robot.action_dim} but {len(cfg.joint_names)} joint_names"
         )
     return ChunkLayout(horizon=horizon, action_names=names)
+
+
+def commanded_names(cfg: NodeConfig, robot: RobotConfig) -> tuple[str, ...]:
+    """The chunk's column names: action_names, else joint_names when there are action_dim
+    of them (else none)."""
+    if cfg.action_names or len(cfg.joint_names) != robot.action_dim:
+        return cfg.action_names
+    return cfg.joint_names
 
 
 def check_delay(cfg: NodeConfig, engine: EngineConfig, model: ModelConfig) -> None:

@@ -1,7 +1,9 @@
-"""What the node's configure step builds, without ROS: policy, engine, frame assembler.
+"""What the node's configure step builds, without ROS: policy, engine, frame assembler,
+chunk gate.
 
 The node, offline replay and the live player all call `make_pipeline`, so they load
-the same model the same way and compile the same shapes.
+the same model the same way, compile the same shapes and gate chunks against the same
+limits (`Settings.limits`, resolved from the parameters; no gate without them).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 from oxygen_core.engine import Engine, make_engine
 from oxygen_core.observation import Observation
 from oxygen_core.policy import Policy, load_policy
+from oxygen_core.safety.gate import ChunkGate
 from oxygen_ros.inputs import FrameAssembler
 from oxygen_ros.params import (
     ChunkLayout,
@@ -30,6 +33,7 @@ class Pipeline:
     layout: ChunkLayout
     assembler: FrameAssembler
     engine: Engine
+    gate: ChunkGate | None  # what FrameLoop checks every chunk with; None: gate_policy off
 
 
 def make_pipeline(settings: Settings) -> Pipeline:
@@ -49,7 +53,15 @@ def make_pipeline(settings: Settings) -> Pipeline:
     assembler = _assembler(cfg, policy)
     engine = make_engine(policy, settings.engine)
     engine.warmup(blank_observation(policy, assembler, cfg.instruction))
-    return Pipeline(settings, layout, assembler, engine)
+    return Pipeline(settings, layout, assembler, engine, chunk_gate(settings))
+
+
+def chunk_gate(settings: Settings) -> ChunkGate | None:
+    """The gate over the resolved limits, on the control grid; None when none were."""
+    cfg, limits = settings.node, settings.limits
+    if limits is None:
+        return None
+    return ChunkGate(limits, cfg.gate_policy, cfg.control_period_s, cfg.gate_max_stretch)
 
 
 def restart_pipeline(pipeline: Pipeline) -> Pipeline:

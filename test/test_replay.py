@@ -231,7 +231,7 @@ def test_output_bag_holds_every_output_topic_and_decodes(baseline, names):
     diagnostics = outputs(baseline, names.output(DIAGNOSTICS))
     assert len(diagnostics) == 6  # every 1.0 s of bag time, 0.0 .. 5.0
     assert {s.name for s in diagnostics[-1].status} == {
-        "/oxygen: actions", "/oxygen: language", "/oxygen: inputs",
+        "/oxygen: actions", "/oxygen: language", "/oxygen: inputs", "/oxygen: safety",
     }  # fmt: skip
 
 

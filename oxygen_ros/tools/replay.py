@@ -186,6 +186,8 @@ class OfflineReplay:
             stats=self.stats,
             cfg=cfg,
             layout=pipeline.layout,
+            gate=pipeline.gate,
+            max_rejections=cfg.gate_max_rejections,
             logger=self.log,
         )
         self.router = InputRouter(
