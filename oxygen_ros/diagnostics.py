@@ -39,6 +39,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Header
 
 from oxygen_core.engine.types import LanguageResult
+from oxygen_core.safety.guard import GATE_OFF, GateTally
 from oxygen_core.text import excerpt_list
 from oxygen_ros.inputs import FrameAssembler, is_stale
 
@@ -50,6 +51,7 @@ SKIPPED_PREFIX = "skipped "  # + a skip reason: frames skipped for it
 DEADLINE_MISSES = "deadline misses"
 OVERRUNS = "overruns"
 FRAME_ERRORS = "frame errors"
+CONTROLLER_OUTPUT = "controller output"  # safety status: enabled, or dry run and why
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +81,8 @@ class StatsSnapshot:
     last_stamp_back: str = ""  # why the last of them was: clock_back or delay_shrank
     holds: int = 0  # hold trajectories sent to the controller
     last_hold: str = ""  # why the last of them was
+    gate: GateTally = GateTally()  # what the chunk gate did (policy "off": no gate)
+    motion: str = ""  # "enabled", or why the controller gets nothing (oxygen_ros.motion_switch)
 
 
 class NodeStats:
@@ -160,6 +164,16 @@ class NodeStats:
         with self._lock:
             s = self._state
             self._state = dataclasses.replace(s, holds=s.holds + 1, last_hold=reason)
+
+    def gated(self, tally: GateTally) -> None:
+        """The chunk gate's tally after its latest chunk (see FrameLoop)."""
+        with self._lock:
+            self._state = dataclasses.replace(self._state, gate=tally)
+
+    def motion_changed(self, state: str) -> None:
+        """The enable switch's state changed (see oxygen_ros.motion_switch)."""
+        with self._lock:
+            self._state = dataclasses.replace(self._state, motion=state)
 
     def qos_deadline_missed(self, count: int) -> None:
         with self._lock:
@@ -325,13 +339,38 @@ def _actions_status(
 
 
 def _safety_status(name: str, s: StatsSnapshot, prev: StatsSnapshot) -> DiagnosticStatus:
-    """What stood between the model and the controller: the holds sent, and why."""
-    level, message = DiagnosticStatus.OK, "no hold since last report"
-    if s.holds > prev.holds:
+    """What stood between the model and the controller: the gate's verdicts and the holds.
+    WARN when chunks were changed, rejected or a hold went out since the last report;
+    ERROR while the gate is off, or while it holds the robot after a rejection streak."""
+    g, altered = s.gate, _altered(s.gate, prev.gate)
+    level, message = DiagnosticStatus.OK, "no chunk changed by the gate, no hold since last report"
+    if altered or s.holds > prev.holds:
         level = DiagnosticStatus.WARN
-        message = f"{s.holds - prev.holds} holds since last report (last: {s.last_hold})"
-    values = {"holds": f"{s.holds} (last: {s.last_hold})" if s.holds else 0}
+        message = f"since last report: {altered or 'no chunk changed'}"
+        if s.holds > prev.holds:
+            message += f"; {s.holds - prev.holds} holds (last: {s.last_hold})"
+    if g.tripped:
+        level = DiagnosticStatus.ERROR
+        message = f"holding: the gate rejected {g.streak} chunks in a row; until one passes"
+    if g.policy == GATE_OFF:
+        level, message = DiagnosticStatus.ERROR, "chunk gate off: chunks reach the robot unchecked"
+    values: dict[str, object] = {"gate policy": g.policy}
+    values.update({f"chunks {outcome}": count for outcome, count in g.outcomes.items()})
+    values["rejected in a row"] = g.streak
+    values.update({f"findings {reason}": count for reason, count in g.findings.items()})
+    values["last stretch"] = f"{g.last_stretch:.3f}"
+    values["holds"] = f"{s.holds} (last: {s.last_hold})" if s.holds else 0
+    values[CONTROLLER_OUTPUT] = s.motion
     return _status(level, f"{name}: safety", message, values)
+
+
+def _altered(now: GateTally, before: GateTally) -> str:
+    """The chunks clamped, slowed or rejected between two tallies, in words ("" for none)."""
+    grown = {
+        outcome: now.outcomes[outcome] - before.outcomes[outcome]
+        for outcome in ("clamped", "slowed", "rejected")
+    }
+    return ", ".join(f"{count} chunks {outcome}" for outcome, count in grown.items() if count > 0)
 
 
 def _language_status(name: str, s: StatsSnapshot, prev: StatsSnapshot) -> DiagnosticStatus:

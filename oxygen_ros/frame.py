@@ -19,6 +19,19 @@ clock; bag time in replay, integer nanoseconds), warns when d reached past the c
 counts a chunk stamped before the previous one and tells the timeline when a chunk went
 out. On-demand requests go straight to the engine, which queues them thread-safely and
 refuses (the loop logs why) what it could not hold.
+
+Nothing reaches the controller unchecked (oxygen_core.safety): the released rows go
+through the chunk gate (`ChunkGuard`, shared with the in-process evaluation) against the
+frame's measured state of the commanded joints, and the gate's rows are what goes out, on
+~/action_chunk and the trajectory alike, and what the timeline says runs. A rejected chunk
+sends nothing (the robot keeps running the chunk before, gated when it went out), with one
+throttled warning per finding's reason. After `max_rejections` rejections in a row the
+loop holds the robot, and the safety status reports ERROR until a chunk goes through.
+
+The watchdog: when a frame sends no chunk (an input of the robot missing, stale or bad;
+a rejected chunk) and the running chunk's last row comes before the next frame's chunk
+could arrive (the next tick plus one frame period), the loop holds the robot where it is.
+One hold per outage: the robot stands until a chunk goes out again, which ends it.
 """
 
 from __future__ import annotations
@@ -29,12 +42,16 @@ import threading
 import time
 from collections.abc import Callable
 
+import numpy as np
 from builtin_interfaces.msg import Time
 from std_msgs.msg import String
 
 from oxygen_core.engine import Engine
-from oxygen_core.engine.timeline import ChunkTimeline, Takeover
+from oxygen_core.engine.timeline import ChunkTimeline, Release, Takeover
 from oxygen_core.engine.types import ActionResult, LanguageResult
+from oxygen_core.observation import Observation
+from oxygen_core.safety.gate import ChunkGate
+from oxygen_core.safety.guard import ChunkGuard
 from oxygen_ros import topics
 from oxygen_ros.convert import (
     action_chunk_msg,
@@ -47,12 +64,15 @@ from oxygen_ros.convert import (
     stamp_to_ns,
 )
 from oxygen_ros.diagnostics import NodeStats
-from oxygen_ros.inputs import FrameAssembler, Skip
+from oxygen_ros.inputs import SKIP_REASONS, FrameAssembler, Skip
 from oxygen_ros.params import ChunkLayout, NodeConfig
 from oxygen_ros.throttle import KeyedThrottle
 from oxygen_ros.topics import FrameLogger, OutputPort
 
 _ORIGINS_KEPT = 4096  # frames whose stamps stay known for LanguageTokens.origin_stamp
+# Skips the watchdog holds for: the robot's inputs failing. An instruction cleared on
+# purpose lets the running chunk end where it ends.
+_OUTAGES = frozenset(SKIP_REASONS) - {"no_instruction"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,8 +110,13 @@ class FrameLoop:
         layout: ChunkLayout,
         logger: FrameLogger,
         clock: Callable[[], float] = time.monotonic,
+        gate: ChunkGate | None = None,
+        max_rejections: int = 3,
     ) -> None:
-        """clock: the steady clock Tick.start_s and deadline_s are on (seconds)."""
+        """clock: the steady clock Tick.start_s and deadline_s are on (seconds). gate: the
+        chunk gate over `layout.action_names`, which must be among `cfg.joint_names` (None:
+        chunks go out unchecked, reported as an ERROR). max_rejections: rejected chunks in
+        a row before the loop holds the robot."""
         self._engine = engine
         self._assembler = assembler
         self._out = outputs
@@ -108,6 +133,13 @@ class FrameLoop:
         )
         self._last_stamps: tuple[int, int] | None = None  # (row0_ns, tick_ns), kept by reset
         self._held = threading.Event()  # a hold went out: the next frame meets no chunk
+        self._standing = False  # a hold went out and no chunk since: the outage has its hold
+        self._frame_ns = round(cfg.frame_period_s * 1e9)
+        self._measured = _state_index(cfg.joint_names, layout.action_names, gate)
+        self._last_state: np.ndarray | None = None  # the last frame's, for a hold
+        self._guard = None if gate is None else ChunkGuard(gate, max_rejections)
+        if self._guard is not None:
+            stats.gated(self._guard.tally)
 
     def request(self, stream: str) -> None:
         """Ask for an on-demand request of `stream` (any thread: the engine queues it
@@ -126,12 +158,16 @@ class FrameLoop:
     def hold(self, reason: str) -> bool:
         """Stop the robot where it is (any thread): one trajectory to the controller at the
         latest measured joint positions, stamped zero (on arrival), replacing whatever it
-        runs; the next frame hands over from nothing. False when nothing went out: no
-        trajectory output, no usable joint state, or the outputs are closed."""
+        runs; the next frame hands over from nothing. The latest JointState is not finite:
+        the last frame's measured state (where the robot last was known to be). False when
+        nothing went out: no trajectory output, no usable joint state, or the outputs are
+        closed."""
         if not self._cfg.joint_trajectory:
             return False
         names = self._layout.action_names
         positions = self._assembler.measured_positions(names)
+        if positions is None:  # a non-finite JointState: the last frame's measured state
+            positions = self._last_state
         if positions is None:
             self._warn(f"no hold {reason}", f"cannot hold ({reason}): no finite joint state")
             return False
@@ -140,6 +176,7 @@ class FrameLoop:
             topics.JOINT_TRAJECTORY, hold_trajectory_msg(names, positions, stamp=Time())
         )
         if sent:
+            self._standing = True
             self._stats.held(reason)
             self._warn(f"hold {reason}", f"holding the robot where it is: {reason}")
         return sent
@@ -152,9 +189,12 @@ class FrameLoop:
         if isinstance(obs, Skip):
             self._stats.skipped(obs.detail)
             self._warn(obs.reason, f"frame skipped: {obs.detail}")
+            if obs.reason in _OUTAGES:
+                self._watch(stamp_to_ns(tick.stamp), obs.reason)
             return
         for slot, detail in self._assembler.blanked.items():
             self._warn(f"blank {slot}", f"camera left blank: {detail}")
+        self._last_state = self._measured_state(obs)
         takeover = self._timeline.at(stamp_to_ns(tick.stamp))
         action = self._engine.act(obs, takeover.handover)
         if takeover.handover is not None and action.handover == "replace":
@@ -168,7 +208,7 @@ class FrameLoop:
 
     def _publish_actions(self, tick: Tick, action: ActionResult, takeover: Takeover) -> bool:
         """Publish the chunk (and trajectory) at once, the rows and stamp the timeline
-        releases; False when the outputs are closed."""
+        releases, as the gate lets them through; False when the outputs are closed."""
         release = self._timeline.release(takeover, action)
         if release.clipped:
             self._log.warning(
@@ -176,6 +216,10 @@ class FrameLoop:
                 f"{len(action.actions)} rows: publishing its last row only",
                 throttle_duration_sec=2.0,
             )
+        release = self._gated(release, takeover.tick_ns)
+        self._remember_origin(action.frame, tick.stamp)
+        if release is None:
+            return True  # rejected: the robot runs the chunk before; language goes on
         chunk = dataclasses.replace(action, actions=release.rows)
         stamp = ns_to_stamp(release.row0_ns)
         now_s = self._clock()
@@ -197,13 +241,41 @@ class FrameLoop:
             )
             self._out.publish(topics.JOINT_TRAJECTORY, trajectory)
         if published:
+            self._standing = False  # a chunk runs: the outage, if any, is over
             self._stats.chunk_published(at_s=now_s, latency_s=latency_s, deadline_met=met)
             self._check_stamp_order(release.row0_ns, takeover.tick_ns)
             # The robot gets the chunk at publish, not when act returns: d ("auto") covers
             # the whole tick-to-publish time (docs/DESIGN.md section 10).
             self._timeline.commit(release, latency_s)
-        self._remember_origin(action.frame, tick.stamp)
         return published
+
+    def _gated(self, release: Release, tick_ns: int) -> Release | None:
+        """`release` with the gate's rows; None when the gate rejected it (the streak may
+        hold the robot, and so may the watchdog). One warning per finding's reason."""
+        if self._guard is None:
+            return release
+        screened = self._guard.screen(release, self._last_state)
+        self._stats.gated(self._guard.tally)
+        verdict = screened.verdict
+        for finding in verdict.findings:
+            self._warn(f"gate {finding.reason}", f"chunk {verdict.outcome}: {finding.detail}")
+        if screened.trips and not self._standing:
+            self.hold(f"the gate rejected {self._guard.max_rejections} chunks in a row")
+        if screened.release is None:
+            self._watch(tick_ns, "chunk rejected")
+        return screened.release
+
+    def _watch(self, tick_ns: int, reason: str) -> None:
+        """The watchdog: hold the robot, once per outage, when the running chunk's last row
+        comes before the next frame's chunk could arrive (the next tick + one frame)."""
+        last = self._timeline.last_row_ns()
+        if self._standing or last is None or last >= tick_ns + 2 * self._frame_ns:
+            return
+        self.hold(reason)
+
+    def _measured_state(self, obs: Observation) -> np.ndarray | None:
+        """The observation's positions of the commanded joints (None: some is not measured)."""
+        return None if self._measured is None else obs.state[self._measured]
 
     def _warn(self, key: str, message: str) -> None:
         """One line per key (a skip reason, a blank camera) per throttle period."""
@@ -256,3 +328,17 @@ class FrameLoop:
         self._origins[frame] = stamp
         if len(self._origins) > _ORIGINS_KEPT:
             self._origins.popitem(last=False)
+
+
+def _state_index(
+    joint_names: tuple[str, ...], action_names: tuple[str, ...], gate: ChunkGate | None
+) -> np.ndarray | None:
+    """Where each commanded joint sits in the observation's state; None when some is not
+    measured, which the gate does not allow (it checks every chunk from that state)."""
+    missing = [name for name in action_names if name not in joint_names]
+    if action_names and not missing:
+        return np.array([joint_names.index(name) for name in action_names])
+    if gate is not None:
+        what = f"commanded joint {missing[0]!r} among joint_names" if missing else "action_names"
+        raise ValueError(f"the chunk gate needs the {what}: it checks chunks from their state")
+    return None

@@ -9,6 +9,7 @@ from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticStatus
 
 from oxygen_core.engine.types import LanguageResult
+from oxygen_core.safety.guard import GateTally
 from oxygen_core.text import excerpt, excerpt_list
 from oxygen_ros.diagnostics import ClockWatch, DiagnosticsReporter, InputReport, NodeStats
 from oxygen_ros.inputs import FrameAssembler
@@ -226,3 +227,59 @@ def test_the_tools_read_back_the_counts_the_reporter_writes():
     counts = node_counts(recording, "/oxygen")
     assert counts.skipped == {"bad_image": 4, "stale_camera": 1}
     assert (counts.deadline_misses, counts.overruns, counts.errors) == (3, 2, 1)
+
+
+def _gate(**fields) -> GateTally:
+    outcomes = {"passed": 0, "clamped": 0, "slowed": 0, "rejected": 0}
+    findings = dict.fromkeys(("shape", "non_finite", "jump", "position", "velocity",
+                              "acceleration"), 0)  # fmt: skip
+    outcomes.update(fields.pop("outcomes", {}))
+    findings.update(fields.pop("findings", {}))
+    return GateTally(policy="slow", outcomes=outcomes, findings=findings, **fields)
+
+
+def test_safety_status_is_an_error_while_the_gate_is_off():
+    stats, reporter = NodeStats(), DiagnosticsReporter("/oxygen", frame_period_s=0.1)
+    status = _statuses(reporter, stats)["safety"]
+    assert (status.level, status.message) == (
+        ERROR,
+        "chunk gate off: chunks reach the robot unchecked",
+    )
+    assert _values(status)["gate policy"] == "off"
+
+
+def test_safety_status_warns_on_changed_chunks_and_holds_and_errors_while_tripped():
+    stats, reporter = NodeStats(), DiagnosticsReporter("/oxygen", frame_period_s=0.1)
+    stats.gated(_gate(outcomes={"passed": 4}))
+    quiet = _statuses(reporter, stats)["safety"]
+    assert (quiet.level, quiet.message) == (
+        OK,
+        "no chunk changed by the gate, no hold since last report",
+    )
+    stats.gated(_gate(outcomes={"passed": 5, "slowed": 2, "rejected": 1},
+                      findings={"velocity": 2, "jump": 1}, streak=1, last_stretch=2.5))  # fmt: skip
+    changed = _statuses(reporter, stats)["safety"]
+    assert (changed.level, changed.message) == (
+        WARN,
+        "since last report: 2 chunks slowed, 1 chunks rejected",
+    )
+    values = _values(changed)
+    assert (values["gate policy"], values["chunks passed"], values["chunks slowed"]) == (
+        "slow", "5", "2",
+    )  # fmt: skip
+    assert (values["findings velocity"], values["findings jump"]) == ("2", "1")
+    assert (values["rejected in a row"], values["last stretch"], values["holds"]) == (
+        "1", "2.500", "0",
+    )  # fmt: skip
+    stats.held("stale_camera")
+    held = _statuses(reporter, stats)["safety"]
+    assert (held.level, held.message) == (
+        WARN,
+        "since last report: no chunk changed; 1 holds (last: stale_camera)",
+    )
+    stats.gated(_gate(outcomes={"passed": 5, "slowed": 2, "rejected": 3}, streak=3, tripped=True))
+    tripped = _statuses(reporter, stats)["safety"]
+    assert (tripped.level, tripped.message) == (
+        ERROR,
+        "holding: the gate rejected 3 chunks in a row; until one passes",
+    )

@@ -3,8 +3,8 @@
 The real engine needs a model and real time; here `FakeEngine` (named as the fake it is)
 returns actions and token events computed by plain arithmetic from the frame number, and
 advances a `FakeClock` by fixed phase times, so every latency, deadline and count below is
-exact and nothing depends on how busy the machine is. The assembler, stats, gate,
-converters and messages are the real ones.
+exact and nothing depends on how busy the machine is. The assembler, stats, output gate,
+chunk gate, converters and messages are the real ones.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from diagnostic_msgs.msg import DiagnosticStatus
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Header
 
@@ -26,9 +27,11 @@ from oxygen_core.engine.types import (
 )
 from oxygen_core.model.rtc import DelayEstimator
 from oxygen_core.observation import Observation
+from oxygen_core.safety.gate import ChunkGate
+from oxygen_core.safety.limits import JointLimits
 from oxygen_ros import topics
 from oxygen_ros.convert import seconds_to_stamp
-from oxygen_ros.diagnostics import NodeStats
+from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.inputs import FrameAssembler
 from oxygen_ros.params import ChunkLayout, NodeConfig
@@ -84,6 +87,7 @@ class FakeEngine:
         )
         self.clock, self.act_s, self.language_s = clock, list(act_s), language_s
         self.delays = list(delays)
+        self.state = [0.5, -0.5]  # the joint state the rig fed, in the model's order
         self.frame = -1
         self.scheduler = Scheduler(self.cfg.streams, 1, (1,), "queue", 1)
         self.time_left: list[float] = []
@@ -92,7 +96,7 @@ class FakeEngine:
         self.on_act = lambda: None  # a test's hook: what happens while phase 1 runs
 
     def act(self, obs: Observation, handover: Handover | None = None) -> ActionResult:
-        assert obs.prompt == "stack" and obs.state.tolist() == [0.5, -0.5]
+        assert obs.prompt == "stack" and obs.state.tolist() == self.state
         self.frame += 1
         self.handovers.append(handover)
         self.clock.now_s += self.act_s[self.frame]
@@ -163,13 +167,15 @@ class Rig:
         stamp = seconds_to_stamp(now_s)
         self.loop.run(Tick(stamp=stamp, now_s=now_s, start_s=start, deadline_s=start + PERIOD_S))
 
-    def feed(self, stamp_s: float = 10.0) -> None:
+    def feed(self, stamp_s: float = 10.0, a: float = 0.5, b: float = -0.5) -> None:
+        self.feed_joints(stamp_s, a, b)
+        self.assembler.on_image(0, _mono(stamp_s))
+
+    def feed_joints(self, stamp_s: float, a: float = 0.5, b: float = -0.5) -> None:
+        """A JointState of joints a and b, listed b first (the model's order is a, b)."""
         header = Header(stamp=seconds_to_stamp(stamp_s))
-        self.assembler.on_joint_state(
-            JointState(header=header, name=["b", "a"], position=[-0.5, 0.5])
-        )
-        image = Image(header=header, height=2, width=2, encoding="mono8", step=2, data=b"\x80" * 4)
-        self.assembler.on_image(0, image)
+        self.assembler.on_joint_state(JointState(header=header, name=["b", "a"], position=[b, a]))
+        self.engine.state = [a, b]
 
 
 def rig(
@@ -180,6 +186,8 @@ def rig(
     delays=(),
     cameras=CFG.camera_topics,
     missing_camera="skip",
+    chunk_gate: ChunkGate | None = None,
+    max_rejections: int = 3,
 ) -> Rig:
     clock = FakeClock()
     engine = FakeEngine(clock, act_s, handover=handover, delays=list(delays))
@@ -205,6 +213,8 @@ def rig(
         layout=ChunkLayout(horizon=HORIZON, action_names=JOINTS),
         logger=log,
         clock=clock,
+        gate=chunk_gate,
+        max_rejections=max_rejections,
     )
     return Rig(loop, engine, port, stats, assembler, clock, log)
 
@@ -493,3 +503,233 @@ def test_a_hold_is_one_point_at_the_measured_state_and_the_next_frame_meets_noth
     assert any("holding the robot where it is: e-stop" in w for w in r.log.warnings)
     r.tick(10.1)
     assert r.engine.handovers[-1] is None  # the stopped robot runs no chunk to meet
+
+
+# ------------------------------------------------------------------ the chunk gate
+
+MS = 1_000_000
+WARN, ERROR = DiagnosticStatus.WARN, DiagnosticStatus.ERROR
+# Frame 0's rows from the measured state (0.5, -0.5), 20 ms apart: a at 0, 1, 2, 3 and b
+# at 0, -1, -2, -3: -25 /s then 50 /s, 3750 /s^2 between the first two steps. Frame f's
+# rows are 10 f + i (a) and 10 f - i (b), 10 f away from a state near frame 0's.
+WIDE = {"lower": -100.0, "upper": 100.0, "velocity": 100.0, "acceleration": 1e4, "jump": 1.0}
+
+
+def chunk_gate(policy: str = "slow", **bounds: float) -> ChunkGate:
+    arrays = {key: np.full(2, value) for key, value in {**WIDE, **bounds}.items()}
+    return ChunkGate(JointLimits(names=JOINTS, source="test", **arrays), policy, 0.02)
+
+
+def _safety(r: Rig, reporter: DiagnosticsReporter, now_s: float = 10.0):
+    """The safety and inputs statuses of one report."""
+    inputs = InputReport.of(r.assembler, now_s)
+    array = reporter.report(seconds_to_stamp(now_s), r.stats.snapshot(), inputs)
+    return {s.name.split(": ")[1]: s for s in array.status}
+
+
+def _hold_points(r: Rig) -> list[list[float]]:
+    """The single point of every hold sent (a trajectory stamped zero)."""
+    holds = [t for t in _sent(r, topics.JOINT_TRAJECTORY) if _ns(t.header.stamp) == 0]
+    return [list(t.points[0].positions) for t in holds if len(t.points) == 1]
+
+
+@pytest.mark.parametrize(
+    ("policy", "bounds", "outcome", "rows"),
+    [
+        ("slow", {}, "passed", [0, 1, 2, 3]),
+        ("clamp", {"lower": -2.5, "upper": 2.5}, "clamped", [0, 1, 2, 2.5]),
+        ("slow", {"velocity": 25.0}, "slowed", [0.25, 0, 0.5, 1, 1.5, 2, 2.5, 3]),
+    ],
+)
+def test_the_gates_rows_go_out_on_the_chunk_and_the_trajectory_alike(policy, bounds, outcome, rows):
+    r = rig(act_s=[0.01], chunk_gate=chunk_gate(policy, **bounds))
+    r.assembler.on_instruction("stack")
+    r.feed()
+    r.tick(10.0)
+    (chunk,) = _sent(r, topics.ACTION_CHUNK)
+    (trajectory,) = _sent(r, topics.JOINT_TRAJECTORY)
+    assert chunk.horizon == len(rows) == len(trajectory.points)
+    np.testing.assert_allclose(list(chunk.actions)[::2], rows, atol=1e-6)
+    np.testing.assert_allclose(list(chunk.actions)[1::2], [-v for v in rows], atol=1e-6)
+    np.testing.assert_allclose([p.positions for p in trajectory.points], chunk_rows(chunk))
+    assert trajectory.points[-1].time_from_start.nanosec == (len(rows) - 1) * 20 * MS
+    assert _ns(chunk.header.stamp) == _ns(trajectory.header.stamp) == 10_000 * MS
+    tally = r.stats.snapshot().gate
+    assert tally.outcomes == {"passed": 0, "clamped": 0, "slowed": 0, "rejected": 0} | {outcome: 1}
+    assert tally.policy == policy and tally.streak == 0
+    assert tally.last_stretch == (2.0 if outcome == "slowed" else 1.0)
+
+
+def chunk_rows(chunk) -> np.ndarray:
+    return np.asarray(chunk.actions, np.float64).reshape(chunk.horizon, chunk.action_dim)
+
+
+def test_the_next_handover_meets_the_slowed_rows_the_robot_runs():
+    r = rig(act_s=[0.01, 0.01], handover="rtc", delays=[0, 0], chunk_gate=chunk_gate(velocity=25.0))
+    r.assembler.on_instruction("stack")
+    r.feed()
+    r.tick(10.0)  # slowed x2: 8 rows from 10.00
+    r.tick(10.04)
+    # 2 of them ran; longer than the model's 6-row chunk, they go from the executed row on
+    handover = r.engine.handovers[1]
+    assert handover.executed == 0
+    np.testing.assert_allclose(handover.previous[:, 0], [0.5, 1, 1.5, 2, 2.5, 3])
+    np.testing.assert_allclose(handover.previous[:, 1], [-0.5, -1, -1.5, -2, -2.5, -3])
+
+
+def test_a_rejected_chunk_sends_nothing_and_is_counted_with_one_warning_per_reason():
+    r = rig(act_s=[0.01] * 3, chunk_gate=chunk_gate("reject", velocity=25.0), max_rejections=5)
+    r.assembler.on_instruction("stack")
+    r.feed()
+    for now_s in (10.0, 10.1, 10.2):  # velocity, then twice a jump of 10 f + 0.5 at b
+        r.tick(now_s)
+    sent = {name for name, _, _ in r.port.sent}
+    assert topics.ACTION_CHUNK not in sent and topics.JOINT_TRAJECTORY not in sent
+    assert len(_sent(r, topics.STATS)) == 3  # the frames ran: language and stats went on
+    s = r.stats.snapshot()
+    assert (s.frames, s.holds, s.gate.streak, s.gate.tripped) == (0, 0, 3, False)
+    assert s.gate.outcomes["rejected"] == 3
+    assert {k: v for k, v in s.gate.findings.items() if v} == {"velocity": 1, "jump": 2}
+    gate_lines = [w for w in r.log.warnings if w.startswith("chunk ")]
+    assert gate_lines == [
+        "chunk rejected: a velocity 50 over its limit 25",
+        "chunk rejected: b start jump 10.5 over its limit 1",  # frame 2's held back
+    ]
+
+
+def test_a_rejection_streak_holds_once_reports_error_and_a_chunk_through_recovers():
+    """Frame 0 slowed x5 runs to 10.38, past every watchdog check: the third rejection in a
+    row holds, the fourth does not hold again, ERROR until a chunk goes through."""
+    r = rig(act_s=[0.01] * 6, chunk_gate=chunk_gate(velocity=10.0))
+    reporter = DiagnosticsReporter("/oxygen", PERIOD_S)
+    r.assembler.on_instruction("stack")
+    r.feed(10.0)
+    r.tick(10.0)
+    assert len(_sent(r, topics.ACTION_CHUNK)[0].actions) == 2 * 20
+    assert _safety(r, reporter)["safety"].level == WARN  # a chunk slowed
+    for now_s in (10.02, 10.04):
+        r.feed(now_s)
+        r.tick(now_s)  # frames 1 and 2: 10 f away from the state, rejected
+    assert _hold_points(r) == []
+    r.feed(10.06)
+    r.tick(10.06)  # the third in a row
+    assert _hold_points(r) == [[0.5, -0.5]]
+    s = r.stats.snapshot()
+    assert (s.holds, s.last_hold) == (1, "the gate rejected 3 chunks in a row")
+    safety = _safety(r, reporter)["safety"]
+    assert (safety.level, safety.message) == (
+        ERROR,
+        "holding: the gate rejected 3 chunks in a row; until one passes",
+    )
+    values = {kv.key: kv.value for kv in safety.values}
+    assert (values["chunks rejected"], values["rejected in a row"], values["findings jump"]) == (
+        "3",
+        "3",
+        "3",
+    )
+    assert values["holds"] == "1 (last: the gate rejected 3 chunks in a row)"
+    r.feed(10.08)
+    r.tick(10.08)  # a fourth: still held, no second hold
+    assert len(_hold_points(r)) == 1 and _safety(r, reporter)["safety"].level == ERROR
+    r.feed(10.10, a=50.0, b=50.0)  # frame 5's rows start at 50: slowed, it goes out
+    r.tick(10.10)
+    assert len(_sent(r, topics.ACTION_CHUNK)) == 2 and r.stats.snapshot().gate.streak == 0
+    safety = _safety(r, reporter)["safety"]
+    assert (safety.level, safety.message) == (WARN, "since last report: 1 chunks slowed")
+
+
+def test_a_rejected_chunk_holds_when_the_running_one_ends_first_once_per_outage():
+    r = rig(act_s=[0.01] * 4, chunk_gate=chunk_gate("reject"))
+    r.assembler.on_instruction("stack")
+    for now_s in (10.0, 10.1, 10.2, 10.3):  # frame 0 passes and ends at 10.06
+        r.feed(now_s)
+        r.tick(now_s)
+    assert _hold_points(r) == [[0.5, -0.5]]  # at 10.1; not again as the streak trips
+    s = r.stats.snapshot()
+    assert (s.holds, s.last_hold, s.gate.tripped) == (1, "chunk rejected", True)
+
+
+# ------------------------------------------------------------------ the watchdog
+
+
+def _stale_joint_state(r: Rig) -> None:
+    r.assembler.on_image(0, _mono(10.6))  # the joint state stays at 10.0
+
+
+def _silenced_camera(r: Rig) -> None:
+    r.feed_joints(10.6)  # the camera stays at 10.0
+
+
+def _nan_joint_state(r: Rig) -> None:
+    r.assembler.on_image(0, _mono(10.6))
+    r.feed_joints(10.6, a=float("nan"))
+
+
+@pytest.mark.parametrize(
+    ("outage", "reason"),
+    [
+        (_stale_joint_state, "stale_joint_state"),
+        (_silenced_camera, "stale_camera"),
+        (_nan_joint_state, "bad_joint_state"),
+    ],
+)
+def test_the_watchdog_holds_once_per_outage_and_frames_resume_when_the_input_recovers(
+    outage, reason
+):
+    r = rig(act_s=[0.01] * 2, chunk_gate=chunk_gate())
+    reporter = DiagnosticsReporter("/oxygen", PERIOD_S)
+    r.assembler.on_instruction("stack")
+    r.feed(10.0)
+    r.tick(10.0)  # 4 rows, the last at 10.06
+    _safety(r, reporter)
+    r.port.sent.clear()
+    outage(r)
+    r.tick(10.6)
+    r.tick(10.7)
+    assert _hold_points(r) == [[0.5, -0.5]]  # where the robot was last measured
+    assert _sent(r, topics.ACTION_CHUNK) == []
+    s = r.stats.snapshot()
+    assert (s.holds, s.last_hold, r.assembler.skip_counts[reason]) == (1, reason, 2)
+    assert f"holding the robot where it is: {reason}" in r.log.warnings
+    statuses = _safety(r, reporter, 10.7)
+    assert (statuses["safety"].level, statuses["safety"].message) == (
+        WARN,
+        f"since last report: no chunk changed; 1 holds (last: {reason})",
+    )
+    assert statuses["inputs"].level == WARN
+    r.feed(10.8, a=10.0, b=10.0)  # back, where frame 1's rows start
+    r.tick(10.8)
+    assert len(_sent(r, topics.ACTION_CHUNK)) == 1 and r.stats.snapshot().holds == 1
+    r.tick(11.4)  # every input 0.6 s old: a new outage, a new hold
+    assert len(_hold_points(r)) == 2
+
+
+def test_the_watchdog_waits_while_the_running_chunk_lasts_and_not_for_a_cleared_instruction():
+    r = rig(act_s=[0.01], chunk_gate=chunk_gate(velocity=10.0))
+    r.assembler.on_instruction("stack")
+    r.feed(10.0)
+    r.tick(10.0)  # slowed x5: 20 rows, the last at 10.38
+    r.feed_joints(10.0, a=float("nan"))
+    r.tick(10.1)  # the next chunk could arrive by 10.30, before 10.38
+    assert _hold_points(r) == []
+    r.assembler.on_instruction("")
+    r.tick(10.2)  # no instruction: not an outage of the robot's inputs
+    assert _hold_points(r) == []
+    r.assembler.on_instruction("stack")
+    r.tick(10.2)  # by 10.40: the robot would stand at the last row first
+    assert _hold_points(r) == [[0.5, -0.5]]
+    assert r.stats.snapshot().last_hold == "bad_joint_state"
+
+
+def test_the_gate_needs_every_commanded_joint_measured():
+    with pytest.raises(ValueError, match="commanded joint 'c' among joint_names"):
+        FrameLoop(
+            engine=FakeEngine(FakeClock(), []),
+            assembler=rig([]).assembler,
+            outputs=RecordingPort(Gate()),
+            stats=NodeStats(),
+            cfg=CFG,
+            layout=ChunkLayout(horizon=HORIZON, action_names=("a", "c")),
+            logger=RecordingLogger(),
+            gate=chunk_gate(),
+        )

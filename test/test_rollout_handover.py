@@ -1,7 +1,7 @@
 """The in-process closed loop with chunk hand-over and a link delay (oxygen-train-eval
 --handover/--link-delay): the node's bookkeeping of what the arm runs (`ChunkTimeline`, on
-ticks; its own tests are test_timeline.py), the seam meter and the overlap of each new
-chunk with the rows the arm runs while it travels."""
+ticks; its own tests are test_timeline.py), the seam meter, the overlap of each new
+chunk with the rows the arm runs while it travels, and the chunk gate on every chunk."""
 
 import json
 from pathlib import Path
@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 
 from oxygen_core.engine import EngineConfig, make_engine
+from oxygen_core.safety.limits import JointLimits
+from oxygen_core.sim.arm import JOINT_NAMES
 from oxygen_core.sim.executor import TrajectoryExecutor
 from oxygen_core.sim.render import Renderer
+from oxygen_core.sim.tasks import make_task
 from oxygen_core.train import rollout
 from oxygen_core.train.cli import eval_main, trained_policy
 
@@ -80,3 +83,39 @@ def test_train_eval_reports_seams_and_overlap_per_family(tmp_path):
     assert push["overlap"]["arm_mean"] == pytest.approx(0.0, abs=1e-6)  # blend meets them
     assert summary["all"]["seams"] == push["seams"]  # one family: "all" is that family
     assert summary["all"]["overlap"] == push["overlap"]
+
+
+def _velocity_only(velocity: float) -> JointLimits:
+    """The arm's joints bounded in velocity alone (every other bound switched off)."""
+    off = np.full(len(JOINT_NAMES), np.inf)
+    bound = np.full(len(JOINT_NAMES), velocity)
+    return JointLimits(JOINT_NAMES, -off, off, bound, off, off, "test")
+
+
+@pytest.mark.slow
+def test_the_gate_slows_every_chunk_and_the_handover_meets_the_longer_rows(policy):
+    """A velocity bound the policy always breaks: every chunk is slowed to more rows than
+    the model's horizon, and blend hands those rows over to the next frame."""
+    engine = engine_for(policy, "blend", delay=1)
+    out = rollout.run_episode(
+        engine, "pick", SEED, 2, Renderer(128, 128), max_steps=12, limits=_velocity_only(0.5)
+    )
+    assert out.gate.outcomes == {"passed": 0, "clamped": 0, "slowed": 6, "rejected": 0}
+    assert out.gate.findings["velocity"] == 6 and out.gate.last_stretch > 1
+    assert out.overlap.frames == 0 and out.seams.seams == 5  # one take-over per later chunk
+
+
+@pytest.mark.slow
+def test_rejected_chunks_never_reach_the_arm_and_the_streak_trips(policy):
+    engine = engine_for(policy, "blend", delay=0)
+    world = make_task("pick", SEED).new_world()
+    start = world.joints.copy()
+    out = rollout.run_episode(
+        engine, "pick", SEED, 2, Renderer(128, 128), max_steps=12, world=world,
+        limits=_velocity_only(1e-3), gate_policy="reject",
+    )  # fmt: skip
+    assert out.gate.outcomes["rejected"] == 6 and out.gate.outcomes["passed"] == 0
+    assert (out.gate.streak, out.gate.tripped) == (6, True)
+    np.testing.assert_allclose(world.joints, start, atol=1e-9)  # only holds at the start pose
+    summary = rollout.summarise([out])["pick"]
+    assert summary["gate_chunks"]["rejected"] == 6 and summary["gate_findings"]["velocity"] == 6

@@ -225,3 +225,13 @@ def test_delay_is_the_largest_recent_latency_rounded_up_to_control_steps():
     assert est.steps(0.02) == 0
     with pytest.raises(ValueError, match="control period must be > 0"):
         est.steps(0.0)
+
+
+def test_a_short_previous_chunk_is_padded_with_its_last_action_never_zeros():
+    """lerobot#4454: a zero-padded prefix decodes to the dataset mean inside the guided
+    region; here the prefix past the previous chunk's rows holds its last row."""
+    previous = np.array([[5.0, -5.0], [6.0, -6.0], [7.0, -7.0]])  # 3 rows, horizon 6
+    meet = rtc.overlap(previous, executed=1, delay=4, horizon=6)
+    np.testing.assert_array_equal(meet.previous[:, 0], [6, 7, 7, 7, 7, 7])
+    np.testing.assert_array_equal(meet.previous[:, 1], [-6, -7, -7, -7, -7, -7])
+    assert (meet.s, meet.delay) == (4, 2)  # d clipped to the 2 rows left to meet

@@ -136,11 +136,45 @@ def test_replace_hands_nothing_over_but_still_knows_what_runs():
 def test_commit_is_what_feeds_the_delay_estimate():
     delays = DelayEstimator()
     line = ChunkTimeline(PERIOD_S, "rtc", delays)
-    takeover = line.at(T0)
-    release = line.release(takeover, chunk(0))
-    assert delays.steps(PERIOD_S) == 0 and line.running is None  # nothing until it went out
+    line.commit(line.release(line.at(T0), chunk(0)), latency_s=0.01)  # an activation's first
+    takeover = line.at(T0 + 40 * MS)
+    release = line.release(takeover, chunk(1, delay=1))
+    assert delays.steps(PERIOD_S) == 0  # nothing until it went out
     line.commit(release, latency_s=0.05)
     assert delays.steps(0.01) == 5 and line.running is release.running
+
+
+def test_an_activations_first_chunk_never_inflates_d():
+    """Its latency can carry one-off costs (lerobot#4223, #4454: a 0.7 s first inference
+    against 0.3 s steady held d high for the whole window): only chunks that met a running
+    one count, also after a reset (a reactivation) and after the clock went back."""
+    delays = DelayEstimator()
+    line = ChunkTimeline(PERIOD_S, "rtc", delays)
+    first = line.release(line.at(T0), chunk(0))
+    assert first.cold
+    line.commit(first, latency_s=0.7)  # the spike
+    assert delays.steps(PERIOD_S) == 0
+    line.commit(line.release(line.at(T0 + 40 * MS), chunk(1, delay=1)), latency_s=0.03)
+    assert delays.steps(PERIOD_S) == 2
+    line.reset()
+    line.commit(line.release(line.at(T0 + 80 * MS), chunk(2)), latency_s=0.9)
+    line.commit(line.release(line.at(T0 + 60 * MS), chunk(3)), latency_s=0.9)  # clock back
+    assert delays.steps(PERIOD_S) == 2
+
+
+def test_executed_never_counts_a_row_that_runs_after_the_tick():
+    """Skipped rows must have run: at every nanosecond of ticks around row boundaries (a
+    10 ns period), the `executed` rows all run at or before the tick, and the new chunk's
+    row 0 stands for a time at most half a period after it. Rounding to the nearest row can
+    only count a row as not yet run (then the stamp is in the past and the controller drops
+    it), never one that has not run."""
+    line = ChunkTimeline(1e-8, "rtc", DelayEstimator())
+    line.commit(line.release(line.at(1000), chunk(0, rows=8)), latency_s=0.0)
+    for tick in range(1000, 1000 + 9 * 10):
+        takeover = line.at(tick)
+        ran = [1000 + 10 * k for k in range(takeover.executed)]
+        assert all(t <= tick for t in ran), (tick, takeover.executed)
+        assert -5 < takeover.anchor_ns - tick <= 5
 
 
 def test_ticks_of_step_times_period_count_whole_steps_at_any_rate():
@@ -171,3 +205,47 @@ def test_bad_settings_are_refused_in_one_line(args, message):
 def test_nothing_running_has_no_upcoming_rows():
     with pytest.raises(ValueError, match="no chunk is running"):
         timeline().at(T0).upcoming(2)
+
+
+def test_with_rows_puts_the_gates_rows_after_the_kept_ones_at_the_same_stamp():
+    line = timeline()
+    publish(line, T0, chunk(0, rows=4))
+    takeover = line.at(T0 + 40 * MS)
+    release = line.release(takeover, chunk(1, delay=3))  # keeps chunk 0's rows 2, 3, 3
+    slowed = np.array([[13.0, -13.0], [13.5, -13.5], [14.0, -14.0]])
+    gated = release.with_rows(slowed)
+    assert (gated.first, gated.row0_ns, gated.clipped) == (3, release.row0_ns, False)
+    assert gated.rows.dtype == np.float32 and gated.running.rows.dtype == np.float32
+    np.testing.assert_array_equal(gated.rows, slowed)
+    np.testing.assert_array_equal(gated.running.rows[:, 0], [2, 3, 3, 13, 13.5, 14])
+    assert (gated.running.row0_ns, gated.running.tick_ns) == (T0 + 40 * MS, T0 + 40 * MS)
+    line.commit(gated, 0.01)
+    np.testing.assert_array_equal(line.at(T0 + 80 * MS).upcoming(3)[:, 0], [3, 13, 13.5])
+
+
+def test_with_rows_without_a_handover_is_the_gates_rows_alone():
+    line = timeline("replace")
+    release = line.release(line.at(T0), chunk(0, delay=2))
+    gated = release.with_rows(np.zeros((7, 2)))
+    assert gated.running.row0_ns == release.row0_ns == T0 + 40 * MS
+    np.testing.assert_array_equal(gated.running.rows, np.zeros((7, 2)))
+
+
+def test_the_last_row_is_when_the_running_chunk_ends():
+    line = timeline()
+    assert line.last_row_ns() is None
+    publish(line, T0, chunk(0, rows=4))  # rows at T0 .. T0 + 60 ms
+    assert line.last_row_ns() == T0 + 60 * MS
+    publish(line, T0 + 40 * MS, chunk(1, rows=6, delay=3))  # 3 kept + 3 new from T0 + 40 ms
+    assert line.last_row_ns() == T0 + 40 * MS + 5 * 20 * MS
+
+
+def test_rows_slowed_past_the_models_chunk_are_handed_over_as_the_window_act_reads():
+    line = timeline()
+    takeover = line.at(T0)
+    line.commit(line.release(takeover, chunk(0, rows=4)).with_rows(np.ones((9, 2))), 0.01)
+    window = line.at(T0 + 40 * MS)  # 2 of the 9 rows ran; the model's chunk has 4
+    assert window.executed == 2 and window.handover.executed == 0
+    assert window.handover.previous.shape == (4, 2)
+    spent = line.at(T0 + 200 * MS).handover  # 10 rows by then: nothing left to meet
+    assert (spent.previous.shape, spent.executed) == ((1, 2), 1)

@@ -5,15 +5,20 @@ A chunk is computed while the robot still runs the previous one (docs/DESIGN.md 
 the time its row 0 executes, the tick that computed it) and answers, per frame:
 
 - `at(tick_ns)`: a `Takeover`: the `Handover` for `Engine.act` (the running rows and how
-  many ran by the tick, nearest, not floor) and the anchor, the time the new chunk's row 0
-  stands for (the running row it continues, so chunks stay on one control grid).
+  many ran by the tick, nearest, not floor; running rows the gate slowed past the model's
+  chunk length go as the window the engine reads, from the executed row) and the anchor,
+  the time the new chunk's row 0 stands for (the running row it continues, so chunks
+  stay on one control grid).
 - `release(takeover, action)`: which rows go out (from row d, clipped to the chunk, which
   `clipped` says), their stamp (d control periods after the anchor) and what the robot
-  runs once they are out.
+  runs once they are out; `Release.with_rows` puts the chunk gate's rows in their place
+  (oxygen_core.safety.guard), so what runs is what the gate let through.
 - `commit(release, latency_s)`: they went out `latency_s` after the tick: they are what
   runs now, and the latency feeds the engine's delay estimate, its one writer, so an
   "auto" d covers the whole tick-to-publish time the robot sees. Frames that are never
-  published (warm-up, compilation) never reach it.
+  published (warm-up, compilation) never reach it, nor does an activation's first chunk.
+- `last_row_ns()`: when the running chunk's last row executes: how long the robot has
+  rows to run while no new chunk comes (the frame loop's watchdog).
 
 Times are integer nanoseconds of the robot's clock (the node clock, bag time in replay;
 step * period in the in-process loop), so step counts are exact and replay identically.
@@ -72,6 +77,16 @@ class Release:
     row0_ns: int  # their stamp: when rows[0] executes, `first` periods after the anchor
     clipped: bool  # d reached past the chunk: only its last row goes out
     running: RunningChunk  # what the robot executes after the publish
+    cold: bool  # nothing ran before it (an activation's first chunk): its latency is not d's
+
+    def with_rows(self, rows: np.ndarray) -> Release:
+        """This release with `rows` in place of the chunk's (the chunk gate's: clamped, or
+        slowed to more rows), at the same stamp: the robot then runs the rows it kept,
+        then these, and the next hand-over meets what it really runs."""
+        new = np.asarray(rows, np.float32)
+        kept = self.running.rows[: len(self.running.rows) - len(self.rows)]
+        running = dataclasses.replace(self.running, rows=np.concatenate([kept, new]))
+        return dataclasses.replace(self, rows=new, running=running)
 
 
 class ChunkTimeline:
@@ -99,6 +114,7 @@ class ChunkTimeline:
         self._hands_over = chunk_handover != "replace"
         self._delays, self._horizon = delays, horizon
         self.running: RunningChunk | None = None
+        self._chunk_rows: int | None = None  # the model's chunk, learnt at release
 
     def reset(self) -> None:
         """Forget the running chunk: the robot may be anywhere when frames start again."""
@@ -118,13 +134,14 @@ class ChunkTimeline:
         executed = max(0, (tick_ns - running.row0_ns + period // 2) // period)
         if not self._hands_over:
             return Takeover(tick_ns, tick_ns, running, executed, None)
-        handover = Handover(running.rows, executed, self.control_period_s)
+        handover = _handover(running.rows, executed, self.control_period_s, self._chunk_rows)
         return Takeover(tick_ns, running.row0_ns + executed * period, running, executed, handover)
 
     def release(self, takeover: Takeover, action: ActionResult) -> Release:
         """The rows of `action` to publish from row d (`action.delay_steps`; past the chunk,
         its last row), their stamp and the robot's rows after the publish: the running
         rows for the d steps before the new ones take over (when handed over), then them."""
+        self._chunk_rows = len(action.actions)
         last = len(action.actions) - 1
         first = min(action.delay_steps, last)
         end = None if self._horizon is None else first + self._horizon
@@ -137,10 +154,33 @@ class ChunkTimeline:
             kept = takeover.upcoming(first)
             running = RunningChunk(np.concatenate([kept, new]), anchor_ns, takeover.tick_ns)
         stamp_ns = anchor_ns + first * self.period_ns
-        return Release(first, rows, stamp_ns, action.delay_steps > last, running)
+        cold = takeover.running is None
+        return Release(first, rows, stamp_ns, action.delay_steps > last, running, cold)
+
+    def last_row_ns(self) -> int | None:
+        """When the running chunk's last row executes (the robot stays there after it);
+        None when nothing runs."""
+        running = self.running
+        if running is None:
+            return None
+        return running.row0_ns + (len(running.rows) - 1) * self.period_ns
 
     def commit(self, release: Release, latency_s: float) -> None:
         """`release` went out `latency_s` (steady clock) after its tick: the robot runs it
-        now, and the latency is one observation of d."""
+        now, and the latency is one observation of d, unless nothing ran before it (the
+        first chunk of an activation: its latency can carry one-off costs, a first use of
+        a shape or an allocation, and one such spike would hold d high for a window)."""
         self.running = release.running
-        self._delays.observe(latency_s)
+        if not release.cold:
+            self._delays.observe(latency_s)
+
+
+def _handover(rows: np.ndarray, executed: int, period_s: float, most: int | None) -> Handover:
+    """The running `rows` after `executed` for `Engine.act`, which takes at most a model
+    chunk (`most` rows). Rows the gate slowed past that go as the `most` rows from the
+    executed one on (the engine reads no others), or the last row once none is left."""
+    if most is None or len(rows) <= most:
+        return Handover(rows, executed, period_s)
+    if executed >= len(rows):
+        return Handover(rows[-1:], 1, period_s)
+    return Handover(rows[executed : executed + most], 0, period_s)

@@ -13,6 +13,13 @@ or link: the arm runs the old chunk meanwhile); 0 is a chunk that arrives at its
 tick. No expert is consulted. An episode ends at the task's success check or its time
 limit.
 
+Given the arm's joint limits, every released chunk goes through the chunk gate as on the
+node (`oxygen_core.safety.guard.ChunkGuard`, the frame loop's code path), from the
+frame's measured joints: the gate's rows are sent and are what the timeline says runs; a
+rejected chunk sends nothing (the arm runs the chunk before); `max_rejections` in a row
+send a hold (one row at the measured joints) and the next frame hands over from nothing.
+The episode's `GateTally` says what the gate did.
+
 What is measured, per family: success rate; for the finished texts, whether a narration
 names the target object's colour and shape, and whether a text ended at EOS (not at its
 token budget); and the memory lines written (non-empty memory texts). The hand-over is
@@ -31,10 +38,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from oxygen_core.engine.engine import Engine
-from oxygen_core.engine.timeline import ChunkTimeline, Takeover
+from oxygen_core.engine.timeline import ChunkTimeline, Release, Takeover
 from oxygen_core.observation import Observation
+from oxygen_core.safety.gate import ChunkGate, Policy
+from oxygen_core.safety.guard import ChunkGuard, GateTally
+from oxygen_core.safety.limits import JointLimits
 from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES
-from oxygen_core.sim.executor import Trajectory, TrajectoryExecutor
+from oxygen_core.sim.executor import LimitViolations, Trajectory, TrajectoryExecutor
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
 from oxygen_core.sim.seam import SeamMeter, SeamSummary
@@ -83,6 +93,8 @@ class Outcome:
     seams: SeamSummary
     overlap: Overlap
     plans: tuple[bool, ...] = ()  # per frame of a two-stage policy: its plan was right
+    gate: GateTally | None = None  # what the chunk gate did; None without limits
+    limits: LimitViolations = LimitViolations()  # commanded points the sim's arm refuses
 
 
 class _Link:
@@ -117,12 +129,16 @@ def run_episode(
     max_steps: int | None = None,
     world: World | None = None,
     true_plan: bool = False,
+    limits: JointLimits | None = None,
+    gate_policy: Policy = "slow",
+    max_rejections: int = 3,
 ) -> Outcome:
     """One closed-loop episode of the policy behind `engine`, cut at `max_steps` control
     steps when given (short of the task's time limit: not a success). world: the task's
     initial scene made by the caller, which then sees it moved in place (where the policy
     left it: `oxygen_core.train.dagger`). true_plan: a two-stage policy acts on the true
-    "Target:" answer of each frame instead of its own (what a perfect answer is worth)."""
+    "Target:" answer of each frame instead of its own (what a perfect answer is worth).
+    limits: the arm's (JOINT_NAMES order), to gate every chunk under `gate_policy`."""
     task = make_task(family, seed)
     world = task.new_world() if world is None else world
     engine.reset()
@@ -133,6 +149,7 @@ def run_episode(
     gaps: list[np.ndarray] = []  # per frame: [arm, gripper] of the overlap
     plans: list[bool] = []  # per frame: the plan named the target's cell (and bowl's)
     timeline = ChunkTimeline(dt, engine.cfg.chunk_handover, engine.delay)
+    guard = _guard(limits, gate_policy, dt, max_rejections)
     steps = int(round(task.time_limit * control_hz))
     steps = steps if max_steps is None else min(steps, max_steps)
     success = False
@@ -149,8 +166,11 @@ def run_episode(
             if takeover.running is not None and link_delay:
                 gaps.append(_overlap_gap(action.actions, takeover, link_delay))
             release = timeline.release(takeover, action)
-            link.send(step, release.row0_ns // timeline.period_ns, release.rows)
-            timeline.commit(release, time.perf_counter() - start_s)
+            if guard is not None:
+                release = _gated(guard, release, obs.state, step, link, timeline)
+            if release is not None:
+                link.send(step, release.row0_ns // timeline.period_ns, release.rows)
+                timeline.commit(release, time.perf_counter() - start_s)
             for event in engine.language().events:
                 if event.finished:
                     texts.append(Text(event.stream, event.text, event.finish_reason))
@@ -172,7 +192,36 @@ def run_episode(
         seams=meter.summary(),
         overlap=_summarise_gaps(gaps),
         plans=tuple(plans),
+        gate=None if guard is None else guard.tally,
+        limits=link.executor.violations,
     )
+
+
+def _guard(
+    limits: JointLimits | None, policy: Policy, dt: float, max_rejections: int
+) -> ChunkGuard | None:
+    if limits is None:
+        return None
+    if tuple(limits.names) != JOINT_NAMES:
+        raise ValueError(f"the gate's joints {limits.names} are not the arm's {JOINT_NAMES}")
+    return ChunkGuard(ChunkGate(limits, policy, dt), max_rejections)
+
+
+def _gated(
+    guard: ChunkGuard,
+    release: Release,
+    state: np.ndarray,
+    step: int,
+    link: _Link,
+    timeline: ChunkTimeline,
+) -> Release | None:
+    """The release with the gate's rows, None when rejected; a rejection streak sends a
+    hold at `state` now and forgets the running chunk (the node's FrameLoop does so)."""
+    screened = guard.screen(release, state)
+    if screened.trips:
+        link.send(step, step, np.asarray(state, np.float64)[None])
+        timeline.reset()
+    return screened.release
 
 
 def _overlap_gap(new: np.ndarray, takeover: Takeover, rows: int) -> np.ndarray:
@@ -211,9 +260,21 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict]:
             "memory_lines": len(memory),
             "seams": SeamSummary.pooled([o.seams for o in group]).as_dict(),
             "overlap": dataclasses.asdict(Overlap.pooled([o.overlap for o in group])),
+            "limit_violations": sum((o.limits for o in group), LimitViolations()).as_dict(),
             **_plan_figures(group),
+            **_gate_figures(group),
         }
     return table
+
+
+def _gate_figures(group: Sequence[Outcome]) -> dict[str, dict[str, int]]:
+    """With the gate on: its chunks by outcome and findings by reason, over the group."""
+    tallies = [o.gate for o in group if o.gate is not None]
+    if not tallies:
+        return {}
+    outcomes = {k: sum(t.outcomes[k] for t in tallies) for k in tallies[0].outcomes}
+    findings = {k: sum(t.findings[k] for t in tallies) for k in tallies[0].findings}
+    return {"gate_chunks": outcomes, "gate_findings": findings}
 
 
 def _plan_figures(group: Sequence[Outcome]) -> dict[str, float]:
@@ -245,14 +306,25 @@ def evaluate(
     progress: Callable[[Outcome], None] | None = None,
     link_delay: int = 0,
     true_plan: bool = False,
+    limits: JointLimits | None = None,
+    gate_policy: Policy = "slow",
 ) -> list[Outcome]:
-    """Every family on every seed (seeds should be ones training never saw)."""
+    """Every family on every seed (seeds should be ones training never saw); limits: gate
+    every chunk (see run_episode)."""
     renderer = Renderer(camera_size, camera_size)
     outcomes = []
     for seed in seeds:
         for family in families:
             outcome = run_episode(
-                engine, family, seed, execute, renderer, link_delay=link_delay, true_plan=true_plan
+                engine,
+                family,
+                seed,
+                execute,
+                renderer,
+                link_delay=link_delay,
+                true_plan=true_plan,
+                limits=limits,
+                gate_policy=gate_policy,
             )
             outcomes.append(outcome)
             if progress is not None:
