@@ -7,6 +7,15 @@ Each pair of lifecycle hooks creates and destroys the same resources:
 - activate / deactivate: subscriptions, the frame worker thread, the frame timer and the
   diagnostics timer (on the steady clock, so /diagnostics keeps coming when /clock stops).
 
+What reaches the controller (~/joint_trajectory) is oxygen_ros.motion_switch's: the
+`~/enable` service (std_srvs/SetBool; start_enabled until it is called) and the e-stop
+(estop_topic, std_msgs/Bool, transient local and reliable: true = stop), both made at
+configure, switch it off at once with one hold and on again at the next frame; while off,
+frames run on as a dry run. Every transition away from active (deactivate, shutdown,
+`release` on Ctrl-C, a second stop signal) and every failed frame sends one hold through
+FrameLoop.hold, while the trajectory publisher is still active; cleanup comes only from
+inactive, after the deactivation's hold, when no lifecycle publisher can send anything.
+
 Callbacks only store messages (in the FrameAssembler). Subscriptions and both timers
 go through `oxygen_ros.router` (InputRouter, Tick.at), the code replay runs too. The
 frame timer runs at the frame period (execute_horizon / control_rate_hz) on the node
@@ -25,7 +34,8 @@ set up.
 Topics (~ is /oxygen):
   in:  camera_topics (Image, or CompressedImage for .../compressed), joint_state_topic
        (JointState), instruction_topic (String), ~/request (String: a stream's name, for
-       streams with trigger on_demand)
+       streams with trigger on_demand), estop_topic (Bool, transient local: true = stop)
+  service: ~/enable (SetBool: whether trajectories reach the controller)
   out: the table oxygen_ros.topics.OUTPUTS (~/action_chunk, ~/joint_trajectory,
        ~/<stream>, ~/<stream>/text, ~/stats, ~/markers, /diagnostics)
 """
@@ -44,7 +54,9 @@ from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterTypeException, ParameterException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from std_msgs.msg import Bool
+from std_srvs.srv import SetBool
 
 from oxygen_core.engine.types import DEFAULT_STREAMS, EngineConfig
 from oxygen_core.text import excerpt
@@ -57,6 +69,7 @@ from oxygen_ros.diagnostics import (
 )
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.inputs import FrameAssembler
+from oxygen_ros.motion_switch import ENABLED, MotionSwitch
 from oxygen_ros.params import (
     _STREAM_FIELDS,
     NodeConfig,
@@ -68,11 +81,16 @@ from oxygen_ros.pipeline import make_pipeline
 from oxygen_ros.publishers import LifecyclePublishers
 from oxygen_ros.router import InputRouter
 from oxygen_ros.spin import CannotStart, Hosted, run_node
-from oxygen_ros.topics import Gate
+from oxygen_ros.topics import ControllerGate, Gate
 from oxygen_ros.worker import FrameWorker
 
 _LOAD_PARAMETERS = ("preset", "robot", "checkpoint_dir", "tokenizer_path")
 _STALL_PERIODS = 3  # frame periods without a ROS clock advance before it counts as stalled
+# The e-stop's last word is latched by its publisher and must not be lost: a late-joining
+# node reads the button's state at once.
+_ESTOP_QOS = QoSProfile(
+    depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
 
 
 @dataclasses.dataclass
@@ -87,6 +105,9 @@ class _Configured:
     stats: NodeStats
     loop: FrameLoop
     router: InputRouter  # inputs, ticks and /diagnostics, as replay takes them
+    switch: MotionSwitch  # ~/enable and the e-stop, in front of the controller output
+    enable: Any = None  # the ~/enable service
+    estop: Any = None  # the e-stop subscription
 
 
 @dataclasses.dataclass
@@ -159,13 +180,16 @@ class OxygenNode(LifecycleNode):
         stats = NodeStats()
         gate = Gate()
         outputs = LifecyclePublishers(self, cfg, gate, stats.qos_deadline_missed)
+        controller = ControllerGate(outputs)
         loop = FrameLoop(
             engine=engine,
             assembler=assembler,
-            outputs=outputs,
+            outputs=controller,
             stats=stats,
             cfg=cfg,
             layout=pipeline.layout,
+            gate=pipeline.gate,
+            max_rejections=cfg.gate_max_rejections,
             logger=self.get_logger(),
         )
         router = InputRouter(
@@ -176,13 +200,23 @@ class OxygenNode(LifecycleNode):
             reporter=DiagnosticsReporter(self.get_fully_qualified_name(), cfg.frame_period_s),
             logger=self.get_logger(),
         )
-        return _Configured(settings, engine, assembler, gate, outputs, stats, loop, router)
+        switch = MotionSwitch(controller, loop.hold, stats, enabled=cfg.start_enabled)
+        c = _Configured(settings, engine, assembler, gate, outputs, stats, loop, router, switch)
+        c.enable = self.create_service(
+            SetBool, topics.ENABLE, functools.partial(self._on_enable, c)
+        )
+        # The e-stop's latched state arrives as soon as it matches.
+        c.estop = self.create_subscription(
+            Bool, cfg.estop_topic, functools.partial(self._on_estop, c), _ESTOP_QOS
+        )
+        return c
 
     def _check_topic_names(self, cfg: NodeConfig) -> None:
         """Input topics are only subscribed at activate: a bad name must fail configure."""
         named = {f"camera_topics[{i}]": t for i, t in enumerate(cfg.camera_topics)}
         named["joint_state_topic"] = cfg.joint_state_topic
         named["instruction_topic"] = cfg.instruction_topic
+        named["estop_topic"] = cfg.estop_topic
         for parameter, topic in named.items():
             try:
                 self.resolve_topic_name(topic)
@@ -199,8 +233,11 @@ class OxygenNode(LifecycleNode):
         if self._draining is not None:
             self._draining.stop(timeout_s=None)
             self._draining = None
-        if self._configured is not None:
-            self._configured.outputs.destroy()
+        c = self._configured
+        if c is not None:
+            self.destroy_service(c.enable)
+            self.destroy_subscription(c.estop)
+            c.outputs.destroy()
             self._configured = None
 
     # ------------------------------------------------------------------ activate / deactivate
@@ -213,6 +250,7 @@ class OxygenNode(LifecycleNode):
         if self._draining is not None:  # one engine, one thread: let the old one end first
             self._draining.stop(timeout_s=None)
             self._draining = None
+        c.switch.activated()
         try:
             self._active = self._start(c)
         except Exception as error:  # leave nothing running behind a failed transition
@@ -229,7 +267,7 @@ class OxygenNode(LifecycleNode):
         try:
             active.subscriptions = self._subscribe(c)
             active.worker = FrameWorker(
-                c.loop.run,
+                functools.partial(self._run_frame, c),
                 on_error=functools.partial(self._on_frame_error, c),
                 on_exit=c.loop.reset,
             )
@@ -247,14 +285,16 @@ class OxygenNode(LifecycleNode):
         return active
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._stop_active()
+        self._stop_active("deactivate")
         return super().on_deactivate(state)
 
-    def _stop_active(self) -> None:
-        """Close the outputs first: after that, a frame still running publishes nothing."""
+    def _stop_active(self, reason: str) -> None:
+        """Hold the robot, then close the outputs: after that, a frame still running
+        publishes nothing. Before super().on_deactivate, which disables the publishers."""
         a, c = self._active, self._configured
         if a is None:
             return
+        c.switch.halt(reason)
         c.gate.close()
         self._stop(a, c)
         self._active = None
@@ -274,17 +314,24 @@ class OxygenNode(LifecycleNode):
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
         """A transition raised: drop everything, so the node is truly unconfigured."""
         self.get_logger().error(f"transition from {state.label} raised; releasing everything")
-        self.release()
+        self.release("transition error")
         return super().on_error(state)
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self.release()
+        self.release("shutdown")
         return super().on_shutdown(state)
 
-    def release(self) -> None:
-        """Stop frames and drop every resource, from any state (shutdown, Ctrl-C)."""
-        self._stop_active()
+    def release(self, reason: str = "shutdown") -> None:
+        """Stop frames and drop every resource, from any state (shutdown, Ctrl-C); when
+        active, the robot is held first (`reason`)."""
+        self._stop_active(reason)
         self._release_configured()
+
+    def hold(self, reason: str) -> bool:
+        """Hold the robot now and send it nothing more until the next activation (any
+        thread: a second stop signal); whether the controller output was live."""
+        c = self._configured
+        return c is not None and c.switch.halt(reason)
 
     # ------------------------------------------------------------------ callbacks
 
@@ -312,6 +359,28 @@ class OxygenNode(LifecycleNode):
             for r in routes
         ]
 
+    def _on_enable(
+        self, c: _Configured, request: SetBool.Request, response: SetBool.Response
+    ) -> SetBool.Response:
+        """~/enable: success when the node is now as asked; the message is its state."""
+        state = c.switch.set_enabled(request.data)
+        response.success = (state == ENABLED) == request.data
+        response.message = state
+        self.get_logger().info(f"~/enable {request.data}: {state}")
+        return response
+
+    def _on_estop(self, c: _Configured, msg: Bool) -> None:
+        state = c.switch.set_estop(msg.data)
+        if msg.data:  # one call site per severity: rclpy's logger insists
+            self.get_logger().warning(f"e-stop pressed: {state}")
+        else:
+            self.get_logger().info(f"e-stop released: {state}")
+
+    def _run_frame(self, c: _Configured, tick: Tick) -> None:
+        """On the worker: a resume of the controller output waits for a frame's start."""
+        c.switch.frame_starts()
+        c.loop.run(tick)
+
     def _on_tick(self, c: _Configured, worker: FrameWorker[Tick]) -> None:
         now_ns = self.get_clock().now().nanoseconds
         tick = Tick.at(now_ns, time.monotonic(), c.settings.node.frame_period_s)
@@ -325,9 +394,12 @@ class OxygenNode(LifecycleNode):
         c.outputs.publish(topics.DIAGNOSTICS, c.router.report(now_ns, clock))
 
     def _on_frame_error(self, c: _Configured, error: BaseException) -> None:
+        """The failed frame sent nothing: the robot is held where it is (on the worker, so
+        no frame publishes meanwhile); the next frame hands over from nothing."""
         if not self.context.ok():  # publishing after Ctrl-C shut the context down
             return
         c.stats.error()
+        c.loop.hold("frame error")
         self.get_logger().error(
             f"frame failed: {type(error).__name__}: {error}", throttle_duration_sec=2.0
         )
@@ -356,7 +428,9 @@ def _build() -> Hosted:
             node.get_logger().info("autostart: configuring")
             node.autostart()
 
-    return Hosted(node, start=start, close=node.release)
+    return Hosted(
+        node, start=start, close=node.release, hold=functools.partial(node.hold, "stop signal")
+    )
 
 
 def help_text() -> str:

@@ -19,6 +19,8 @@ from oxygen_ros import topics
 from oxygen_ros.params import NodeConfig
 from oxygen_ros.topics import Gate, Key
 
+_ACK_WAIT = Duration(seconds=1.0)
+
 
 class LifecyclePublishers:
     """An `OutputPort` over one lifecycle publisher per row of the table."""
@@ -64,6 +66,11 @@ class LifecyclePublishers:
         self._gate.run(lambda: self._on_deadline_missed(info.total_count_change))
 
     def destroy(self) -> None:
+        """The controller's subscribers get the last hold before its publisher goes (a
+        reliable sample the writer still holds dies with it), waiting at most _ACK_WAIT."""
+        controller = self._publishers.get((topics.JOINT_TRAJECTORY, None))
+        if controller is not None:
+            controller.wait_for_all_acked(_ACK_WAIT)
         for publisher in self._publishers.values():
             self._node.destroy_lifecycle_publisher(publisher)
         self._publishers.clear()

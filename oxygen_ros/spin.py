@@ -9,7 +9,9 @@ start and stop the same way, through `run_node`:
    compile takes seconds), that let configure run on to fail against the dead context,
    or, when it raced the start of `spin()`, left the node spinning forever. `ros2 launch`
    and systemd stop a node with SIGTERM, so that must be prompt and clean.
-2. The handler never raises: it records the first signal and ignores the later ones.
+2. The handler never raises: it records the first signal, and the second sends the
+   node's hold at once (`Hosted.hold`, on a thread of its own: the handler runs wherever
+   the main thread was, maybe inside a lock the hold takes); later ones are ignored.
    Under `ros2 launch` in a terminal Ctrl-C arrives twice (from the terminal to the
    group, then from launch); an exception from a signal lands wherever the main thread
    is, in the middle of releasing the engine, in JAX's exit handler, or in a gc callback
@@ -22,7 +24,8 @@ start and stop the same way, through `run_node`:
 4. The spin loop waits in rcl at most `_POLL_S`, so a stop ends it between two
    callbacks: a Python signal handler runs only when the main thread is back in Python,
    and a node without timers would otherwise wait in rcl forever. Clean-up then closes
-   what the node holds, destroys it and shuts rclpy down; the signals stay ignored.
+   what the node holds, destroys it and shuts rclpy down, with the handler still in place
+   (a second signal then still holds); after it the signals are ignored.
 
 A start that cannot succeed (`CannotStart`, or an rcl error such as an SROS2 enclave that
 is not there) ends in one line on stderr and a non-zero status, never a traceback.
@@ -64,13 +67,17 @@ class Hosted:
     start: Callable[[], None] = lambda: None  # after the executor has the node, before spin
     done: Callable[[], bool] | None = None  # spin until this is true (None: until stopped)
     close: Callable[[], None] = lambda: None  # before the node is destroyed
+    hold: Callable[[], object] = lambda: None  # on a second stop signal, on its own thread
 
 
 class StopRequest:
-    """SIGINT and SIGTERM: the first is recorded, the later ones are ignored."""
+    """SIGINT and SIGTERM: the first is recorded, the second runs `on_repeat` on a thread
+    of its own, the later ones are ignored."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_repeat: Callable[[], object] = lambda: None) -> None:
         self.signal: signal.Signals | None = None  # the first stop signal
+        self.on_repeat = on_repeat
+        self._repeated = False
 
     def install(self) -> None:
         for signum in STOP_SIGNALS:
@@ -84,6 +91,9 @@ class StopRequest:
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signal is None:
             self.signal = signal.Signals(signum)
+        elif not self._repeated:
+            self._repeated = True
+            threading.Thread(target=self.on_repeat, name="oxygen-hold", daemon=True).start()
 
 
 def cannot_start(error: Exception) -> str:
@@ -118,6 +128,7 @@ def run_node(prog: str, build: Callable[[], Hosted], args: Sequence[str] | None 
     try:
         rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
         hosted = build()
+        stop.on_repeat = hosted.hold
         executor = SingleThreadedExecutor()
         executor.add_node(hosted.node)
         if _started(hosted.start, stop):
@@ -129,11 +140,11 @@ def run_node(prog: str, build: Callable[[], Hosted], args: Sequence[str] | None 
     except _rclpy.RCLError as error:  # e.g. an SROS2 enclave or DDS plugin that is missing
         status = _fail(prog, cannot_start(error), 1)
     finally:
-        stop.ignore()  # the process is ending: clean-up must not be cut short
-        if hosted is not None:
+        if hosted is not None:  # a signal now only holds: clean-up is never cut short
             hosted.close()
             hosted.node.destroy_node()
         rclpy.try_shutdown()
+        stop.ignore()  # the process is ending
     return status
 
 

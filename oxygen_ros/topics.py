@@ -10,7 +10,9 @@ row here and a test fails if any consumer misses it.
 `OutputPort` protocol; whether the message goes to a DDS publisher or into a bag is the
 port's business, not the frame's. `Gate` is the open/close switch the node puts in front of
 its publishers (deactivation closes it) and the FrameLoop unit test puts in front of its
-recorder.
+recorder. `ControllerGate` is the port in front of that, which the node's enable switch
+(oxygen_ros.motion_switch) turns: with it off, everything but the controller output
+(JOINT_TRAJECTORY) still goes out, a dry run.
 
 Relative names: `~/` resolves under the node (`/oxygen/...`).
 """
@@ -31,6 +33,7 @@ from oxygen_ros.convert import msgtype
 from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
 
 REQUEST = "~/request"  # std_msgs/String holding a stream's name: an on-demand request
+ENABLE = "~/enable"  # std_srvs/SetBool service: whether trajectories reach the controller
 
 # Output names, the keys FrameLoop publishes by.
 ACTION_CHUNK = "action_chunk"
@@ -180,3 +183,45 @@ class Gate:
             if self._open:
                 action()
             return self._open
+
+
+class ControllerGate:
+    """An `OutputPort` that passes JOINT_TRAJECTORY only while live; the rest always.
+
+    One re-entrant lock covers the live check and the trajectory's publish, and `stop`
+    sends its hold and goes dark under that lock: a trajectory a frame is publishing when
+    the stop comes goes out before the hold or not at all, never after it.
+    """
+
+    def __init__(self, port: OutputPort) -> None:
+        self._port = port
+        self._lock = threading.RLock()  # the hold publishes through `publish` while held
+        self._live = False
+
+    @property
+    def live(self) -> bool:
+        with self._lock:
+            return self._live
+
+    def publish(self, name: str, msg: Any, stream: str | None = None) -> bool:
+        if name != JOINT_TRAJECTORY:
+            return self._port.publish(name, msg, stream)
+        with self._lock:
+            return self._live and self._port.publish(name, msg, stream)
+
+    def start(self) -> None:
+        """Pass the controller output from now on."""
+        with self._lock:
+            self._live = True
+
+    def stop(self, hold: Callable[[], object]) -> bool:
+        """If live: run `hold` (its publish still passes), then pass nothing more to the
+        controller, in one step; whether it was live."""
+        with self._lock:
+            if not self._live:
+                return False
+            try:
+                hold()
+            finally:
+                self._live = False
+            return True

@@ -51,6 +51,7 @@ TRANSITIONS = {
     "deactivate": Transition.TRANSITION_DEACTIVATE,
     "cleanup": Transition.TRANSITION_CLEANUP,
     "shutdown_inactive": Transition.TRANSITION_INACTIVE_SHUTDOWN,
+    "shutdown_active": Transition.TRANSITION_ACTIVE_SHUTDOWN,
 }
 
 

@@ -8,6 +8,9 @@ engine was being released, or in JAX's exit handler, ending the node with status
 KeyboardInterrupt traceback. Here the running node gets SIGINT five times, 20 ms apart,
 which covers its whole cleanup, and must still exit 0 without a traceback.
 
+The stop holds the robot: the trajectory publisher's last message is the hold. A second
+signal sends the node's hold at once, on a thread of its own (StopRequest, in this process).
+
 SIGTERM (how `ros2 launch` and systemd stop a node) during start-up: rclpy's own handler
 used to shut the context down under the running configure, which went on for seconds,
 then failed against the dead context (or spun forever when the shutdown raced the spin).
@@ -17,13 +20,16 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import rclpy
 import yaml
-from node_harness import Probe, SensorFaults, Spinners, start_tiny_node
+from node_harness import Probe, SensorFaults, Spinners, stamp_s, start_tiny_node
+
+from oxygen_ros.spin import StopRequest
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -45,6 +51,8 @@ def test_repeated_sigint_during_shutdown_still_exits_cleanly(tmp_path):
     spinners.add(probe)
     try:
         probe.inbox["/oxygen/action_chunk"].wait_count(2, timeout_s=240)  # running, active
+        trajectories = probe.inbox["/oxygen/joint_trajectory"]
+        trajectories.wait_count(1, timeout_s=10)  # matched: the hold will reach the probe
         for _ in range(5):
             if process.poll() is not None:
                 break
@@ -60,6 +68,33 @@ def test_repeated_sigint_during_shutdown_still_exits_cleanly(tmp_path):
     output = log.read()
     assert process.returncode == 0, output
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+    last = trajectories.items()[-1].msg
+    assert len(last.points) == 1 and stamp_s(last.header.stamp) == 0.0, "the last is a hold"
+    assert "holding the robot where it is" in output, output
+
+
+def test_a_second_stop_signal_runs_the_hold_once_on_its_own_thread():
+    held: list[str] = []
+    done = threading.Event()
+
+    def hold() -> None:
+        held.append(threading.current_thread().name)
+        done.set()
+
+    stop = StopRequest(on_repeat=hold)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    stop.install()
+    try:
+        signal.raise_signal(signal.SIGTERM)
+        assert stop.signal == signal.SIGTERM and held == []
+        for _ in range(3):
+            signal.raise_signal(signal.SIGINT)
+        assert done.wait(5)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    assert stop.signal == signal.SIGTERM
+    assert held == ["oxygen-hold"]
 
 
 def _wait_for(log, marker: str, process: subprocess.Popen, timeout_s: float) -> None:

@@ -40,10 +40,13 @@ class TopicNames:
     instruction: str
     request: str
     published: tuple[topics.Topic, ...]  # topic: the fully qualified name
+    estop: str = ""
+    enable: str = ""  # the ~/enable service
 
     def inputs(self) -> tuple[str, ...]:
         """Every topic the node subscribes to."""
-        return (*self.cameras, self.joint_state, self.instruction, self.request)
+        named = (*self.cameras, self.joint_state, self.instruction, self.request, self.estop)
+        return tuple(name for name in named if name)
 
     def outputs(self) -> dict[str, str]:
         """topic -> message type of everything the node publishes."""
@@ -108,4 +111,6 @@ def _topic_names(node: Node, settings: Settings) -> TopicNames:
         published=tuple(
             dataclasses.replace(t, topic=resolve(t.topic)) for t in topics.output_topics(cfg)
         ),
+        estop=resolve(cfg.estop_topic),
+        enable=node.resolve_service_name(topics.ENABLE),
     )

@@ -84,7 +84,7 @@ def node_access(names: TopicNames) -> Access:
         node=names.node,
         publish=tuple(sorted({*base.publish, *names.outputs()})),
         subscribe=tuple(sorted({*base.subscribe, *names.inputs()})),
-        reply=tuple(sorted(base.reply)),
+        reply=tuple(sorted({*base.reply, names.enable} - {""})),
     )
 
 
