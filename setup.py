@@ -45,6 +45,7 @@ setup(
             "oxygen-eval=oxygen_ros.tools.eval.cli:main",
             "oxygen-sros2-policy=oxygen_ros.tools.sros2_policy:main",
             "oxygen-bag-recover=oxygen_ros.tools.bag_recover:main",
+            "oxygen-limit-check=oxygen_ros.tools.limit_check:main",
         ],
     },
 )

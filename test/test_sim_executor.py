@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from oxygen_core.sim.arm import JOINT_NAMES
-from oxygen_core.sim.executor import Rejection, Takeover, Trajectory, TrajectoryExecutor
+from oxygen_core.sim.executor import (
+    LimitViolations,
+    Rejection,
+    Takeover,
+    Trajectory,
+    TrajectoryExecutor,
+)
 from oxygen_core.sim.seam import SeamMeter, SeamSummary
 
 NAMES = ("a", "b")
@@ -142,6 +148,61 @@ def test_malformed_trajectories_are_rejected_with_a_kind_and_change_nothing(
 def test_default_joint_names_are_the_sims():
     ex = TrajectoryExecutor(np.zeros(7))
     assert ex.joint_names == JOINT_NAMES
+
+
+# Joint a within [-1, 1] at 2 per second; joint b (10 x a) unbounded in practice.
+LIMITS = (np.array([[-1.0, 1.0], [-1e3, 1e3]]), np.array([2.0, 1e4]))
+
+
+def test_points_outside_the_limits_are_counted_at_take_over_as_a_controller_would():
+    ex = TrajectoryExecutor(np.zeros(2), NAMES, LIMITS)
+    ex.command(0.0)
+    # Into 0.15 from 0 over 0.1 s (1.5/s): fine; 0.5 (3.5/s) and 1.5 (10/s) too fast; 1.5
+    # and 1.4 outside [-1, 1]; back to 1.4 (1/s) fine.
+    ex.replace(_traj(0.1, [0.0, 0.1, 0.2, 0.3], [0.15, 0.5, 1.5, 1.4]), now=0.0)
+    assert ex.violations == LimitViolations()  # accepted, not yet taken over
+    ex.command(0.1)
+    assert ex.violations == LimitViolations(trajectories=1, position=2, velocity=2)
+    _run(ex, [0.2, 0.3, 0.4])
+    ex.replace(_traj(1.0, [0.0], [5.0]), now=0.4)  # superseded before it runs: not counted
+    ex.replace(_traj(0.5, [0.0], [0.0]), now=0.4)  # from 1.4 at 0.4 to 0 at 0.5: 14/s
+    _run(ex, [0.5, 0.6, 0.7, 1.0])
+    assert ex.violations == LimitViolations(trajectories=2, position=2, velocity=3)
+    # Points already past at take-over never run: only 0.1 at 1.5 (from 0 at 1.0) counts.
+    ex.replace(_traj(1.0, [0.0, 0.1, 0.5], [9.0, 9.0, 0.1]), now=1.2)
+    ex.command(1.2)
+    assert ex.last_takeover.skipped == 2
+    assert ex.violations == LimitViolations(trajectories=2, position=2, velocity=3)
+    ex.reset(np.zeros(2), time=2.0)
+    assert ex.violations == LimitViolations()
+
+
+def test_counting_changes_no_command_and_a_reset_at_the_tick_has_no_first_step():
+    ex = TrajectoryExecutor(np.zeros(2), NAMES, LIMITS)
+    ex.reset(np.zeros(2), time=1.0)
+    ex.replace(_traj(1.0, [0.0, 0.1], [0.9, 3.0]), now=1.0)  # 0.9 at the reset's own tick
+    np.testing.assert_allclose(_run(ex, [1.0, 1.05, 1.1]), [0.9, 1.95, 3.0], atol=1e-12)
+    assert ex.violations == LimitViolations(trajectories=1, position=1, velocity=1)
+
+
+def test_the_sim_arms_limits_are_the_default_and_other_joints_are_unbounded():
+    ex = TrajectoryExecutor(np.zeros(7))
+    ex.command(0.0)
+    point = np.zeros(7)
+    point[1] = 1.95  # joint_2 stops at 1.9; reached in 2 s at 0.975 rad/s (limit 1.2)
+    ex.replace(Trajectory(JOINT_NAMES, 0.0, [2.0], [point]), now=0.0)
+    assert ex.command(2.0)[1] == pytest.approx(1.95)  # commanded as sent: the servo clips
+    assert ex.violations == LimitViolations(trajectories=1, position=1, velocity=0)
+    other = TrajectoryExecutor(np.zeros(2), ("joint_2", "other"))
+    other.command(0.0)
+    other.replace(Trajectory(("joint_2", "other"), 0.0, [1.0], [[1.0, 99.0]]), now=0.0)
+    other.command(1.0)
+    assert other.violations == LimitViolations()
+
+
+def test_limits_of_the_wrong_shape_are_refused_in_one_line():
+    with pytest.raises(ValueError, match=r"limits must be position \[2, 2\] and velocity \[2\]"):
+        TrajectoryExecutor(np.zeros(2), NAMES, (np.zeros((7, 2)), np.zeros(7)))
 
 
 def _feed(meter, commands, takeover_at=None, takeover=None):

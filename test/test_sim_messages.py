@@ -10,6 +10,7 @@ import pytest
 from rclpy.serialization import deserialize_message, serialize_message
 
 from oxygen_core.sim.arm import JOINT_NAMES
+from oxygen_core.sim.executor import LimitViolations
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
 from oxygen_ros.convert import NS_PER_S, ns_to_stamp
@@ -66,6 +67,7 @@ def test_an_episode_outcome_round_trips_through_its_message():
             gripper_jump_mean=0.375,
             gripper_jump_max=1.5,
         ),
+        limits=LimitViolations(trajectories=2, position=3, velocity=5),
         renders=340,
         render_wall_s=1.125,
         narration=("reaching", "grasped"),
@@ -73,4 +75,9 @@ def test_an_episode_outcome_round_trips_through_its_message():
     )
     msg = outcome_msg(outcome)
     assert msg.trajectories_rejected == 3 and msg.header.stamp == ns_to_stamp(outcome.end_ns)
+    assert (msg.limit_trajectories, msg.limit_position_points, msg.limit_velocity_steps) == (
+        2,
+        3,
+        5,
+    )
     assert outcome_of(deserialize_message(serialize_message(msg), type(msg))) == outcome

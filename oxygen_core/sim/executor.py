@@ -17,6 +17,15 @@ robot would run them that way:
 
 Each take-over is reported as a `Takeover` (the last command before it and the new
 trajectory's first executed point), which the seam metric consumes.
+
+The executor also counts, as a controller that checks its goals would, the commanded
+points outside the arm's limits (`LimitViolations`): at each take-over, over the points
+it will run (not those skipped), a point whose position lies outside POSITION_LIMITS, and
+a step whose finite-difference velocity exceeds VELOCITY_LIMITS: from one point to the
+next over their time difference, and into the first point from the last command over the
+time since that command (not counted when there is no earlier command time: after a
+reset at the same tick, a first point due then has no step to measure). It only counts:
+the servos (`arm.limit_step`) clip what they execute, so counting changes no episode.
 """
 
 from __future__ import annotations
@@ -27,7 +36,9 @@ from typing import Literal
 
 import numpy as np
 
-from oxygen_core.sim.arm import JOINT_NAMES
+from oxygen_core.sim.arm import JOINT_NAMES, POSITION_LIMITS, VELOCITY_LIMITS
+
+_TOLERANCE = 1e-9  # float noise at a limit (a float32 message of a value on it) is not over
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +77,25 @@ class Takeover:
         return np.abs(self.first_point - self.previous)
 
 
+@dataclasses.dataclass(frozen=True)
+class LimitViolations:
+    """Commanded points outside the arm's limits, counted at take-over (module docstring)."""
+
+    trajectories: int = 0  # trajectories that took over with at least one point over
+    position: int = 0  # points with a joint outside its position range
+    velocity: int = 0  # steps into a point with a joint over its velocity limit
+
+    def __add__(self, other: LimitViolations) -> LimitViolations:
+        return LimitViolations(
+            self.trajectories + other.trajectories,
+            self.position + other.position,
+            self.velocity + other.velocity,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
 @dataclasses.dataclass
 class _Active:
     start: float
@@ -78,9 +108,34 @@ class _Active:
 class TrajectoryExecutor:
     """Turns received trajectories into joint position targets at any sim time."""
 
-    def __init__(self, initial: np.ndarray, joint_names: tuple[str, ...] = JOINT_NAMES) -> None:
+    def __init__(
+        self,
+        initial: np.ndarray,
+        joint_names: tuple[str, ...] = JOINT_NAMES,
+        limits: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
+        """limits: (position [D, 2] low/high, velocity [D]) in `joint_names` order; None: the
+        arm's (arm.py) for the joints it has, unbounded for any other name."""
         self.joint_names = tuple(joint_names)
+        self._position_limits, self._velocity_limits = self._limits(limits)
         self.reset(initial)
+
+    def _limits(self, limits: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, ...]:
+        joints = len(self.joint_names)
+        if limits is None:
+            index = [JOINT_NAMES.index(n) if n in JOINT_NAMES else None for n in self.joint_names]
+            unbounded = (-np.inf, np.inf)
+            return (
+                np.array([unbounded if i is None else POSITION_LIMITS[i] for i in index]),
+                np.array([np.inf if i is None else VELOCITY_LIMITS[i] for i in index]),
+            )
+        position, velocity = (np.asarray(limit, np.float64) for limit in limits)
+        if position.shape != (joints, 2) or velocity.shape != (joints,):
+            raise ValueError(
+                f"limits must be position [{joints}, 2] and velocity [{joints}], got "
+                f"{position.shape} and {velocity.shape}"
+            )
+        return position, velocity
 
     def reset(self, position: np.ndarray, time: float | None = None) -> None:
         """Forget every trajectory and hold `position` (an episode reset)."""
@@ -89,6 +144,7 @@ class TrajectoryExecutor:
         self._last = np.array(position, np.float64)
         self._last_time = time
         self.last_takeover: Takeover | None = None
+        self.violations = LimitViolations()  # since the reset
 
     def replace(self, trajectory: Trajectory, now: float) -> Rejection | None:
         """Queue `trajectory` to take over at its start time. Returns None when accepted,
@@ -122,6 +178,21 @@ class TrajectoryExecutor:
             self.last_takeover = Takeover(t, self._last.copy(), positions[skip].copy(), skip)
         anchor_time = start if self._last_time is None else max(start, self._last_time)
         self._active = _Active(start, absolute[skip:], positions[skip:], self._last, anchor_time)
+        self.violations += self._count(absolute[skip:], positions[skip:])
+
+    def _count(self, times: np.ndarray, points: np.ndarray) -> LimitViolations:
+        """The limit violations of the points about to run (module docstring)."""
+        low, high = self._position_limits[:, 0], self._position_limits[:, 1]
+        outside = np.any((points < low - _TOLERANCE) | (points > high + _TOLERANCE), axis=1)
+        steps, spans = np.diff(points, axis=0), np.diff(times)
+        if self._last_time is not None and times[0] > self._last_time:
+            steps = np.vstack([points[:1] - self._last, steps])
+            spans = np.concatenate([[times[0] - self._last_time], spans])
+        speeding = np.any(
+            np.abs(steps) > (self._velocity_limits + _TOLERANCE) * spans[:, None], axis=1
+        )
+        position, velocity = int(outside.sum()), int(speeding.sum())
+        return LimitViolations(int(position + velocity > 0), position, velocity)
 
     @staticmethod
     def _sample(active: _Active, t: float) -> np.ndarray:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from oxygen_core.sim.executor import LimitViolations
 from oxygen_core.sim.seam import SeamSummary
 
 
@@ -31,6 +32,7 @@ class Outcome:
     accepted: int
     rejected: dict[str, int]
     seams: SeamSummary
+    limits: LimitViolations  # commanded points outside the arm's limits
     renders: int
     render_wall_s: float
     narration: tuple[str, ...]

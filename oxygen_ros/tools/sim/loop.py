@@ -20,7 +20,9 @@ Each `tick` at sim time t:
    lines, on /sim/expert/...);
 4. success or the time limit ends the episode (checked after the policy saw the world, as
    `oxygen_core.sim.runner` does); otherwise the executor's command at t goes into the seam
-   meter and the world steps one period.
+   meter and the world steps one period. The executor counts, as a controller would, the
+   commanded points outside the arm's limits (`LimitViolations`, in the outcome); the
+   servos clip them, so the count changes nothing in the episode.
 
 Publishing goes through a `SimPort` by the keys of `messages.SIM_TOPICS`, with the tick's
 sim time: the rclpy node's publishers, or a bag (`record.py`). The same loop thus drives a
@@ -236,6 +238,7 @@ class SimLoop:
             accepted=ep.accepted,
             rejected=dict(sorted(ep.rejected.items())),
             seams=ep.seams.summary(),
+            limits=self.executor.violations,
             renders=ep.renders,
             render_wall_s=ep.render_wall_s,
             narration=tuple(ep.narration),

@@ -29,7 +29,7 @@ from std_msgs.msg import Header, String
 from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_core.sim.arm import JOINT_NAMES
-from oxygen_core.sim.executor import Trajectory
+from oxygen_core.sim.executor import LimitViolations, Trajectory
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
 from oxygen_ros import convert
@@ -158,6 +158,9 @@ def outcome_msg(o: Outcome) -> EpisodeOutcome:
         seam_arm_jump_max=s.arm_jump_max,
         seam_gripper_jump_mean=s.gripper_jump_mean,
         seam_gripper_jump_max=s.gripper_jump_max,
+        limit_trajectories=o.limits.trajectories,
+        limit_position_points=o.limits.position,
+        limit_velocity_steps=o.limits.velocity,
         renders=o.renders,
         render_wall_s=o.render_wall_s,
         narration=list(o.narration),
@@ -194,6 +197,9 @@ def outcome_of(msg: EpisodeOutcome) -> Outcome:
             arm_jump_max=msg.seam_arm_jump_max,
             gripper_jump_mean=msg.seam_gripper_jump_mean,
             gripper_jump_max=msg.seam_gripper_jump_max,
+        ),
+        limits=LimitViolations(
+            msg.limit_trajectories, msg.limit_position_points, msg.limit_velocity_steps
         ),
         renders=msg.renders,
         render_wall_s=msg.render_wall_s,

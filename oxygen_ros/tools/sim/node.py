@@ -15,8 +15,8 @@ runs on its own thread. With `policy: expert` nothing is subscribed: the scripte
 drives through the same executor path. `wait_for_peers_s` > 0 holds the first episode
 until a node subscribes to the instruction topic and publishes trajectories (the oxygen
 node does both once active), so no instruction is lost. After the last episode the node
-logs the run's figures (success per family, seams, rejections, renders per second) and,
-with `exit_when_done`, exits.
+logs the run's figures (success per family, seams, rejections, points over the arm's
+limits, renders per second) and, with `exit_when_done`, exits.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from trajectory_msgs.msg import JointTrajectory
 
+from oxygen_core.sim.executor import LimitViolations
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
 from oxygen_core.sim.tasks import FAMILIES
@@ -174,6 +175,7 @@ def summary(loop: SimLoop, wall_s: float) -> str:
     rejected: collections.Counter[str] = collections.Counter()
     for o in outcomes:
         rejected.update(o.rejected)
+    limits = sum((o.limits for o in outcomes), LimitViolations())
     sim_s = loop.ticks * loop.cfg.period_ns / 1e9
     renders = sum(o.renders for o in outcomes)
     render_s = sum(o.render_wall_s for o in outcomes)
@@ -184,7 +186,8 @@ def summary(loop: SimLoop, wall_s: float) -> str:
         f"{dict(rejected)}; seams {seams.seams}, jump mean {seams.jump_mean:.4f} max "
         f"{seams.jump_max:.4f} (arm {seams.arm_jump_mean:.4f}, gripper "
         f"{seams.gripper_jump_mean:.4f}), jerk mean {seams.jerk_mean:.1f} max "
-        f"{seams.jerk_max:.1f}; "
+        f"{seams.jerk_max:.1f}; points over the arm's limits: {limits.position} position, "
+        f"{limits.velocity} velocity (in {limits.trajectories} trajectories); "
         f"{renders} renders at {renders / render_s if render_s else 0:.0f}/s"
     )
 

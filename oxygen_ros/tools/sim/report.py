@@ -1,7 +1,8 @@
 """The closed-loop report of `oxygen-sim-eval`: report.json, report.md, plots and a GIF.
 
 Episodes come from the sim's EpisodeOutcome messages (success, time to success, seams,
-trajectories accepted and rejected by reason). The node's figures come from its own
+trajectories accepted and rejected by reason, the commanded points outside the arm's
+limits as a controller counts them: `limit_violations`). The node's figures come from its own
 output messages: chunks and late chunks per episode are its ActionChunks stamped inside
 the episode's sim-time window, its narration and memory texts those finished inside it,
 and the run's action Hz, tokens/s, deadline misses and skipped frames are
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from oxygen_core.sim.executor import LimitViolations
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
 from oxygen_ros.params import Settings
@@ -86,6 +88,7 @@ def episode_entry(o: Outcome, collector: Any, model: bool) -> dict[str, Any]:
         "trajectories_accepted": o.accepted,
         "trajectories_rejected": o.rejected,
         "seams": o.seams.as_dict(),
+        "limit_violations": o.limits.as_dict(),
         "narration": texts["narration"],
         "memory": texts["memory"],
     }
@@ -122,6 +125,7 @@ def build(
             for f, es in per_family.items()
         },
         "seams": SeamSummary.pooled([o.seams for o in outcomes]).as_dict(),
+        "limit_violations": sum((o.limits for o in outcomes), LimitViolations()).as_dict(),
         "trajectories_accepted": sum(o.accepted for o in outcomes),
         "trajectories_rejected": dict(sorted(rejected.items())),
         "chunks": sum(e["chunks"] for e in episodes),
@@ -233,6 +237,11 @@ def headline(paths: Mapping[str, Path]) -> str:
         f"seams: {s['seams']}, jump mean {s['jump_mean']:.4f} max {s['jump_max']:.4f} "
         f"(arm {s['arm_jump_mean']:.4f} rad, gripper {s['gripper_jump_mean']:.4f})"
     )
+    v = report["limit_violations"]
+    lines.append(
+        f"points over the arm's limits: {v['position']} position, {v['velocity']} velocity "
+        f"(in {v['trajectories']} trajectories)"
+    )
     lines += [f"{kind}: {path}" for kind, path in paths.items()]
     return "\n".join(lines)
 
@@ -247,7 +256,7 @@ def _success_line(report: Mapping[str, Any]) -> str:
 def markdown(report: Mapping[str, Any], paths: Mapping[str, Path]) -> str:
     """One page for people; report.json has every number."""
     r = report
-    s = r["seams"]
+    s, v = r["seams"], r["limit_violations"]
     lines = [
         f"# oxygen closed loop: policy {r['policy']}"
         + (f", engine mode {r['mode']}" if r["policy"] == "model" else ""),
@@ -262,6 +271,8 @@ def markdown(report: Mapping[str, Any], paths: Mapping[str, Path]) -> str:
         f"| mean time to success (s) | {r['mean_time_to_success_s']} |",
         f"| chunks executed / late | {r['chunks']} / {r['late_chunks']} |",
         f"| trajectories rejected | {r['trajectories_rejected'] or 'none'} |",
+        f"| points over the arm's limits: position / velocity (trajectories) | "
+        f"{v['position']} / {v['velocity']} ({v['trajectories']}) |",
         f"| seams | {s['seams']}: jump mean {s['jump_mean']:.4f}, max {s['jump_max']:.4f}; "
         f"jerk mean {s['jerk_mean']:.1f}, max {s['jerk_max']:.1f} |",
         f"| seam jump: arm (rad) / gripper (0..1) | mean {s['arm_jump_mean']:.4f}, max "

@@ -1,0 +1,377 @@
+"""`oxygen-limit-check`: count what a bag's joint trajectories command outside the limits.
+
+    oxygen-limit-check BAG --params config/sim.yaml [--json] [--fail-on-violation]
+    oxygen-limit-check BAG --urdf robot.urdf --limits joint_limits.yaml [--topic T]
+
+An independent check of the controller output (the node's ~/joint_trajectory): it reads
+the limits as the node does (the URDF, then the params' `joint_limits` block, merged by
+`oxygen_core.safety.limits`) but computes every violation with its own arithmetic here,
+never with `oxygen_core.safety.gate`, so a bug in the gate shows up as counts.
+
+Conventions. Point k of a trajectory runs at its header stamp (a zero stamp: the bag's
+log time, "now") + time_from_start. Counted per point, once per kind whatever the number
+of joints over (the worst joint is what a finding names):
+
+- position: a point outside [min_position, max_position];
+- velocity: a step into a point faster than max_velocity: (q_k - q_{k-1}) over their time
+  difference. The step into a trajectory's first point comes from where the previous
+  trajectory had the arm then: its last point before that time (what the controller
+  commanded last), so a seam between chunks is a step like any other;
+- acceleration: the change of those velocities over the mean of their two time steps,
+  at each point whose next step belongs to the trajectory (the previous trajectory's last
+  commanded point included: the seam's acceleration);
+- jump: the first point against the latest JointState in the bag stamped at or before
+  the trajectory's stamp, beyond max_jump (joints the state lacks are not compared).
+
+A value counts when it exceeds its limit by more than 1e-9 (float noise on a limit is
+not a violation). The exit code is 0 whatever the counts (a measurement), 1 with
+--fail-on-violation when any count is above 0, 2 on bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from oxygen_core.safety.limits import JointLimits, block_bounds, resolve, urdf_bounds
+from oxygen_ros import topics
+from oxygen_ros.convert import stamp_to_ns
+from oxygen_ros.tools.bagio import BagReadError, from_cdr, read_bag
+
+KINDS = ("position", "velocity", "acceleration", "jump")
+TOLERANCE = 1e-9
+DEFAULT_TOPICS = ("/oxygen/joint_trajectory", "/joint_states")  # the node's defaults
+
+
+@dataclasses.dataclass(frozen=True)
+class Commanded:
+    """One trajectory of the bag: its points' absolute times (ns) and positions."""
+
+    index: int  # its number on the topic, from 0
+    joint_names: tuple[str, ...]
+    times_ns: np.ndarray  # int64 [K]
+    positions: np.ndarray  # float64 [K, J]
+    measured: dict[str, float] | None  # the latest joint state at or before its stamp
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One point over a limit: the worst joint of it."""
+
+    kind: str
+    trajectory: int
+    point: int  # the point of the trajectory (-1: the previous trajectory's last, a seam)
+    time_ns: int
+    joint: str
+    value: float
+    limit: float
+
+
+# --------------------------------------------------------------------------- counting
+
+
+def check(trajectories: Iterable[Commanded], limits: JointLimits) -> list[Finding]:
+    """Every finding, trajectory by trajectory (module docstring)."""
+    findings: list[Finding] = []
+    previous: Commanded | None = None
+    for traj in trajectories:
+        order = [traj.joint_names.index(n) for n in limits.names]
+        current = dataclasses.replace(traj, positions=traj.positions[:, order])
+        findings += _positions(current, limits)
+        findings += _rates(current, _before(previous, current), limits)
+        findings += _jump(current, limits)
+        previous = current
+    return findings
+
+
+def _positions(traj: Commanded, limits: JointLimits) -> list[Finding]:
+    """Points outside the position range; a finding's limit is the bound it crossed."""
+    p, low, high = traj.positions, limits.lower, limits.upper
+    over = np.maximum(low - p, p - high)  # > 0: outside, by that much
+    found = []
+    for k in np.flatnonzero(np.any(over > TOLERANCE, axis=1)):
+        j = int(np.argmax(over[k]))
+        bound = low[j] if p[k, j] < low[j] else high[j]
+        found.append(
+            Finding("position", traj.index, int(k), int(traj.times_ns[k]), limits.names[j],
+                    float(p[k, j]), float(bound))
+        )  # fmt: skip
+    return found
+
+
+def _before(previous: Commanded | None, traj: Commanded) -> tuple[np.ndarray, np.ndarray]:
+    """The previous trajectory's last two points before `traj`'s first (times, positions):
+    where the controller had the arm when `traj` takes over."""
+    if previous is None:
+        return np.zeros(0, np.int64), np.zeros((0, traj.positions.shape[1]))
+    ran = previous.times_ns < traj.times_ns[0]
+    return previous.times_ns[ran][-2:], previous.positions[ran][-2:]
+
+
+def _rates(
+    traj: Commanded, before: tuple[np.ndarray, np.ndarray], limits: JointLimits
+) -> list[Finding]:
+    """Velocity into each point (from the previous command when there is one) and the
+    acceleration at each point whose next step is this trajectory's."""
+    times = np.concatenate([before[0], traj.times_ns]).astype(np.float64) / 1e9
+    points = np.vstack([before[1], traj.positions])
+    lead = len(before[0])  # points of the previous trajectory in front
+    spans = np.diff(times)
+    velocity = np.diff(points, axis=0) / spans[:, None]  # step i: into point i + 1
+    acceleration = np.diff(velocity, axis=0) / ((spans[1:] + spans[:-1]) / 2)[:, None]
+    found = []
+    # velocity[i] ends at point i + 1, acceleration[i] is centred on it: both belong to
+    # this trajectory when that point's next step is one of its steps.
+    for kind, values, bound, first in (
+        ("velocity", velocity, limits.velocity, max(lead - 1, 0)),
+        ("acceleration", acceleration, limits.acceleration, max(lead - 2, 0)),
+    ):
+        for i in range(first, len(values)):
+            point = i + 1 - lead
+            time_ns = int(traj.times_ns[max(point, 0)])
+            found += _over(kind, traj.index, point, time_ns, values[i], bound, limits.names)
+    return found
+
+
+def _jump(traj: Commanded, limits: JointLimits) -> list[Finding]:
+    """The first point against the measured state, over the joints the state has."""
+    if traj.measured is None:
+        return []
+    known = [j for j, n in enumerate(limits.names) if n in traj.measured]
+    names = tuple(limits.names[j] for j in known)
+    gap = traj.positions[0, known] - np.array([traj.measured[n] for n in names])
+    return _over("jump", traj.index, 0, int(traj.times_ns[0]), gap, limits.jump[known], names)
+
+
+def _over(
+    kind: str,
+    index: int,
+    point: int,
+    time_ns: int,
+    values: np.ndarray,
+    bound: np.ndarray,
+    names: Sequence[str],
+) -> list[Finding]:
+    """The worst joint of one point when any is over its bound (|value| > bound)."""
+    over = np.abs(values) > bound + TOLERANCE
+    if not over.any():
+        return []
+    with np.errstate(divide="ignore"):
+        j = int(np.argmax(np.where(over, np.abs(values) / bound, -1.0)))
+    return [Finding(kind, index, point, time_ns, names[j], float(values[j]), float(bound[j]))]
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """Counts per kind and the worst findings of each (largest |value| / limit)."""
+
+    trajectories: int
+    points: int
+    counts: dict[str, int]
+    worst: dict[str, list[Finding]]
+
+    @classmethod
+    def of(cls, trajectories: Sequence[Commanded], findings: Sequence[Finding], top: int):
+        def severity(f: Finding) -> float:
+            return abs(f.value - f.limit) if f.kind == "position" else abs(f.value) / f.limit
+
+        by_kind = {k: [f for f in findings if f.kind == k] for k in KINDS}
+        return cls(
+            trajectories=len(trajectories),
+            points=sum(len(t.times_ns) for t in trajectories),
+            counts={k: len(fs) for k, fs in by_kind.items()},
+            worst={k: sorted(fs, key=severity, reverse=True)[:top] for k, fs in by_kind.items()},
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "trajectories": self.trajectories,
+            "points": self.points,
+            "counts": self.counts,
+            "worst": {k: [dataclasses.asdict(f) for f in fs] for k, fs in self.worst.items()},
+        }
+
+
+# --------------------------------------------------------------------------- the bag
+
+
+def read_trajectories(bag: Path, topic: str, state_topic: str) -> list[Commanded]:
+    """The trajectories on `topic` in log-time order, each with the latest joint state
+    stamped at or before its stamp. ValueError when the topic has none."""
+    trajectories: list[Commanded] = []
+    states: list[tuple[int, dict[str, float]]] = []  # (stamp, name -> position)
+    for message in read_bag(bag, [topic, state_topic]):
+        msg = from_cdr(message.data, message.msgtype)
+        stamp = stamp_to_ns(msg.header.stamp) or message.time_ns  # zero: "now"
+        if message.topic == state_topic:
+            states.append((stamp, dict(zip(msg.name, msg.position, strict=False))))
+        elif msg.points:
+            trajectories.append(_commanded(len(trajectories), msg, stamp, states))
+    if not trajectories:
+        raise ValueError(f"bag {bag} has no JointTrajectory with points on {topic}")
+    return trajectories
+
+
+def _commanded(index: int, msg: Any, stamp: int, states: list) -> Commanded:
+    measured = [s for t, s in states if t <= stamp]
+    return Commanded(
+        index=index,
+        joint_names=tuple(msg.joint_names),
+        times_ns=np.array([stamp + stamp_to_ns(p.time_from_start) for p in msg.points]),
+        positions=np.array([list(p.positions) for p in msg.points], np.float64),
+        measured=measured[-1] if measured else None,
+    )
+
+
+# --------------------------------------------------------------------------- limits
+
+
+@dataclasses.dataclass(frozen=True)
+class Sources:
+    """Where the limits and topics come from: a params YAML and/or explicit files."""
+
+    params: Path | None
+    urdf: Path | None
+    limits: Path | None
+
+
+def node_parameters(params: Path) -> dict[str, Any]:
+    """The ros__parameters of a params YAML, every node's merged in file order."""
+    data = yaml.safe_load(Path(params).read_text(encoding="utf-8")) or {}
+    merged: dict[str, Any] = {}
+    for entry in data.values() if isinstance(data, dict) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("ros__parameters"), dict):
+            merged |= entry["ros__parameters"]
+    return merged
+
+
+def load_limits(sources: Sources, joints: Sequence[str]) -> JointLimits:
+    """The URDF (--urdf, else the params' robot_description or robot_description_file),
+    then the joint_limits block (--limits, else the params'), for `joints`. A block joint
+    the bag never commands is left out: this counts, configure validates."""
+    params = node_parameters(sources.params) if sources.params else {}
+    urdf, where = "", ""
+    if sources.urdf is not None:
+        urdf, where = sources.urdf.read_text(encoding="utf-8"), str(sources.urdf)
+    elif params.get("robot_description"):
+        urdf, where = params["robot_description"], "robot_description"
+    elif params.get("robot_description_file"):
+        path = Path(params["robot_description_file"])
+        urdf, where = path.read_text(encoding="utf-8"), str(path)
+    if sources.limits is not None:
+        file = yaml.safe_load(sources.limits.read_text(encoding="utf-8")) or {}
+        block, block_source = file.get("joint_limits", {}), str(sources.limits)
+        block = block or node_parameters(sources.limits).get("joint_limits", {})
+    else:
+        block, block_source = params.get("joint_limits", {}), "joint_limits"
+    block = {joint: keys for joint, keys in block.items() if joint in joints}
+    bounds = urdf_bounds(urdf, where) if urdf else None
+    source = " + ".join(s for s in (where, block_source if block else "") if s) or "no limits"
+    return resolve(joints, bounds, block_bounds(block, block_source), source)
+
+
+def resolved_topics(params: Path | None) -> tuple[str, str]:
+    """(trajectory topic, joint state topic) as the node with these params resolves them."""
+    if params is None:
+        return DEFAULT_TOPICS
+    from oxygen_ros.tools.configure import load_settings  # starts an rclpy context
+
+    _, names = load_settings(params)
+    trajectory = names.output(topics.JOINT_TRAJECTORY)
+    if trajectory is None:
+        raise ValueError(f"{params}: the node publishes no joint_trajectory with these params")
+    return trajectory, names.joint_state
+
+
+# --------------------------------------------------------------------------- output
+
+
+def table(bag: Path, topic: str, limits: JointLimits, summary: Summary) -> str:
+    """The counts and worst cases for people."""
+    lines = [
+        f"{bag}: {summary.trajectories} trajectories, {summary.points} points on {topic}; "
+        f"limits from {limits.source}",
+        "",
+        f"{'kind':<13}{'count':>7}  worst",
+    ]
+    for kind in KINDS:
+        worst = summary.worst[kind]
+        lines.append(
+            f"{kind:<13}{summary.counts[kind]:>7}  {_describe(worst[0]) if worst else '-'}"
+        )
+        lines += [f"{'':<22}{_describe(f)}" for f in worst[1:]]
+    return "\n".join(lines)
+
+
+def _describe(f: Finding) -> str:
+    where = "the seam" if f.point < 0 else f"point {f.point}"
+    return (
+        f"{f.joint} {f.value:+.4f} vs limit {f.limit:.4f} (trajectory {f.trajectory}, {where}, "
+        f"t {f.time_ns / 1e9:.3f} s)"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script `oxygen-limit-check`."""
+    parser = argparse.ArgumentParser(
+        prog="oxygen-limit-check",
+        description="Count a bag's joint trajectory points outside the robot's position, "
+        "velocity and acceleration limits, and start jumps from the measured state, with "
+        "arithmetic of its own (not the node's chunk gate).",
+    )
+    parser.add_argument("bag", type=Path)
+    parser.add_argument("--params", type=Path, help="the node's params YAML: topics, URDF, block")
+    parser.add_argument("--urdf", type=Path, help="the robot's URDF (instead of the params')")
+    parser.add_argument("--limits", type=Path, help="a joint_limits YAML (instead of the params')")
+    parser.add_argument("--topic", help="JointTrajectory topic (default: as the node resolves it)")
+    parser.add_argument("--joint-state-topic", help="JointState topic (default: as the node's)")
+    parser.add_argument("--top", type=int, default=3, help="worst cases listed per kind")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--fail-on-violation", action="store_true", help="exit 1 when any count is above 0"
+    )
+    args = parser.parse_args(argv)
+    if args.params is None and args.urdf is None and args.limits is None:
+        parser.error("give --params, or --urdf and/or --limits")
+    try:
+        summary, topic, limits = _run(args)
+    except (ValueError, OSError, BagReadError, yaml.YAMLError) as error:
+        print(f"oxygen-limit-check: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"bag": str(args.bag), "topic": topic, "limits": limits.source,
+                          **summary.as_dict()}, indent=1))  # fmt: skip
+    else:
+        print(table(args.bag, topic, limits, summary))
+    return int(args.fail_on_violation and any(summary.counts.values()))
+
+
+def _run(args: argparse.Namespace) -> tuple[Summary, str, JointLimits]:
+    if not args.bag.exists():
+        raise ValueError(f"bag {args.bag} does not exist")
+    if (args.topic is None or args.joint_state_topic is None) and args.params is not None:
+        topic, state_topic = resolved_topics(args.params)
+    else:
+        topic, state_topic = DEFAULT_TOPICS
+    topic, state_topic = args.topic or topic, args.joint_state_topic or state_topic
+    trajectories = read_trajectories(args.bag, topic, state_topic)
+    joints = list(dict.fromkeys(n for t in trajectories for n in t.joint_names))
+    for t in trajectories:
+        if sorted(t.joint_names) != sorted(joints):
+            raise ValueError(
+                f"trajectory {t.index} on {topic} names {list(t.joint_names)}, not {joints}"
+            )
+    limits = load_limits(Sources(args.params, args.urdf, args.limits), joints)
+    return Summary.of(trajectories, check(trajectories, limits), args.top), topic, limits
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""oxygen-limit-check on hand-made bags with known violations: exact counts per kind.
+
+Joint a has [-1, 1], 2 /s, 50 /s^2 and a jump of 0.3; joint b [-2, 2], 4 /s, 100 /s^2,
+0.3. Trajectory 0 (from 1.0 s, 0.1 s apart) is within every limit. Trajectory 1 (from
+1.15 s, joints listed b first) takes over between its points: the step into its first
+point from trajectory 0's last commanded point (0.1 at 1.1 s) is 8 /s, its last step
+7 /s, its last point 1.3 is outside [-1, 1], its accelerations around the seam are
++93.3, -93.3 and 60 /s^2, and its first point lies 0.4 from the joint state at 1.12 s
+(the one at 1.2 s comes after its stamp and is not the one compared).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oxygen_ros.convert import joint_state_msg, ns_to_stamp, trajectory_msg
+from oxygen_ros.tools import limit_check
+from oxygen_ros.tools.bagio import BagWriter
+
+pytestmark = pytest.mark.ros
+
+MS = 1_000_000
+TRAJECTORY, STATES = limit_check.DEFAULT_TOPICS
+URDF = """<?xml version="1.0"?>
+<robot name="two">
+  <link name="base"/><link name="l1"/><link name="l2"/>
+  <joint name="a" type="revolute"><parent link="base"/><child link="l1"/>
+    <limit lower="-1" upper="1" velocity="2" effort="0"/></joint>
+  <joint name="b" type="revolute"><parent link="l1"/><child link="l2"/>
+    <limit lower="-2" upper="2" velocity="4" effort="0"/></joint>
+</robot>
+"""
+BLOCK = """joint_limits:
+  a: {max_acceleration: 50.0, max_jump: 0.3}
+  b: {max_acceleration: 100.0, max_jump: 0.3}
+"""
+
+
+def _trajectory(writer: BagWriter, stamp_ns: int, names, rows) -> None:
+    msg = trajectory_msg(names, np.array(rows), [0.0, 0.1, 0.2], stamp=ns_to_stamp(stamp_ns))
+    writer.write_ros(TRAJECTORY, stamp_ns, msg)
+
+
+def _state(writer: BagWriter, stamp_ns: int, a: float) -> None:
+    msg = joint_state_msg(("a", "b"), np.array([a, 0.0]), stamp=ns_to_stamp(stamp_ns), frame_id="")
+    writer.write_ros(STATES, stamp_ns, msg)
+
+
+def _bag(tmp_path: Path, violations: bool = True) -> Path:
+    bag = tmp_path / "bag"
+    with BagWriter(bag, split_s=None) as writer:
+        _state(writer, 900 * MS, 0.0)
+        _trajectory(writer, 1000 * MS, ("a", "b"), [[0.0, 0.0], [0.1, 0.0], [0.2, 0.0]])
+        if violations:
+            _state(writer, 1120 * MS, 0.1)
+            _trajectory(writer, 1150 * MS, ("b", "a"), [[0.0, 0.5], [0.0, 0.6], [0.0, 1.3]])
+            _state(writer, 1200 * MS, 5.0)
+    return bag
+
+
+def _files(tmp_path: Path) -> list[str]:
+    (tmp_path / "two.urdf").write_text(URDF)
+    (tmp_path / "limits.yaml").write_text(BLOCK)
+    return ["--urdf", str(tmp_path / "two.urdf"), "--limits", str(tmp_path / "limits.yaml")]
+
+
+def test_known_violations_are_counted_exactly_and_the_worst_named(tmp_path, capsys):
+    args = [str(_bag(tmp_path)), *_files(tmp_path), "--json"]
+    assert limit_check.main(args) == 0  # counting: never a failure by itself
+    report = json.loads(capsys.readouterr().out)
+    assert (report["trajectories"], report["points"], report["topic"]) == (2, 6, TRAJECTORY)
+    assert report["counts"] == {"position": 1, "velocity": 2, "acceleration": 3, "jump": 1}
+    worst = report["worst"]
+    assert worst["position"] == [
+        {"kind": "position", "trajectory": 1, "point": 2, "time_ns": 1350 * MS, "joint": "a",
+         "value": 1.3, "limit": 1.0}
+    ]  # fmt: skip
+    assert [(f["point"], f["value"]) for f in worst["velocity"]] == [
+        (0, pytest.approx(8.0)),
+        (2, pytest.approx(7.0)),
+    ]
+    assert [(f["point"], f["value"]) for f in worst["acceleration"]] == [
+        (-1, pytest.approx(7 / 0.075)),  # centred on trajectory 0's last point: the seam
+        (0, pytest.approx(-7 / 0.075)),
+        (1, pytest.approx(60.0)),
+    ]
+    assert [(f["joint"], f["value"], f["limit"]) for f in worst["jump"]] == [
+        ("a", pytest.approx(0.4), 0.3)
+    ]
+    assert report["limits"] == f"{tmp_path / 'two.urdf'} + {tmp_path / 'limits.yaml'}"
+
+
+def test_the_table_and_the_fail_flag(tmp_path, capsys):
+    files = _files(tmp_path)
+    assert limit_check.main([str(_bag(tmp_path)), *files, "--fail-on-violation"]) == 1
+    out = capsys.readouterr().out
+    assert "2 trajectories, 6 points on /oxygen/joint_trajectory" in out
+    assert (
+        "position           1  a +1.3000 vs limit 1.0000 (trajectory 1, point 2, t 1.350 s)" in out
+    )
+    assert "the seam" in out
+    clean = _bag(tmp_path / "clean", violations=False)
+    assert limit_check.main([str(clean), *files, "--fail-on-violation", "--json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["counts"].values()) == {0}
+
+
+def test_the_params_give_the_topic_the_urdf_and_the_block(tmp_path, capsys, monkeypatch):
+    """config/sim.yaml: the node's trajectory topic as it resolves it, the sim arm's URDF
+    (joint_2 stops at 1.9) and the params' joint_limits block: the URDF has no
+    acceleration or jump bound, so without the block the limits would not resolve."""
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)  # the params name the URDF relative to the checkout
+    names = ("joint_1", "joint_2", "joint_3", "joint_4", "joint_5", "joint_6", "gripper")
+    rows = np.zeros((3, 7))
+    rows[:, 1] = [1.85, 1.88, 1.95]  # the last point past joint_2's 1.9
+    bag = tmp_path / "sim"
+    with BagWriter(bag, split_s=None) as writer:
+        msg = trajectory_msg(names, rows, [0.0, 0.1, 0.2], stamp=ns_to_stamp(1000 * MS))
+        writer.write_ros("/oxygen/joint_trajectory", 1000 * MS, msg)
+    assert limit_check.main([str(bag), "--params", "config/sim.yaml", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["counts"] == {"position": 1, "velocity": 0, "acceleration": 0, "jump": 0}
+    assert report["limits"] == "config/robots/sim_arm.urdf + joint_limits"
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    files = _files(tmp_path)
+    bag = _bag(tmp_path)
+    assert limit_check.main([str(bag), *files, "--topic", "/elsewhere"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"oxygen-limit-check: bag {bag} has no JointTrajectory with points on /elsewhere"
+    assert limit_check.main([str(tmp_path / "none"), *files]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "limits.yaml").write_text("joint_limits:\n  a: {max_acceleration: 50.0}\n")
+    assert limit_check.main([str(bag), *files]) == 2
+    assert "joint 'a' has no max_jump" in capsys.readouterr().err
+
+
+def test_the_check_computes_with_its_own_code_not_the_gates():
+    """It must be able to catch a gate bug, so it shares no arithmetic with the gate."""
+    tree = ast.parse(Path(limit_check.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "oxygen_core.safety.limits" in imported
+    assert not {m for m in imported if m and m.startswith("oxygen_core.safety.gate")}
