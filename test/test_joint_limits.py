@@ -110,3 +110,14 @@ def test_block_errors_name_the_key(block, message):
 def test_a_broken_urdf_is_one_line_naming_its_source():
     with pytest.raises(ValueError, match="^robot_description: not a readable URDF"):
         urdf_bounds("<robot><link", "robot_description")
+
+
+def test_limits_compare_by_value():
+    block = block_bounds(BLOCK, "p.yaml")
+    a = resolve(["wrist", "shoulder"], urdf_bounds(URDF, "u"), block, "p.yaml")
+    b = resolve(["wrist", "shoulder"], urdf_bounds(URDF, "u"), block, "p.yaml")
+    assert a == b and {"x": a} == {"x": b}
+    faster = {**BLOCK, "wrist": {**BLOCK["wrist"], "max_velocity": 9.0}}
+    assert a != resolve(
+        ["wrist", "shoulder"], urdf_bounds(URDF, "u"), block_bounds(faster, "p.yaml"), "p.yaml"
+    )

@@ -68,6 +68,15 @@ class JointLimits:
     jump: np.ndarray  # largest |first point - measured state|
     source: str
 
+    def __eq__(self, other: object) -> bool:
+        """The same bounds for the same joints (settings holding limits are compared, e.g.
+        to reuse a compiled engine; arrays alone would compare element by element)."""
+        if not isinstance(other, JointLimits):
+            return NotImplemented
+        arrays = ("lower", "upper", "velocity", "acceleration", "jump")
+        same = all(np.array_equal(getattr(self, a), getattr(other, a)) for a in arrays)
+        return same and (self.names, self.source) == (other.names, other.source)
+
 
 def urdf_bounds(xml: str, source: str) -> dict[str, Bounds]:
     """Position and velocity bounds of every movable joint of a URDF, by joint name; a
