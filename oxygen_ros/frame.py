@@ -213,7 +213,7 @@ class FrameLoop:
         if release.clipped:
             self._log.warning(
                 f"delay of {action.delay_steps} control steps exceeds the chunk's "
-                f"{len(action.actions)} rows: publishing its last row only",
+                f"{len(action.actions)} rows: publishing from its row {release.first}",
                 throttle_duration_sec=2.0,
             )
         release = self._gated(release, takeover.tick_ns)

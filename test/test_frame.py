@@ -382,10 +382,13 @@ def test_a_delay_longer_than_a_frame_keeps_chunks_on_the_frame_grid():
     stamps = [_ns(c.header.stamp) for c in _sent(r, topics.ACTION_CHUNK)]
     assert stamps == [10_000 * ms, 10_100 * ms, 10_140 * ms, 10_180 * ms]
     h = r.engine.handovers
-    assert [x.executed for x in h[1:]] == [2, 2, 2]
-    # at 10.08: frame 0's rows 2, 3 and 3 again (it sent 4 rows; the robot holds the last)
-    # run until frame 1's chunk (its rows 3..) takes over at 10.10
-    np.testing.assert_array_equal(h[2].previous[:, 0], [2, 3, 3, 13, 14, 15])
+    upcoming = [x.previous[x.executed :, 0].tolist() for x in h[1:]]
+    # at 10.08: frame 0's row 3 held (it sent 4 rows and ran out at 10.06) until frame 1's
+    # chunk takes over at 10.10 from its row 2 (the robot ran 2 rows of frame 0 meanwhile,
+    # not d = 3); the running 7 rows pass the model's 6, so the engine gets the window
+    # from the executed row (executed 0)
+    assert upcoming == [[2, 3], [3, 12, 13, 14, 15], [13, 23, 24, 25]]
+    assert [x.executed for x in h[1:]] == [2, 0, 2]
 
 
 def test_handover_counts_executed_steps_from_the_last_chunks_row_0_and_stamps_with_d():
@@ -410,10 +413,13 @@ def test_handover_counts_executed_steps_from_the_last_chunks_row_0_and_stamps_wi
     row0 = [10_000 * ms, 10_080 * ms, 10_120 * ms, 10_120 * ms, 10_320 * ms, 10_200 * ms]
     assert [_ns(c.header.stamp) for c in chunks] == row0
     assert [_ns(t.header.stamp) for t in trajectories] == row0
-    # Frame f's rows are 10 f + row (first column); published from row d, HORIZON at most.
+    # Frame f's rows are 10 f + row (first column); published from row d, HORIZON at most,
+    # or from the rows the robot ran meanwhile when fewer: at 10.30 it had run every row
+    # and stood still, so frame 4's chunk goes out from row 0 (d 1 is its stamp's).
+    skipped = [0, 2, 1, 0, 0, 0]
     firsts = [
         [10 * f + i for i in range(d, min(d + HORIZON, MODEL_HORIZON))]
-        for f, d in enumerate(delays)
+        for f, d in enumerate(skipped)
     ]
     assert [list(c.actions)[::2] for c in chunks] == firsts
     assert [[p.positions[0] for p in t.points] for t in trajectories] == firsts
@@ -451,15 +457,17 @@ def test_no_handover_after_a_reset_and_a_stamp_before_the_last_is_counted():
     r.assembler.on_instruction("stack")
     r.feed()
     r.tick(10.0)
-    r.tick(10.1)  # 5 rows after 10.0, past the 4 sent: replace, d 4 -> 2 rows from 10.18
+    # 5 rows after 10.0, past the 4 sent: replace, d 4; the robot stood still, so the chunk
+    # goes from row 0, stamped at 10.18
+    r.tick(10.1)
     r.loop.reset()  # deactivate: the robot may be anywhere when frames start again
     r.assembler.on_instruction("stack")
     r.tick(10.12)  # no handover, d 0: stamped at the tick, before 10.18
-    r.tick(10.3)  # d 9 is past the 6 rows: only the last row goes out, with a warning
+    r.tick(10.3)  # d 9 is past the 6 rows: stamped at row 5's time, with a warning
     assert [h is None for h in r.engine.handovers] == [True, False, True, False]
     chunks = _sent(r, topics.ACTION_CHUNK)
     assert [(c.horizon, list(c.actions)[::2]) for c in chunks] == [
-        (4, [0, 1, 2, 3]), (2, [14, 15]), (4, [20, 21, 22, 23]), (1, [35])
+        (4, [0, 1, 2, 3]), (4, [10, 11, 12, 13]), (4, [20, 21, 22, 23]), (4, [30, 31, 32, 33])
     ]  # fmt: skip
     ms = 1_000_000
     assert [_ns(c.header.stamp) for c in chunks] == [
@@ -598,9 +606,9 @@ def test_a_rejected_chunk_sends_nothing_and_is_counted_with_one_warning_per_reas
 
 
 def test_a_rejection_streak_holds_once_reports_error_and_a_chunk_through_recovers():
-    """Frame 0 slowed x5 runs to 10.38, past every watchdog check: the third rejection in a
-    row holds, the fourth does not hold again, ERROR until a chunk goes through."""
-    r = rig(act_s=[0.01] * 6, chunk_gate=chunk_gate(velocity=10.0))
+    """Frame 0 slowed x4.95 runs to 10.38, past every watchdog check: the third rejection
+    in a row holds, the fourth does not hold again, ERROR until a chunk goes through."""
+    r = rig(act_s=[0.01] * 6, chunk_gate=chunk_gate(velocity=10.1))
     reporter = DiagnosticsReporter("/oxygen", PERIOD_S)
     r.assembler.on_instruction("stack")
     r.feed(10.0)
@@ -705,10 +713,10 @@ def test_the_watchdog_holds_once_per_outage_and_frames_resume_when_the_input_rec
 
 
 def test_the_watchdog_waits_while_the_running_chunk_lasts_and_not_for_a_cleared_instruction():
-    r = rig(act_s=[0.01], chunk_gate=chunk_gate(velocity=10.0))
+    r = rig(act_s=[0.01], chunk_gate=chunk_gate(velocity=10.1))
     r.assembler.on_instruction("stack")
     r.feed(10.0)
-    r.tick(10.0)  # slowed x5: 20 rows, the last at 10.38
+    r.tick(10.0)  # slowed x4.95: 20 rows, the last at 10.38
     r.feed_joints(10.0, a=float("nan"))
     r.tick(10.1)  # the next chunk could arrive by 10.30, before 10.38
     assert _hold_points(r) == []

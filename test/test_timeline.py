@@ -79,29 +79,67 @@ def test_the_anchor_is_on_the_running_chunks_grid_and_the_stamp_d_steps_after_it
 
 def test_the_robot_runs_the_previous_rows_during_d_then_the_new_ones():
     line = timeline()
-    publish(line, T0, chunk(0, rows=4))  # rows 0..3 from T0
-    _, release = publish(line, T0 + 40 * MS, chunk(1, delay=3))  # executed 2: rows 2, 3 left
-    # rows 2 and 3 of chunk 0, its last row held for the third step, then chunk 1 from row 3
-    np.testing.assert_array_equal(release.running.rows[:, 0], [2, 3, 3, 13, 14, 15])
-    np.testing.assert_array_equal(release.running.rows[:, 1], [-2, -3, -3, -13, -14, -15])
+    publish(line, T0, chunk(0, rows=6))  # rows 0..5 from T0
+    _, release = publish(line, T0 + 40 * MS, chunk(1, delay=3))  # executed 2: rows 2..5 left
+    # rows 2, 3, 4 of chunk 0 during d, then chunk 1 from row 3
+    np.testing.assert_array_equal(release.running.rows[:, 0], [2, 3, 4, 13, 14, 15])
+    np.testing.assert_array_equal(release.running.rows[:, 1], [-2, -3, -4, -13, -14, -15])
     assert (release.running.row0_ns, release.row0_ns) == (T0 + 40 * MS, T0 + 100 * MS)
+    assert release.first == 3 and release.before.tolist() == [4, -4]
     # With d beyond a frame the next tick (T0 + 80 ms) still lies in those kept rows: it
     # meets them, then the chunk not yet started.
     takeover = line.at(T0 + 80 * MS)
     assert takeover.executed == 2 and takeover.anchor_ns == T0 + 80 * MS
-    np.testing.assert_array_equal(takeover.upcoming(3)[:, 0], [3, 13, 14])
+    np.testing.assert_array_equal(takeover.upcoming(3)[:, 0], [4, 13, 14])
+
+
+def test_rows_skipped_never_exceed_the_rows_the_robot_ran_meanwhile():
+    """lerobot#4223, #4454: when the running chunk ends within the d steps, the robot runs
+    its rows left and stands at the last; the new chunk goes out from the row after as
+    many rows as the robot ran (not from row d: d steps into a motion never made), at
+    the same stamp, d periods after the anchor."""
+    line = timeline()
+    publish(line, T0, chunk(0, rows=4))  # rows 0..3 from T0
+    _, release = publish(line, T0 + 40 * MS, chunk(1, delay=3))  # executed 2: rows 2, 3 left
+    assert (release.first, release.row0_ns) == (2, T0 + 100 * MS)
+    np.testing.assert_array_equal(release.rows[:, 0], [12, 13, 14, 15])
+    # rows 2 and 3 of chunk 0, its last row held for the third step, then chunk 1 from row 2
+    np.testing.assert_array_equal(release.running.rows[:, 0], [2, 3, 3, 12, 13, 14, 15])
+    assert release.before.tolist() == [3, -3]  # the held last row
+    spent = line.at(T0 + 300 * MS)  # every row ran: nothing left, the chunk goes from row 0
+    gone = line.release(spent, chunk(2, delay=2))
+    assert (gone.first, gone.row0_ns) == (0, spent.anchor_ns + 40 * MS)
+    np.testing.assert_array_equal(gone.rows[:, 0], [20, 21, 22, 23, 24, 25])
+    assert gone.before.tolist() == [15, -15]
+
+
+def test_the_row_before_is_unknown_when_nothing_runs_or_it_had_not_started():
+    line = timeline("replace")
+    first = line.release(line.at(T0), chunk(0))
+    assert first.before is None  # nothing ran
+    line.commit(first, 0.01)
+    early = line.release(line.at(T0 + 5 * MS), chunk(1))  # executed 0, d 0: row -1
+    assert early.before is None
+    later = line.release(line.at(T0 + 40 * MS), chunk(1))  # replace: d 0, row 1 ran last
+    assert later.before.tolist() == [1, -1]
 
 
 def test_a_delay_past_the_chunk_publishes_its_last_row_and_says_so():
-    line = timeline(horizon=4)
-    publish(line, T0, chunk(0))
+    line = timeline()
+    publish(line, T0, chunk(0, rows=12))
     takeover, release = publish(line, T0 + 40 * MS, chunk(1, delay=9))
-    assert (release.first, release.clipped) == (5, True)
+    assert (release.first, release.clipped) == (5, True)  # 10 rows left: d clipped to row 5
     np.testing.assert_array_equal(release.rows[:, 0], [15])
     assert release.row0_ns == takeover.anchor_ns + 5 * 20 * MS
     _, within = publish(line, T0 + 80 * MS, chunk(2, delay=1))
     assert not within.clipped
-    np.testing.assert_array_equal(within.rows[:, 0], [21, 22, 23, 24])  # horizon 4 at most
+
+
+def test_a_horizon_bounds_the_rows_published():
+    line = timeline(horizon=4)
+    publish(line, T0, chunk(0))
+    _, release = publish(line, T0 + 40 * MS, chunk(1, delay=1))
+    np.testing.assert_array_equal(release.rows[:, 0], [11, 12, 13, 14])
 
 
 def test_a_tick_before_the_running_chunks_forgets_it():
@@ -214,7 +252,8 @@ def test_with_rows_puts_the_gates_rows_after_the_kept_ones_at_the_same_stamp():
     release = line.release(takeover, chunk(1, delay=3))  # keeps chunk 0's rows 2, 3, 3
     slowed = np.array([[13.0, -13.0], [13.5, -13.5], [14.0, -14.0]])
     gated = release.with_rows(slowed)
-    assert (gated.first, gated.row0_ns, gated.clipped) == (3, release.row0_ns, False)
+    assert (gated.first, gated.row0_ns, gated.clipped) == (2, release.row0_ns, False)
+    np.testing.assert_array_equal(gated.before, release.before)
     assert gated.rows.dtype == np.float32 and gated.running.rows.dtype == np.float32
     np.testing.assert_array_equal(gated.rows, slowed)
     np.testing.assert_array_equal(gated.running.rows[:, 0], [2, 3, 3, 13, 13.5, 14])
@@ -236,8 +275,8 @@ def test_the_last_row_is_when_the_running_chunk_ends():
     assert line.last_row_ns() is None
     publish(line, T0, chunk(0, rows=4))  # rows at T0 .. T0 + 60 ms
     assert line.last_row_ns() == T0 + 60 * MS
-    publish(line, T0 + 40 * MS, chunk(1, rows=6, delay=3))  # 3 kept + 3 new from T0 + 40 ms
-    assert line.last_row_ns() == T0 + 40 * MS + 5 * 20 * MS
+    publish(line, T0 + 40 * MS, chunk(1, rows=6, delay=3))  # 3 kept + 4 new from T0 + 40 ms
+    assert line.last_row_ns() == T0 + 40 * MS + 6 * 20 * MS
 
 
 def test_rows_slowed_past_the_models_chunk_are_handed_over_as_the_window_act_reads():

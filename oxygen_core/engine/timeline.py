@@ -9,10 +9,15 @@ the time its row 0 executes, the tick that computed it) and answers, per frame:
   chunk length go as the window the engine reads, from the executed row) and the anchor,
   the time the new chunk's row 0 stands for (the running row it continues, so chunks
   stay on one control grid).
-- `release(takeover, action)`: which rows go out (from row d, clipped to the chunk, which
-  `clipped` says), their stamp (d control periods after the anchor) and what the robot
-  runs once they are out; `Release.with_rows` puts the chunk gate's rows in their place
-  (oxygen_core.safety.guard), so what runs is what the gate let through.
+- `release(takeover, action)`: which rows go out, their stamp (d control periods after
+  the anchor, d clipped to the chunk, which `clipped` says), what the robot runs once they
+  are out, and the row it runs one period before them (what a trajectory controller moves
+  from into the first one); `Release.with_rows` puts the chunk gate's rows in their place
+  (oxygen_core.safety.guard), so what runs is what the gate let through. The rows go out
+  from row d, or from the row after the last the robot had when the running chunk ends
+  within the d steps: the new chunk's rows skipped never exceed the rows the robot ran
+  meanwhile (it stood at the running chunk's last row for the rest, and skipping d would
+  start it d steps into a motion it never made).
 - `commit(release, latency_s)`: they went out `latency_s` after the tick: they are what
   runs now, and the latency feeds the engine's delay estimate, its one writer, so an
   "auto" d covers the whole tick-to-publish time the robot sees. Frames that are never
@@ -72,12 +77,14 @@ class Takeover:
 class Release:
     """What a frame publishes and what the robot runs once it is out."""
 
-    first: int  # d, clipped to the chunk's last row: its first row published
+    first: int  # the chunk's first row published: d, or fewer when the robot had fewer left
     rows: np.ndarray  # the rows published: from `first`, `horizon` at most
-    row0_ns: int  # their stamp: when rows[0] executes, `first` periods after the anchor
-    clipped: bool  # d reached past the chunk: only its last row goes out
+    row0_ns: int  # their stamp: when rows[0] executes, d periods after the anchor
+    clipped: bool  # d reached past the chunk: at most its last row goes out
     running: RunningChunk  # what the robot executes after the publish
     cold: bool  # nothing ran before it (an activation's first chunk): its latency is not d's
+    before: np.ndarray | None  # float32 [D]: the row running one period before rows[0]; None
+    # when unknown (nothing runs, or the running chunk had not started by then)
 
     def with_rows(self, rows: np.ndarray) -> Release:
         """This release with `rows` in place of the chunk's (the chunk gate's: clamped, or
@@ -143,19 +150,21 @@ class ChunkTimeline:
         rows for the d steps before the new ones take over (when handed over), then them."""
         self._chunk_rows = len(action.actions)
         last = len(action.actions) - 1
-        first = min(action.delay_steps, last)
+        delay = min(action.delay_steps, last)
+        first = _first_row(takeover, delay)
         end = None if self._horizon is None else first + self._horizon
         rows = action.actions[first:end]
         new = np.asarray(rows, np.float32)
         anchor_ns = takeover.anchor_ns
-        if takeover.handover is None or first == 0:
-            running = RunningChunk(new, anchor_ns + first * self.period_ns, takeover.tick_ns)
+        stamp_ns = anchor_ns + delay * self.period_ns
+        if takeover.handover is None or delay == 0:
+            running = RunningChunk(new, stamp_ns, takeover.tick_ns)
         else:
-            kept = takeover.upcoming(first)
+            kept = takeover.upcoming(delay)
             running = RunningChunk(np.concatenate([kept, new]), anchor_ns, takeover.tick_ns)
-        stamp_ns = anchor_ns + first * self.period_ns
         cold = takeover.running is None
-        return Release(first, rows, stamp_ns, action.delay_steps > last, running, cold)
+        clipped = action.delay_steps > last
+        return Release(first, rows, stamp_ns, clipped, running, cold, _row_before(takeover, delay))
 
     def last_row_ns(self) -> int | None:
         """When the running chunk's last row executes (the robot stays there after it);
@@ -173,6 +182,25 @@ class ChunkTimeline:
         self.running = release.running
         if not release.cold:
             self._delays.observe(latency_s)
+
+
+def _first_row(takeover: Takeover, delay: int) -> int:
+    """The new chunk's first row to publish: d, or the rows the running chunk had left
+    from the tick on when fewer (the robot ran those, then stood at the last one)."""
+    if takeover.running is None:
+        return delay  # the robot stands still; a chunk without a handover has d = 0
+    return min(delay, max(0, len(takeover.running.rows) - takeover.executed))
+
+
+def _row_before(takeover: Takeover, delay: int) -> np.ndarray | None:
+    """The running row one period before the new rows take over, d periods after the
+    anchor: row executed + d - 1, its last row once it ran out; None when nothing runs or
+    that row is before the running chunk's first."""
+    running = takeover.running
+    index = takeover.executed + delay - 1
+    if running is None or index < 0:
+        return None
+    return running.rows[min(index, len(running.rows) - 1)].copy()
 
 
 def _handover(rows: np.ndarray, executed: int, period_s: float, most: int | None) -> Handover:
