@@ -34,10 +34,10 @@ def gate(policy: str, period_s: float = PERIOD_S) -> ChunkGate:
 
 @pytest.mark.parametrize("policy", ["clamp", "slow", "reject"])
 def test_a_chunk_inside_every_bound_passes_unchanged(policy):
-    chunk = np.array([[0.1, 0.0], [0.2, -0.1], [0.3, -0.2]])  # 1 /s, no acceleration
+    chunk = np.array([[0.1, 0.0], [0.2, -0.05], [0.3, -0.1]])  # 1 /s; b 0.5 /s, 5 /s^2
     verdict = gate(policy).check(chunk, STATE)
     assert verdict.outcome == "passed" and verdict.findings == ()
-    np.testing.assert_array_equal(verdict.positions, chunk)
+    np.testing.assert_array_equal(verdict.positions, chunk.astype(np.float32))  # as sent
 
 
 def test_clamp_puts_positions_into_their_range_and_names_the_worst():
@@ -62,10 +62,15 @@ def test_clamp_rejects_a_chunk_still_too_fast_and_slow_stretches_it():
     assert slowed.outcome == "slowed"
     # After clamping the last point to 1.0 the steps are 0.4, 0.4, 0.2: velocity 4 -> s = 2,
     # and the acceleration (4 -> 2 /s over 0.1 s = -20 /s^2) needs s = sqrt(2) only. Each
-    # step now lasts two periods: resampled, the path runs at 2 /s, then 1 /s (the change,
-    # -10 /s^2, right at its bound), and ends where the clamped chunk ends.
-    assert slowed.stretch == pytest.approx(2.0)
-    np.testing.assert_allclose(slowed.positions[:, 0], [0.2, 0.4, 0.6, 0.8, 0.9, 1.0])
+    # step would last two periods: resampled, the path runs at 2 /s, then 1 /s (the change,
+    # -10 /s^2, right at its bound), and ends where the clamped chunk ends. In float32 (what
+    # goes out) a row of that lands a hair over 2 /s, so the steps last 0.01 % longer, and
+    # the path takes a seventh row to reach its end.
+    assert slowed.stretch == pytest.approx(2.0 * 1.0001)
+    np.testing.assert_allclose(
+        slowed.positions[:, 0], [0.19998, 0.39996, 0.59994, 0.79992, 0.89995, 0.99994, 1.0],
+        atol=1e-7,
+    )  # fmt: skip
     np.testing.assert_allclose(slowed.positions[:, 1], 0.0)
 
 
@@ -109,12 +114,49 @@ def test_a_start_jump_rejects_under_every_policy(policy):
         (np.zeros((1, 3)), STATE, "shape", "expected [>=1, 2]"),
         (np.zeros((0, 2)), STATE, "shape", "chunk shape (0, 2)"),
         (np.zeros((2, 2)), np.zeros(3), "shape", "measured state shape (3,)"),
+        (np.zeros((1, 2)), (STATE, np.array([0.0, np.nan])), "non_finite", "start is not"),
+        (np.zeros((1, 2)), (STATE, np.zeros(1)), "shape", "start shape (1,)"),
     ],
 )
 def test_malformed_chunks_reject_with_a_reason(chunk, state, reason, words):
-    verdict = gate("slow").check(chunk, state)
+    state, start = state if isinstance(state, tuple) else (state, None)
+    verdict = gate("slow").check(chunk, state, start)
     assert verdict.outcome == "rejected"
     assert verdict.findings[0].reason == reason and words in verdict.findings[0].detail
+
+
+def test_the_steps_start_from_the_running_row_and_the_jump_from_the_state():
+    """What a trajectory controller moves from into the first point is the row it runs
+    then (`start`), not the measured state: a first point 0.1 from the state but 0.4 from
+    that row is a 4 /s step; one 0.1 from the row but 0.4 from the state (the servo lags,
+    within the jump bound) is a 1 /s step."""
+    chunk = np.array([[0.4, 0.0], [0.5, 0.0], [0.6, 0.0]])  # 1 /s after its first point
+    fast = gate("reject").check(chunk, np.array([0.3, 0.0]), start=np.zeros(2))
+    assert fast.outcome == "rejected"
+    (velocity,) = [f for f in fast.findings if f.reason == "velocity"]
+    assert (velocity.joint, velocity.point, velocity.value) == ("a", 0, pytest.approx(4.0))
+    calm = gate("reject").check(chunk, np.zeros(2), start=np.array([0.3, 0.0]))
+    assert calm.outcome == "passed"
+    slowed = gate("slow").check(chunk, np.array([0.3, 0.0]), start=np.zeros(2))
+    # from the start, steps 0.4, 0.1, 0.1: velocity 4 /s needs s = 2, but resampled at 2
+    # (and 0.01 % more) the change from 2 /s to 0.5 /s is -15 /s^2; 10 % more still fails,
+    # 21 % more holds: the path runs from the start (0.4 / s after a period), not the state
+    assert (slowed.outcome, slowed.stretch) == ("slowed", pytest.approx(2.0002 * 1.21))
+    assert slowed.positions[0, 0] == pytest.approx(0.4 / slowed.stretch)
+    assert len(slowed.positions) == 8 and slowed.positions[-1, 0] == pytest.approx(0.6)
+    far = gate("slow").check(chunk, np.array([-0.2, 0.0]), start=np.array([0.35, 0.0]))
+    assert [f.reason for f in far.findings] == ["jump"]  # 0.6 from the measured state
+
+
+def test_clamped_rows_go_out_as_float32_values_inside_the_bounds():
+    """-0.8 has no float32 value: the nearest (-0.800000012) lies outside [-0.8, 0.8], so
+    a row clamped there goes out one float32 step inside."""
+    limits = JointLimits(("a",), *np.array([[-0.8], [0.8], [99.0], [9e3], [9.0]]), "test")
+    verdict = ChunkGate(limits, "clamp", PERIOD_S).check(np.array([[-0.9], [0.9]]), np.zeros(1))
+    assert verdict.outcome == "clamped"
+    low, high = verdict.positions[:, 0]
+    assert -0.8 < low == float(np.nextafter(np.float32(-0.8), np.float32(0)))
+    assert high <= 0.8 and high == float(np.float32(high))
 
 
 def test_reject_sends_nothing_for_a_position_out_of_range():

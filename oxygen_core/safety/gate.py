@@ -1,14 +1,16 @@
 """The chunk gate: what may reach a robot's controller of the chunk the model produced.
 
 A chunk is a trajectory of position points on the control grid: point i is reached
-(i + 1) control periods after the measured joint state it must start from (the state is
-where the robot is one period before the chunk's first row runs, as a trajectory
-controller sees it). The gate checks, in this order: the shape, finite values, the jump
-from the measured state to the first point, every point inside the position range, then
-the finite-difference velocity of every step (the first one from the measured state to
-the first point) and the acceleration between consecutive steps. The robot's velocity at
-the state is not measured here, so the first step's acceleration is not judged; the start
-jump bounds it.
+(i + 1) control periods after its start, the position the robot is commanded one period
+before the chunk's first row runs: the row of the chunk it is running then (what a
+trajectory controller moves from into a new trajectory's first point), or, when none runs,
+the measured joint state (the robot stands there). The gate checks, in this order: the
+shape, finite values, the jump from the measured state to the first point (a chunk
+computed for another pose), every point inside the position range, then the
+finite-difference velocity of every step (the first one from the start to the first
+point) and the acceleration between consecutive steps. The robot's velocity at the start
+is not known here, so the first step's acceleration is not judged; the start jump bounds
+it.
 
 The policy says what to do with a chunk that breaks a bound, per kind of bound:
 
@@ -21,6 +23,10 @@ The policy says what to do with a chunk that breaks a bound, per kind of bound:
   bound and grows until the resampled rows meet them too, up to `max_stretch`; a chunk
   that needs more is rejected. The chunk still ends where the model said.
 
+The rows the gate lets through are float32 values (what the chunk and the trajectory
+carry, and what the timeline keeps), checked as such: a clamped position rounds inwards,
+and a retimed chunk that rounding puts a hair over a rate bound is stretched 0.01 % more.
+
 A shape, non-finite or jump finding always rejects: no retiming makes a chunk that was
 computed for another pose, or is not a chunk of this robot, safe. The verdict lists every
 kind of bound the model's chunk broke (the worst point of each; speeds are those of the
@@ -31,6 +37,8 @@ it lets through have been checked against every bound.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+from collections.abc import Iterator
 from typing import Literal
 
 import numpy as np
@@ -42,7 +50,8 @@ POLICIES: tuple[Policy, ...] = ("clamp", "slow", "reject")
 Reason = Literal["shape", "non_finite", "jump", "position", "velocity", "acceleration"]
 Outcome = Literal["passed", "clamped", "slowed", "rejected"]
 _ALWAYS_REJECT = frozenset({"shape", "non_finite", "jump"})
-_TOLERANCE = 1e-9  # relative slack for float rounding: a stretched chunk sits on its bounds
+_TOLERANCE = 1e-9  # relative slack for float rounding of the checks' own arithmetic
+_MARGIN = 1e-4  # the extra stretch when float32 rounding puts a retimed row over a bound
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,17 +96,21 @@ class ChunkGate:
         self.limits, self.policy = limits, policy
         self.period_s, self.max_stretch = period_s, max_stretch
 
-    def check(self, positions: np.ndarray, state: np.ndarray) -> Verdict:
-        """The verdict on `positions` [H, J] (row i reached i + 1 periods after `state` [J],
-        the measured joint positions; both in `limits.names` order)."""
+    def check(
+        self, positions: np.ndarray, state: np.ndarray, start: np.ndarray | None = None
+    ) -> Verdict:
+        """The verdict on `positions` [H, J]: row i reached i + 1 periods after `start` [J]
+        (the row the robot runs one period before row 0; None: `state`), `state` [J] the
+        measured joint positions; all in `limits.names` order."""
         positions = np.asarray(positions, np.float64)
         state = np.asarray(state, np.float64)
-        early = self._shape(positions, state) or self._start(positions, state)
+        start = state if start is None else np.asarray(start, np.float64)
+        early = self._shape(positions, state, start) or self._start(positions, state, start)
         if early is not None:
             return Verdict("rejected", None, (early,))
-        clipped = np.clip(positions, self.limits.lower, self.limits.upper)
+        clipped = _sent(positions, self.limits.lower, self.limits.upper)
         findings = tuple(f for f in (self._position(positions),) if f is not None)
-        findings += self._speed(clipped, state)
+        findings += self._speed(clipped, start)
         reasons = {f.reason for f in findings}
         if not reasons:
             return Verdict("passed", clipped, ())
@@ -106,30 +119,32 @@ class ChunkGate:
             return Verdict("rejected", None, findings)
         if not speed:
             return Verdict("clamped", clipped, findings)
-        return self._slowed(clipped, state, findings)
+        return self._slowed(clipped, start, findings)
 
-    def _slowed(self, clipped: np.ndarray, state: np.ndarray, findings: tuple) -> Verdict:
-        """The least stretch (from the bound's own, in steps of 10 %) whose resampled rows
-        meet every bound; rejected past max_stretch."""
-        stretch = self._stretch(clipped, state)
-        while stretch <= self.max_stretch:
-            rows = _resample(state, clipped, stretch)
-            if not self._speed(rows, state):
+    def _slowed(self, clipped: np.ndarray, start: np.ndarray, findings: tuple) -> Verdict:
+        """The least stretch whose resampled float32 rows meet every bound: the bound's own,
+        0.01 % more (rounding to float32 can put a row a hair over), then in steps of 10 %;
+        rejected past max_stretch."""
+        least = self._stretch(clipped, start)
+        stretches = itertools.chain([least], _grown(least * (1 + _MARGIN)))
+        for stretch in itertools.takewhile(lambda s: s <= self.max_stretch, stretches):
+            rows = _sent(_resample(start, clipped, stretch), self.limits.lower, self.limits.upper)
+            if not self._speed(rows, start):
                 return Verdict("slowed", rows, findings, stretch)
-            stretch *= 1.1
-        return Verdict("rejected", None, findings, stretch)
+        return Verdict("rejected", None, findings, least)
 
-    def _shape(self, positions: np.ndarray, state: np.ndarray) -> Finding | None:
+    def _shape(self, positions: np.ndarray, state: np.ndarray, start: np.ndarray) -> Finding | None:
         joints = len(self.limits.names)
         if positions.ndim != 2 or positions.shape[0] < 1 or positions.shape[1] != joints:
             return _whole("shape", f"chunk shape {positions.shape}, expected [>=1, {joints}]")
-        if state.shape != (joints,):
-            return _whole("shape", f"measured state shape {state.shape}, expected ({joints},)")
+        for array, what in ((state, "measured state"), (start, "start")):
+            if array.shape != (joints,):
+                return _whole("shape", f"{what} shape {array.shape}, expected ({joints},)")
         return None
 
-    def _start(self, positions: np.ndarray, state: np.ndarray) -> Finding | None:
+    def _start(self, positions: np.ndarray, state: np.ndarray, start: np.ndarray) -> Finding | None:
         """Non-finite values anywhere, then the first point's jump from the state."""
-        for array, what in ((state, "measured state"), (positions, "chunk")):
+        for array, what in ((state, "measured state"), (start, "start"), (positions, "chunk")):
             bad = np.argwhere(~np.isfinite(array))
             if len(bad):
                 joint = self.limits.names[bad[0][-1]]
@@ -195,6 +210,23 @@ def _derivatives(
     consecutive steps [H-1, J]."""
     velocity = np.diff(np.concatenate([state[None], positions]), axis=0) / period_s
     return velocity, np.diff(velocity, axis=0) / period_s
+
+
+def _grown(stretch: float) -> Iterator[float]:
+    """stretch, then 10 % more each time."""
+    while True:
+        yield stretch
+        stretch *= 1.1
+
+
+def _sent(positions: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """`positions` clamped into [lower, upper] as the float32 values that go out (float64
+    arrays of them): a value that rounds past a bound moves one float32 step inwards."""
+    rows = np.clip(positions, lower, upper).astype(np.float32)
+    low, high = lower.astype(np.float32), upper.astype(np.float32)
+    rows = np.where(rows < lower, np.nextafter(low, np.float32(np.inf)), rows)
+    rows = np.where(rows > upper, np.nextafter(high, np.float32(-np.inf)), rows)
+    return rows.astype(np.float64)
 
 
 def _resample(state: np.ndarray, positions: np.ndarray, stretch: float) -> np.ndarray:
