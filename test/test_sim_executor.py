@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from oxygen_core.sim.arm import JOINT_NAMES
+from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES
 from oxygen_core.sim.executor import (
     LimitViolations,
     Rejection,
@@ -193,6 +193,13 @@ def test_the_sim_arms_limits_are_the_default_and_other_joints_are_unbounded():
     ex.replace(Trajectory(JOINT_NAMES, 0.0, [2.0], [point]), now=0.0)
     assert ex.command(2.0)[1] == pytest.approx(1.95)  # commanded as sent: the servo clips
     assert ex.violations == LimitViolations(trajectories=1, position=1, velocity=0)
+    gripper = TrajectoryExecutor(np.zeros(7))
+    gripper.command(0.0)
+    shut = np.zeros(7)
+    shut[GRIPPER] = 1.0  # open to closed in one 50 ms step (20 /s; its servo does 2 /s)
+    gripper.replace(Trajectory(JOINT_NAMES, 0.05, [0.0], [shut]), now=0.0)
+    gripper.command(0.05)
+    assert gripper.violations == LimitViolations()  # a setpoint, not a rate-bound command
     other = TrajectoryExecutor(np.zeros(2), ("joint_2", "other"))
     other.command(0.0)
     other.replace(Trajectory(("joint_2", "other"), 0.0, [1.0], [[1.0, 99.0]]), now=0.0)

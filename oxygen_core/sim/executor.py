@@ -24,8 +24,12 @@ it will run (not those skipped), a point whose position lies outside POSITION_LI
 a step whose finite-difference velocity exceeds VELOCITY_LIMITS: from one point to the
 next over their time difference, and into the first point from the last command over the
 time since that command (not counted when there is no earlier command time: after a
-reset at the same tick, a first point due then has no step to measure). It only counts:
-the servos (`arm.limit_step`) clip what they execute, so counting changes no episode.
+reset at the same tick, a first point due then has no step to measure). The gripper's
+command is a setpoint (open or closed) that its servo moves to at its own rate, as a
+gripper controller takes a goal: a fast step in it is no violation, only a position
+outside its range (the node's sim configs switch its rate bounds off for the same
+reason). It only counts: the servos (`arm.limit_step`) clip what they execute, so
+counting changes no episode.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from typing import Literal
 
 import numpy as np
 
-from oxygen_core.sim.arm import JOINT_NAMES, POSITION_LIMITS, VELOCITY_LIMITS
+from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES, POSITION_LIMITS, VELOCITY_LIMITS
 
 _TOLERANCE = 1e-9  # float noise at a limit (a float32 message of a value on it) is not over
 
@@ -115,7 +119,8 @@ class TrajectoryExecutor:
         limits: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         """limits: (position [D, 2] low/high, velocity [D]) in `joint_names` order; None: the
-        arm's (arm.py) for the joints it has, unbounded for any other name."""
+        arm's (arm.py) for the joints it has, the gripper's rate and any other name's
+        unbounded."""
         self.joint_names = tuple(joint_names)
         self._position_limits, self._velocity_limits = self._limits(limits)
         self.reset(initial)
@@ -127,7 +132,7 @@ class TrajectoryExecutor:
             unbounded = (-np.inf, np.inf)
             return (
                 np.array([unbounded if i is None else POSITION_LIMITS[i] for i in index]),
-                np.array([np.inf if i is None else VELOCITY_LIMITS[i] for i in index]),
+                np.array([np.inf if i in (None, GRIPPER) else VELOCITY_LIMITS[i] for i in index]),
             )
         position, velocity = (np.asarray(limit, np.float64) for limit in limits)
         if position.shape != (joints, 2) or velocity.shape != (joints,):
