@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from std_msgs.msg import String
 
 from oxygen_ros.convert import joint_state_msg, ns_to_stamp, trajectory_msg
 from oxygen_ros.tools import limit_check
@@ -51,11 +52,13 @@ def _state(writer: BagWriter, stamp_ns: int, a: float) -> None:
     writer.write_ros(STATES, stamp_ns, msg)
 
 
-def _bag(tmp_path: Path, violations: bool = True) -> Path:
+def _bag(tmp_path: Path, violations: bool = True, reset: bool = False) -> Path:
     bag = tmp_path / "bag"
     with BagWriter(bag, split_s=None) as writer:
         _state(writer, 900 * MS, 0.0)
         _trajectory(writer, 1000 * MS, ("a", "b"), [[0.0, 0.0], [0.1, 0.0], [0.2, 0.0]])
+        if reset:  # an episode ended: the arm was moved home, whatever was commanded
+            writer.write_ros(limit_check.RESET_TOPIC, 1110 * MS, String(data="reset"))
         if violations:
             _state(writer, 1120 * MS, 0.1)
             _trajectory(writer, 1150 * MS, ("b", "a"), [[0.0, 0.5], [0.0, 0.6], [0.0, 1.3]])
@@ -93,6 +96,22 @@ def test_known_violations_are_counted_exactly_and_the_worst_named(tmp_path, caps
         ("a", pytest.approx(0.4), 0.3)
     ]
     assert report["limits"] == f"{tmp_path / 'two.urdf'} + {tmp_path / 'limits.yaml'}"
+
+
+def test_a_reset_starts_the_next_trajectory_afresh(tmp_path, capsys):
+    """The same bag with a reset between the trajectories: no seam step (8 /s) and no seam
+    accelerations; what lies inside trajectory 1 is counted as before, and '' for
+    --reset-topic ignores the reset."""
+    bag = str(_bag(tmp_path, reset=True))
+    assert limit_check.main([bag, *_files(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["counts"] == {"position": 1, "velocity": 1, "acceleration": 1, "jump": 1}
+    assert [(f["point"], f["value"]) for f in report["worst"]["acceleration"]] == [
+        (1, pytest.approx(60.0))
+    ]
+    assert limit_check.main([bag, *_files(tmp_path), "--json", "--reset-topic", ""]) == 0
+    counts = json.loads(capsys.readouterr().out)["counts"]
+    assert counts == {"position": 1, "velocity": 2, "acceleration": 3, "jump": 1}
 
 
 def test_the_table_and_the_fail_flag(tmp_path, capsys):

@@ -20,8 +20,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+import yaml
 
 # The joint_limits keys read from a block, and the has_* flag that switches each bound off.
 _BOUND_KEYS = {
@@ -182,3 +185,46 @@ def resolve(
         jump=column("max_jump"),
         source=source,
     )
+
+
+def ros_parameters(params: Path) -> dict[str, Any]:
+    """The ros__parameters of a params YAML, every node's merged in file order."""
+    data = yaml.safe_load(Path(params).read_text(encoding="utf-8")) or {}
+    merged: dict[str, Any] = {}
+    for entry in data.values() if isinstance(data, dict) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("ros__parameters"), dict):
+            merged |= entry["ros__parameters"]
+    return merged
+
+
+def limits_from_files(
+    joints: Sequence[str],
+    params: Path | None = None,
+    urdf: Path | None = None,
+    block_file: Path | None = None,
+) -> JointLimits:
+    """`joints`' limits as a node started with the `params` YAML reads them, without ROS
+    (the offline checks and the in-process evaluation): the URDF (`urdf`, else the
+    params' robot_description or robot_description_file, relative to the working
+    directory), then the joint_limits block (`block_file`, a joint_limits YAML or a params
+    YAML, else the params'). A block joint not in `joints` is left out: these readers
+    count or gate what is commanded; the node's configure validates the whole block."""
+    values = ros_parameters(params) if params else {}
+    text, where = "", ""
+    if urdf is not None:
+        text, where = urdf.read_text(encoding="utf-8"), str(urdf)
+    elif values.get("robot_description"):
+        text, where = values["robot_description"], "robot_description"
+    elif values.get("robot_description_file"):
+        path = Path(values["robot_description_file"])
+        text, where = path.read_text(encoding="utf-8"), str(path)
+    if block_file is not None:
+        loaded = yaml.safe_load(block_file.read_text(encoding="utf-8")) or {}
+        block, block_source = loaded.get("joint_limits", {}), str(block_file)
+        block = block or ros_parameters(block_file).get("joint_limits", {})
+    else:
+        block, block_source = values.get("joint_limits", {}), "joint_limits"
+    block = {joint: keys for joint, keys in block.items() if joint in joints}
+    bounds = urdf_bounds(text, where) if text else None
+    source = " + ".join(s for s in (where, block_source if block else "") if s) or "no limits"
+    return resolve(joints, bounds, block_bounds(block, block_source), source)

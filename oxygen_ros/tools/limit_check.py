@@ -23,6 +23,12 @@ of joints over (the worst joint is what a finding names):
 - jump: the first point against the latest JointState in the bag stamped at or before
   the trajectory's stamp, beyond max_jump (joints the state lacks are not compared).
 
+A message on the reset topic (`--reset-topic`, by default the simulator's /sim/episode,
+one per finished episode, when the bag has it) says the robot was moved between two
+trajectories (an episode reset puts the arm home): the first trajectory logged after it
+has no previous command, so its first step and seam are not measured from the episode
+before.
+
 A value counts when it exceeds its limit by more than 1e-9 (float noise on a limit is
 not a violation). The exit code is 0 whatever the counts (a measurement), 1 with
 --fail-on-violation when any count is above 0, 2 on bad input (one line on stderr).
@@ -41,7 +47,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from oxygen_core.safety.limits import JointLimits, block_bounds, resolve, urdf_bounds
+from oxygen_core.safety.limits import JointLimits, limits_from_files
 from oxygen_ros import topics
 from oxygen_ros.convert import stamp_to_ns
 from oxygen_ros.tools.bagio import BagReadError, from_cdr, read_bag
@@ -49,6 +55,7 @@ from oxygen_ros.tools.bagio import BagReadError, from_cdr, read_bag
 KINDS = ("position", "velocity", "acceleration", "jump")
 TOLERANCE = 1e-9
 DEFAULT_TOPICS = ("/oxygen/joint_trajectory", "/joint_states")  # the node's defaults
+RESET_TOPIC = "/sim/episode"  # oxygen-sim's episode outcomes: one per reset
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +67,7 @@ class Commanded:
     times_ns: np.ndarray  # int64 [K]
     positions: np.ndarray  # float64 [K, J]
     measured: dict[str, float] | None  # the latest joint state at or before its stamp
+    after_reset: bool = False  # a reset came between the previous trajectory and this one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +93,7 @@ def check(trajectories: Iterable[Commanded], limits: JointLimits) -> list[Findin
     for traj in trajectories:
         order = [traj.joint_names.index(n) for n in limits.names]
         current = dataclasses.replace(traj, positions=traj.positions[:, order])
+        previous = None if traj.after_reset else previous
         findings += _positions(current, limits)
         findings += _rates(current, _before(previous, current), limits)
         findings += _jump(current, limits)
@@ -203,24 +212,32 @@ class Summary:
 # --------------------------------------------------------------------------- the bag
 
 
-def read_trajectories(bag: Path, topic: str, state_topic: str) -> list[Commanded]:
+def read_trajectories(
+    bag: Path, topic: str, state_topic: str, reset_topic: str | None = None
+) -> list[Commanded]:
     """The trajectories on `topic` in log-time order, each with the latest joint state
-    stamped at or before its stamp. ValueError when the topic has none."""
+    stamped at or before its stamp and whether a message on `reset_topic` came since the
+    trajectory before. ValueError when the topic has none."""
     trajectories: list[Commanded] = []
     states: list[tuple[int, dict[str, float]]] = []  # (stamp, name -> position)
-    for message in read_bag(bag, [topic, state_topic]):
+    reset = False
+    for message in read_bag(bag, [topic, state_topic, reset_topic]):
+        if message.topic == reset_topic:
+            reset = True
+            continue
         msg = from_cdr(message.data, message.msgtype)
         stamp = stamp_to_ns(msg.header.stamp) or message.time_ns  # zero: "now"
         if message.topic == state_topic:
             states.append((stamp, dict(zip(msg.name, msg.position, strict=False))))
         elif msg.points:
-            trajectories.append(_commanded(len(trajectories), msg, stamp, states))
+            trajectories.append(_commanded(len(trajectories), msg, stamp, states, reset))
+            reset = False
     if not trajectories:
         raise ValueError(f"bag {bag} has no JointTrajectory with points on {topic}")
     return trajectories
 
 
-def _commanded(index: int, msg: Any, stamp: int, states: list) -> Commanded:
+def _commanded(index: int, msg: Any, stamp: int, states: list, after_reset: bool) -> Commanded:
     measured = [s for t, s in states if t <= stamp]
     return Commanded(
         index=index,
@@ -228,54 +245,8 @@ def _commanded(index: int, msg: Any, stamp: int, states: list) -> Commanded:
         times_ns=np.array([stamp + stamp_to_ns(p.time_from_start) for p in msg.points]),
         positions=np.array([list(p.positions) for p in msg.points], np.float64),
         measured=measured[-1] if measured else None,
+        after_reset=after_reset,
     )
-
-
-# --------------------------------------------------------------------------- limits
-
-
-@dataclasses.dataclass(frozen=True)
-class Sources:
-    """Where the limits and topics come from: a params YAML and/or explicit files."""
-
-    params: Path | None
-    urdf: Path | None
-    limits: Path | None
-
-
-def node_parameters(params: Path) -> dict[str, Any]:
-    """The ros__parameters of a params YAML, every node's merged in file order."""
-    data = yaml.safe_load(Path(params).read_text(encoding="utf-8")) or {}
-    merged: dict[str, Any] = {}
-    for entry in data.values() if isinstance(data, dict) else ():
-        if isinstance(entry, dict) and isinstance(entry.get("ros__parameters"), dict):
-            merged |= entry["ros__parameters"]
-    return merged
-
-
-def load_limits(sources: Sources, joints: Sequence[str]) -> JointLimits:
-    """The URDF (--urdf, else the params' robot_description or robot_description_file),
-    then the joint_limits block (--limits, else the params'), for `joints`. A block joint
-    the bag never commands is left out: this counts, configure validates."""
-    params = node_parameters(sources.params) if sources.params else {}
-    urdf, where = "", ""
-    if sources.urdf is not None:
-        urdf, where = sources.urdf.read_text(encoding="utf-8"), str(sources.urdf)
-    elif params.get("robot_description"):
-        urdf, where = params["robot_description"], "robot_description"
-    elif params.get("robot_description_file"):
-        path = Path(params["robot_description_file"])
-        urdf, where = path.read_text(encoding="utf-8"), str(path)
-    if sources.limits is not None:
-        file = yaml.safe_load(sources.limits.read_text(encoding="utf-8")) or {}
-        block, block_source = file.get("joint_limits", {}), str(sources.limits)
-        block = block or node_parameters(sources.limits).get("joint_limits", {})
-    else:
-        block, block_source = params.get("joint_limits", {}), "joint_limits"
-    block = {joint: keys for joint, keys in block.items() if joint in joints}
-    bounds = urdf_bounds(urdf, where) if urdf else None
-    source = " + ".join(s for s in (where, block_source if block else "") if s) or "no limits"
-    return resolve(joints, bounds, block_bounds(block, block_source), source)
 
 
 def resolved_topics(params: Path | None) -> tuple[str, str]:
@@ -333,6 +304,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limits", type=Path, help="a joint_limits YAML (instead of the params')")
     parser.add_argument("--topic", help="JointTrajectory topic (default: as the node resolves it)")
     parser.add_argument("--joint-state-topic", help="JointState topic (default: as the node's)")
+    parser.add_argument(
+        "--reset-topic",
+        default=RESET_TOPIC,
+        help="a message on it marks a reset: the next trajectory has no previous command "
+        f"(default {RESET_TOPIC}, the simulator's episode outcomes; '' for none)",
+    )
     parser.add_argument("--top", type=int, default=3, help="worst cases listed per kind")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
@@ -362,14 +339,14 @@ def _run(args: argparse.Namespace) -> tuple[Summary, str, JointLimits]:
     else:
         topic, state_topic = DEFAULT_TOPICS
     topic, state_topic = args.topic or topic, args.joint_state_topic or state_topic
-    trajectories = read_trajectories(args.bag, topic, state_topic)
+    trajectories = read_trajectories(args.bag, topic, state_topic, args.reset_topic or None)
     joints = list(dict.fromkeys(n for t in trajectories for n in t.joint_names))
     for t in trajectories:
         if sorted(t.joint_names) != sorted(joints):
             raise ValueError(
                 f"trajectory {t.index} on {topic} names {list(t.joint_names)}, not {joints}"
             )
-    limits = load_limits(Sources(args.params, args.urdf, args.limits), joints)
+    limits = limits_from_files(joints, args.params, args.urdf, args.limits)
     return Summary.of(trajectories, check(trajectories, limits), args.top), topic, limits
 
 

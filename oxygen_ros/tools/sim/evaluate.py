@@ -13,8 +13,9 @@ what the sim executes. The sim holds the first episode until the node is active.
 `--policy expert` no node runs: the scripted expert drives through the same sim node and
 executor, the reference the model is measured against.
 
-This process records, on sim time, the node's outputs and the sim's /sim topics into
-DIR/output_bag (tools.live.OutputRecorder, tools.bagio) and keeps base camera frames of
+This process records, on sim time, the node's outputs, the sim's /sim topics and its joint
+states into DIR/output_bag (tools.live.OutputRecorder, tools.bagio; the joint states let
+`oxygen-limit-check` measure start jumps) and keeps base camera frames of
 the first episode of each family for the animation. At the end it writes (tools.sim.report)
 report.json, report.md, episodes.png, timeline.png (the node's, as oxygen-replay draws
 it) and episodes.gif (tools.sim.animation). The node's action Hz and tokens/s are
@@ -70,7 +71,7 @@ from oxygen_ros.tools.sim.record import families_arg
 ROOT = Path(__file__).resolve().parents[3]  # oxygen_ros/tools/sim/evaluate.py
 SIM_PARAMS = ROOT / "config" / "sim.yaml"
 _STATUS_PERIOD_S = 5.0
-_RECORDED_SIM_KEYS = ("episode", "narration", "memory")
+_RECORDED_SIM_KEYS = ("episode", "narration", "memory", "joint_states")
 
 
 def _parser() -> argparse.ArgumentParser:
