@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 from tqdm import tqdm
 
 from oxygen_core.config import ModelConfig, RobotConfig, model_preset, robot_preset
@@ -35,6 +36,9 @@ from oxygen_core.model.checkpoint import save_checkpoint
 from oxygen_core.model.normalize import NormStats
 from oxygen_core.model.tokenizer import Tokenizer
 from oxygen_core.policy import Policy, load_policy
+from oxygen_core.safety.gate import POLICIES
+from oxygen_core.safety.limits import JointLimits, limits_from_files
+from oxygen_core.sim.arm import JOINT_NAMES
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_core.train import dataset as D
 from oxygen_core.train import grounding, locate, rollout
@@ -522,6 +526,8 @@ def eval_main(argv: list[str] | None = None) -> None:
         progress,
         args.link_delay,
         args.true_plan,
+        _gate_limits(args),
+        "slow" if args.gate == "off" else args.gate,
     )
     bar.close()
     table = rollout.summarise(outcomes)
@@ -544,6 +550,17 @@ def held_out_episodes(
     cache.parent.mkdir(parents=True, exist_ok=True)
     data.save(cache)
     return data
+
+
+def _gate_limits(args: argparse.Namespace) -> JointLimits | None:
+    """The sim arm's limits from --limits-params (None with --gate off); one line naming
+    the file when they do not resolve."""
+    if args.gate == "off":
+        return None
+    try:
+        return limits_from_files(JOINT_NAMES, Path(args.limits_params))
+    except (OSError, ValueError, yaml.YAMLError) as error:
+        raise SystemExit(f"--limits-params {args.limits_params}: {error}") from error
 
 
 def _eval_parser() -> argparse.ArgumentParser:
@@ -569,6 +586,18 @@ def _eval_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--rtc-max-guidance", type=float, default=EngineConfig.rtc_max_guidance, help="beta"
+    )
+    p.add_argument(
+        "--gate",
+        default="slow",
+        choices=(*POLICIES, "off"),
+        help="the chunk gate's policy, as the node's gate_policy (off: chunks go out "
+        "unchecked, to measure what the gate changes)",
+    )
+    p.add_argument(
+        "--limits-params",
+        default="config/sim_demo.yaml",
+        help="the params YAML whose URDF and joint_limits the gate reads, as the node does",
     )
     p.add_argument("--json", help="write the summary and every episode here")
     p.add_argument(
