@@ -8,10 +8,12 @@ Two joints, limits chosen so each number below can be checked by hand: positions
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from oxygen_core.safety import bench
 from oxygen_core.safety.gate import ChunkGate
 from oxygen_core.safety.limits import JointLimits
 
@@ -198,3 +200,14 @@ def test_random_chunks_that_slow_lets_through_break_no_bound():
             sent += 1
             assert strict.check(verdict.positions, STATE).outcome == "passed"
     assert sent > 100  # most start within the jump bound
+
+
+def test_the_cost_benchmark_takes_each_path_on_every_shipped_robot(monkeypatch):
+    """`python -m oxygen_core.safety.bench` builds one chunk per path from each config's
+    limits; measure() raises when a chunk takes another path (the figures, not the
+    times, are what this checks)."""
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    for config in bench.CONFIGS:
+        rows = bench.measure(config, calls=2)
+        assert [r["path"] for r in rows] == list(bench.PATHS)
+        assert all(r["p99_us"] >= r["median_us"] > 0 for r in rows)
