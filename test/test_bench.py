@@ -2,22 +2,36 @@
 
 The smoke run checks the JSON's shape and the numbers that do not depend on speed:
 every row sees the same arrivals, produces N tokens per frame in steady state, compiles
-nothing after warm-up, and its action Hz follows from its own frame times.
+nothing after warm-up, its action Hz and tok/s follow from its own frame times, and its
+requests' latencies from the frames that delivered them. The `--paper-gpu` run (what
+`make bench-gpu` runs) goes through the same path on the CPU with the tiny preset.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import shlex
+from pathlib import Path
 
 import pytest
 
 from oxygen_core.bench import cli, phases, runner
 from oxygen_core.bench.floors import Floors, Machine, ModelCosts
-from oxygen_core.bench.metrics import Comparison, RowResult, action_hz, lang_tps
+from oxygen_core.bench.metrics import (
+    Comparison,
+    Latency,
+    RowResult,
+    action_hz,
+    lang_tps,
+    lang_tps_frame_mean,
+)
+from oxygen_core.bench.requests import RequestTracker
 from oxygen_core.bench.runner import BenchConfig
 from oxygen_core.bench.workloads import SWEEPS, parse
 from oxygen_core.config import model_preset
+from oxygen_core.engine.types import LanguageResult, TokenEvent
 
 
 def counts(spec: str, frames: int = 6, n: int = 30) -> list[int]:
@@ -74,12 +88,50 @@ def test_decode_floor_counts_the_vlm_weights_lm_head_and_kv_rows():
     assert floors.decode_step_s(4, 100) == pytest.approx(max(nbytes, flops) / 1e9)
 
 
-def test_measured_arrivals_do_not_depend_on_the_warm_up_length():
-    """Runs with different k (so different warm-ups) must measure the same arrivals."""
+def test_measured_arrivals_do_not_depend_on_the_warm_up_or_drain_length():
+    """Runs with different k (so different warm-ups and drains) measure the same arrivals."""
     cfg = runner.BenchConfig(modes=("oxygen",), ks=(1,), frames=20)
     poisson = parse("poisson:1")
-    short, long = runner.arrivals(poisson, cfg, 6), runner.arrivals(poisson, cfg, 30)
-    assert (len(short), len(long)) == (26, 50) and short[6:] == long[30:]
+    short, long = runner.arrivals(poisson, cfg, 6), runner.arrivals(poisson, cfg, 30, drain=30)
+    assert (len(short), len(long)) == (26, 80) and short[6:] == long[30:50]
+    assert sum(len(f) for f in long[50:]) > 0  # arrivals go on while the rows drain
+
+
+def _language(admitted: int, rejected: int, *events: tuple[int, tuple[int, ...], bool]):
+    """A LanguageResult with token events (request id, new tokens, finished)."""
+    token_events = tuple(
+        TokenEvent(rid, "narration", 0, ids, "", "", done, "max_tokens" if done else None)
+        for rid, ids, done in events
+    )
+    return LanguageResult(0, token_events, 0.0, 1, 1, 1, admitted, rejected, 0, 1, 1)
+
+
+def test_request_latencies_follow_admission_order_on_the_rows_own_clock():
+    """A and B asked in frame 0, one row: A decodes over two frames; B is trimmed from the
+    queue in frame 1, where C is asked and one more request is refused; C runs in frame 2."""
+    tracker = RequestTracker()
+    tracker.submit(measured=True), tracker.submit(measured=True)  # A, B
+    tracker.deliver(_language(1, 0, (0, (7, 8), False)), refused=0, frame_s=0.1)
+    tracker.submit(measured=True)  # C
+    tracker.deliver(_language(0, 2, (0, (9,), True)), refused=1, frame_s=0.2)
+    tracker.deliver(_language(1, 0, (1, (5,), True)), refused=0, frame_s=0.3)
+    a, b, c = tracker.timings
+    assert a.completed and a.first_token() == (1, pytest.approx(0.1))
+    assert a.completion() == (2, pytest.approx(0.3))
+    assert b.dropped and not b.completed and b.first_frame is None
+    assert c.first_token() == c.completion() == (2, pytest.approx(0.5))
+    with pytest.raises(RuntimeError, match="never admitted"):
+        tracker.deliver(_language(0, 0, (7, (1,), False)), refused=0, frame_s=0.1)
+
+
+def test_latency_percentiles_and_ratios():
+    latency = Latency.of([(1, 0.1), (3, 0.5)])
+    assert (latency.frames_p50, latency.s_p50) == (2.0, pytest.approx(0.3))
+    assert latency.frames_p99 == pytest.approx(1 + 2 * 0.99)
+    ratio = latency.over(Latency(1.0, 2.0, 0.0, 0.1))
+    assert (ratio.frames_p50, ratio.frames_p99) == (2.0, pytest.approx(2.98 / 2))
+    assert ratio.s_p99 == pytest.approx(0.496 / 0.1)
+    assert math.isnan(ratio.s_p50) and all(map(math.isnan, dataclasses.astuple(Latency.of([]))))
 
 
 def test_a_repeated_k_is_one_row():
@@ -134,16 +186,32 @@ def test_smoke_run_writes_json_tables_and_plots(tmp_path, capsys):
         assert r["new_compiles"] == 0
         assert r["deadline_misses"] == 0
         assert r["action_hz"] == pytest.approx(horizon * FRAMES / sum(r["frame_s"]))
+        assert r["lang_tps"] == pytest.approx(N * FRAMES / sum(r["frame_s"]))
+        assert r["lang_tps_frame_mean"] == pytest.approx(sum(N / s for s in r["frame_s"]) / FRAMES)
         assert r["frame_max_s"] == max(r["frame_s"]) and r["prefill_s"] > 0
+        assert (r["requests_completed"], r["requests_unfinished"]) == (FRAMES, 0)
+        # The first token leaves with the frame that asks: its latency is that frame's time.
+        first = r["first_token"]
+        assert first["frames_p50"] == first["frames_p99"] == 1
+        assert (first["s_p50"], first["s_p99"]) == pytest.approx(
+            (r["frame_p50_s"], r["frame_p99_s"])
+        )
+    # N=3: k=2 (1 token at admission + 2) and the baselines finish in the frame that asks;
+    # auto decodes k_min = 1 while the pool keeps up, so its last token comes a frame later.
+    completion = {label: r["completion"]["frames_p99"] for label, r in rows.items()}
+    assert completion == {"isolated": 1, "shared": 1, "oxygen k=2": 1, "oxygen-auto": 2}
+    assert rows["isolated"]["completion"] == rows["isolated"]["first_token"]
     # N=3 with k=2: the first token comes with admission, two more in the same frame.
     assert rows["oxygen k=2"]["avg_k"] == 2 and rows["oxygen k=2"]["avg_batch"] == 1
     assert rows["oxygen-auto"]["avg_k"] == 1  # the pool keeps up: auto decodes k_min
     assert [c["label"] for c in doc["comparisons"]] == ["oxygen k=2", "oxygen-auto"]
     assert all(set(c) == {f.name for f in dataclasses.fields(Comparison)}
                for c in doc["comparisons"])  # fmt: skip
+    assert [c["completion_ratio"]["frames_p50"] for c in doc["comparisons"]] == [1, 2]
 
     stdout = capsys.readouterr().out
     assert "| uniform:1 | oxygen k=2 |" in stdout and "OxyGen over isolated" in stdout
+    assert "| tok/s, mean of frame rates |" in stdout and "| completion ratio ms |" in stdout
     assert sorted(p.name for p in plots.iterdir()) == ["timeline.png", "vs_k.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in plots.iterdir())
 
@@ -164,8 +232,51 @@ def test_the_paper_metrics_leave_out_frames_without_a_measured_time():
     """One copy of the formulas for benchmark rows and replay reports (tools.report)."""
     frame_s = [0.5, 0.25, 0.0, -1.0, 0.25]
     assert action_hz(10, frame_s) == 10 * 3 / 1.0
-    assert lang_tps([5, 5, 99, 99, 0], frame_s) == pytest.approx((10 + 20 + 0) / 3)
-    assert action_hz(10, []) == lang_tps([], []) == 0.0
-    assert action_hz(10, [0.0]) == lang_tps([3], [0.0]) == 0.0
-    with pytest.raises(ValueError):
-        lang_tps([1, 2], [0.5])
+    assert lang_tps([5, 5, 99, 99, 0], frame_s) == pytest.approx(10 / 1.0)
+    assert lang_tps_frame_mean([5, 5, 99, 99, 0], frame_s) == pytest.approx((10 + 20 + 0) / 3)
+    assert action_hz(10, []) == lang_tps([], []) == lang_tps_frame_mean([], []) == 0.0
+    assert action_hz(10, [0.0]) == lang_tps([3], [0.0]) == lang_tps_frame_mean([3], [0.0]) == 0.0
+    for formula in (lang_tps, lang_tps_frame_mean):
+        with pytest.raises(ValueError):
+            formula([1, 2], [0.5])
+
+
+def _make_bench_gpu_argv() -> list[str]:
+    """The flags `make bench-gpu` passes to oxygen-bench (its recipe in the Makefile)."""
+    makefile = (Path(__file__).parents[1] / "Makefile").read_text().replace("\\\n", " ")
+    recipe = next(line for line in makefile.splitlines() if "/oxygen-bench " in line)
+    words = shlex.split(recipe)
+    start = next(i for i, w in enumerate(words) if w.endswith("/oxygen-bench")) + 1
+    return [w for w in words[start:] if not w.startswith("$(")]
+
+
+def test_paper_gpu_run_is_the_paper_settings_and_runs_end_to_end_on_the_cpu(tmp_path, capsys):
+    """`make bench-gpu`'s command: pi05 in bfloat16 at the paper's settings, refused at once
+    without a GPU; with tiny/float32/cpu (and small sizes) the same path writes its folder."""
+    argv = _make_bench_gpu_argv()
+    assert argv == ["--paper-gpu", "--out", "out/bench-gpu"]
+    args = cli.parse_args(argv)
+    paper = (args.preset, args.dtype, args.backend, args.modes, args.k, args.n, args.steps)
+    assert paper == ("pi05", "bfloat16", "gpu", "isolated,shared,oxygen", (1, 5, 10), 30, 10)
+    assert cli._groups(args) == {"main": [parse("uniform:1")]}
+    assert (args.json, args.plot) == (Path("out/bench-gpu/bench.json"), Path("out/bench-gpu"))
+    assert cli.main(argv) == 2  # the tests run JAX on the CPU
+    assert "no GPU backend: JAX runs on cpu" in capsys.readouterr().err
+
+    out = tmp_path / "bench-gpu"
+    small = ["--N", "3", "--S", "2", "--frames", "2", "--max-active", "2"]  # test_smoke's shapes
+    tiny = ["--paper-gpu", "--out", str(out), "--preset", "tiny", "--dtype", "float32"]
+    assert cli.main([*tiny, "--backend", "cpu", *small]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "bench.json", "tables.md", "timeline.png", "vs_k.png"
+    ]  # fmt: skip
+    doc = json.loads((out / "bench.json").read_text())
+    assert doc["preset"] == "tiny" and doc["config"]["ks"] == [1, 5, 10]
+    rows = [r["label"] for r in doc["rows"]]
+    assert rows == ["isolated", "shared", "oxygen k=1", "oxygen k=5", "oxygen k=10"]
+    # N=3 at k=1: two tokens in the frame that asks, the last in the next one.
+    k1 = doc["rows"][2]
+    assert k1["completion"]["frames_p50"] == 2 and k1["requests_completed"] == 2
+    tables = (out / "tables.md").read_text()
+    assert tables == capsys.readouterr().out
+    assert tables.count("| uniform:1 | oxygen k=") == 9  # rows, language, comparisons

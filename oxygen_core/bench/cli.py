@@ -2,12 +2,22 @@
 
     oxygen-bench --preset small --modes isolated,shared,oxygen,oxygen-auto --k 1,5,10 \\
         --N 30 --S 10 --frames 30 --workload uniform:1 --budget 1.0 --json out.json
+    oxygen-bench --paper-gpu --out out/bench-gpu     # `make bench-gpu`: pi05 on a CUDA GPU
 
 Order of work: load the policy (random weights), measure this machine's matmul and
 bandwidth (the floors), compile every engine row, then run each workload with all rows
 interleaved frame by frame; between rounds, sample the pool's decode step alone and the
 machine again. Prints the markdown tables on stdout and a progress bar on stderr; writes
-JSON and plots on request.
+JSON and plots on request (`--out DIR`: all three, tables in DIR/tables.md).
+
+`--paper-gpu` stands for the paper's settings with the full model: `PAPER_GPU` below.
+Its frame counts are sized for about 8 minutes of an H200 including compilation,
+which dominates: 5 engine rows compile a prefill, a denoise, a generate loop, an
+admission and 18 decode executables (6 buckets x 3 values of k) of pi0.5, while the
+frames themselves (about 280 row-frames at 30 measured per row, the k=1 row's 30
+warm-up and 30 drain frames included) take well under a minute at GPU frame times.
+Flags given next to it win, so the same path runs on a CPU with `--preset tiny
+--dtype float32 --backend cpu` (the test suite does).
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+import jax
 from tqdm import tqdm
 
 from oxygen_core.bench import report, runner
@@ -32,7 +43,33 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(v) for v in text.split(","))
 
 
+# The paper's headline settings with pi0.5 in bfloat16 on a CUDA GPU (module docstring).
+PAPER_GPU = {
+    "preset": "pi05",
+    "dtype": "bfloat16",
+    "backend": "gpu",
+    "modes": "isolated,shared,oxygen",
+    "k": (1, 5, 10),
+    "n": 30,
+    "steps": 10,
+    "frames": 30,
+}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The flags; with --paper-gpu, `PAPER_GPU` as defaults under the flags given."""
+    p = _parser()
+    args = p.parse_args(argv)
+    if args.paper_gpu:
+        p.set_defaults(**PAPER_GPU)
+        args = p.parse_args(argv)
+    if args.out is not None:
+        args.json = args.json or args.out / "bench.json"
+        args.plot = args.plot or args.out
+    return args
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="oxygen-bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="small", help="model preset (random weights)")
     p.add_argument("--robot", default="demo", help="robot preset: cameras and action dims")
@@ -67,7 +104,37 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path, default=None, help="write all results here")
     p.add_argument("--plot", type=Path, default=None, help="write PNG plots into this folder")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--out", type=Path, default=None, help="folder for bench.json, tables.md and the plots"
+    )
+    p.add_argument(
+        "--backend",
+        default="any",
+        choices=("any", "cpu", "gpu"),
+        help="stop at once unless JAX runs on this backend",
+    )
+    p.add_argument(
+        "--paper-gpu",
+        action="store_true",
+        help="the paper's settings with pi05 on a GPU: "
+        + " ".join(f"{k}={v}" for k, v in PAPER_GPU.items())
+        + " (flags given win)",
+    )
+    return p
+
+
+def backend_problem(wanted: str) -> str | None:
+    """Why this machine cannot run what was asked (JAX is on another backend), or None:
+    a pi05 run that fell back to the CPU would take hours to say nothing useful."""
+    have = jax.default_backend()
+    if wanted in ("any", have):
+        return None
+    if wanted == "gpu":
+        return (
+            f"no GPU backend: JAX runs on {have}; install its CUDA plugin "
+            f'(.venv/bin/pip install "jax[cuda13]=={jax.__version__}") or pass --backend cpu'
+        )
+    return f"JAX runs on {have}, not {wanted}; pass --backend any"
 
 
 def _groups(args: argparse.Namespace) -> dict[str, list[Workload]]:
@@ -166,8 +233,8 @@ def run(args: argparse.Namespace, cfg: runner.BenchConfig, groups) -> BenchRun:
     costs = ModelCosts.of(policy.config, dtype.itemsize)
     floors, steps = Floors(meter.best(), costs), probe.steps()
     results = {
-        spec: [summarize(r, frames[r.label], spec, floors, steps, cfg.budget_s) for r in rows]
-        for spec, frames in recorded.items()
+        spec: [summarize(r, records[r.label], spec, floors, steps, cfg.budget_s) for r in rows]
+        for spec, records in recorded.items()
     }
     capacity = rows[0].engine.capacity
     return BenchRun(
@@ -183,21 +250,37 @@ def run(args: argparse.Namespace, cfg: runner.BenchConfig, groups) -> BenchRun:
     )
 
 
-def emit(bench: BenchRun, args: argparse.Namespace) -> None:
-    """Tables on stdout; JSON and plots where asked."""
-    payload = bench.payload()
-    print(report.machine_line(bench.floors))
-    print(f"\nDecode step of the KV pool alone (capacity {bench.capacity} slots per row):\n")
-    print(report.probe_table(bench.steps, bench.overheads, bench.floors, bench.capacity))
-    print("\n" + report.results_table(payload["rows"]))
+def tables(bench: BenchRun, payload: dict) -> str:
+    """The markdown report: machine, pool probe, rows, language, comparisons."""
+    parts = [
+        report.machine_line(bench.floors),
+        f"\nDecode step of the KV pool alone (capacity {bench.capacity} slots per row):\n",
+        report.probe_table(bench.steps, bench.overheads, bench.floors, bench.capacity),
+        "\n" + report.results_table(payload["rows"]),
+        "\nLanguage requests (latencies of the requests submitted in measured frames):\n",
+        report.language_table(payload["rows"]),
+    ]
     behind = report.behind_notes(payload["rows"])
     if behind:
-        print("\nRows behind their arrivals (a full pool or a queue; ratios compare unequal work):")
-        print("\n".join(behind))
-    print(f"\nProcess peak memory over the run: {bench.peak_memory_bytes / 2**20:.0f} MiB")
+        parts.append(
+            "\nRows behind their arrivals (a full pool or a queue; ratios compare unequal work):"
+        )
+        parts += behind
+    parts.append(f"\nProcess peak memory over the run: {bench.peak_memory_bytes / 2**20:.0f} MiB")
     if payload["comparisons"]:
-        print("\nOxyGen over isolated, side by side in this run:\n")
-        print(report.comparison_table(payload["comparisons"]))
+        parts.append("\nOxyGen over isolated, side by side in this run:\n")
+        parts.append(report.comparison_table(payload["comparisons"]))
+    return "\n".join(parts)
+
+
+def emit(bench: BenchRun, args: argparse.Namespace) -> None:
+    """Tables on stdout (and in --out); JSON and plots where asked."""
+    payload = bench.payload()
+    text = tables(bench, payload)
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "tables.md").write_text(text + "\n")
     if args.json:
         report.write_json(args.json, payload)
     if args.plot:
@@ -221,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg, groups = bench_config(args), _groups(args)
     except ValueError as err:
         _log(f"oxygen-bench: {err}")
+        return 2
+    problem = backend_problem(args.backend)
+    if problem:
+        _log(f"oxygen-bench: {problem}")
         return 2
     emit(run(args, cfg, groups), args)
     return 0

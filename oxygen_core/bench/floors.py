@@ -52,8 +52,11 @@ class MachineMeter:
     """
 
     def __init__(
-        self, dtype: jnp.dtype, size: int = 1024, rows: int = 8192, start_reps: int = 10
+        self, dtype: jnp.dtype, size: int | None = None, rows: int = 8192, start_reps: int = 10
     ) -> None:
+        # An accelerator does a 1024^3 matmul in microseconds (launch cost, not throughput)
+        # and keeps much of a 64 MB matrix in its L2 cache: 8192 there (a 512 MiB matrix).
+        size = size or (1024 if jax.default_backend() == "cpu" else 8192)
         self._matmul = jax.jit(jnp.matmul)
         self._square = jnp.ones((size, size), dtype)
         # Far larger than any cache: its bytes stream from memory on every call.

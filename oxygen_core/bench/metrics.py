@@ -1,12 +1,21 @@
 """Row metrics with the paper's definitions (docs/DESIGN.md section 2), and the bound.
 
 - action_hz = H * frames / sum(frame seconds): chunk throughput, not a per-action rate.
-- lang_tps = mean over frames of (tokens produced in the frame / frame seconds).
+- lang_tps = tokens produced / sum(frame seconds): total tokens over total time, like
+  action_hz. The mean over frames of (tokens in the frame / frame seconds), the figure
+  before, is kept as `lang_tps_frame_mean`: it weighs a short frame's rate like a long
+  one's, so it penalises isolated execution, whose frames with requests are long and
+  full of tokens and whose frames without are short and empty.
 Only measured frames count (warm-up frames and compiles are dropped by the runner).
 `action_hz` and `lang_tps` below are the one copy of these formulas: the benchmark rows
 and oxygen-replay's report (oxygen_ros.tools.report) both call them. A frame whose time
-is not positive has no measured time: both leave it out, and both are 0.0 when no frame
+is not positive has no measured time: all three leave it out, and are 0.0 when no frame
 is left.
+
+Per request (`requests.py`), the first-token and completion latencies of the requests
+submitted in measured frames: p50 and p99, in frames (the submitting frame counts as 1)
+and in seconds of the row's own frame time. Requests still unfinished when the row's
+drain frames end (a row behind its arrivals) are counted, not timed.
 
 The bound says what OxyGen can gain over isolated execution given the measured phase
 times, so a measured ratio can be judged against it rather than against the paper's GPU
@@ -37,7 +46,35 @@ from collections.abc import Sequence
 import numpy as np
 
 from oxygen_core.bench.floors import Floors
-from oxygen_core.bench.runner import FrameRecord, Row
+from oxygen_core.bench.requests import RequestTiming
+from oxygen_core.bench.runner import FrameRecord, Row, RowRecord
+
+
+@dataclasses.dataclass(frozen=True)
+class Latency:
+    """p50 and p99 of one latency over a row's requests: in frames, counting the frame that
+    submitted the request, and in seconds of the row's own frame time (nan: no request).
+    A `Comparison` holds OxyGen's over isolated's in the same shape."""
+
+    frames_p50: float
+    frames_p99: float
+    s_p50: float
+    s_p99: float
+
+    @classmethod
+    def of(cls, samples: Sequence[tuple[int, float]]) -> Latency:
+        """From (frames, seconds) per request."""
+        if not samples:
+            return cls(*[float("nan")] * 4)
+        frames, seconds = np.array(samples, dtype=float).T
+        f50, f99 = np.percentile(frames, [50, 99])
+        s50, s99 = np.percentile(seconds, [50, 99])
+        return cls(float(f50), float(f99), float(s50), float(s99))
+
+    def over(self, other: Latency) -> Latency:
+        """Field by field self / other (nan where other is 0 or nan)."""
+        mine, theirs = dataclasses.astuple(self), dataclasses.astuple(other)
+        return Latency(*[a / b if b else float("nan") for a, b in zip(mine, theirs, strict=True)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +89,8 @@ class RowResult:
     workload: str
     frames: int
     action_hz: float
-    lang_tps: float
+    lang_tps: float  # total tokens / total frame seconds
+    lang_tps_frame_mean: float  # mean of per-frame tokens / frame seconds (the old figure)
     frame_p50_s: float
     frame_p99_s: float
     frame_max_s: float
@@ -64,6 +102,10 @@ class RowResult:
     arrived_tokens_per_frame: float  # asked for by the frame's arrivals
     rejected: int  # requests refused over the measured frames (pool or queue full)
     queued_end: int  # requests still waiting for a row after the last measured frame
+    requests_completed: int  # submitted in measured frames, finished: the latencies' samples
+    requests_unfinished: int  # submitted in measured frames, taken, not done after the drain
+    first_token: Latency
+    completion: Latency
     prefill_s: float
     prefill_floor_s: float
     denoise_s: float
@@ -83,10 +125,21 @@ def action_hz(horizon: int, frame_s: Sequence[float]) -> float:
     return horizon * len(timed) / sum(timed) if timed else 0.0
 
 
+def _timed(tokens: Sequence[int], frame_s: Sequence[float]) -> list[tuple[int, float]]:
+    """(tokens, seconds) of the frames with a positive time."""
+    return [(n, s) for n, s in zip(tokens, frame_s, strict=True) if s > 0]
+
+
 def lang_tps(tokens: Sequence[int], frame_s: Sequence[float]) -> float:
+    """Tokens / seconds summed over the frames with a positive time (else 0.0)."""
+    timed = _timed(tokens, frame_s)
+    return sum(n for n, _ in timed) / sum(s for _, s in timed) if timed else 0.0
+
+
+def lang_tps_frame_mean(tokens: Sequence[int], frame_s: Sequence[float]) -> float:
     """Mean over the frames with a positive time of tokens / frame seconds (else 0.0)."""
-    rates = [n / s for n, s in zip(tokens, frame_s, strict=True) if s > 0]
-    return float(np.mean(rates)) if rates else 0.0
+    timed = _timed(tokens, frame_s)
+    return float(np.mean([n / s for n, s in timed])) if timed else 0.0
 
 
 def decode_step_s(row: Row, measured: list[FrameRecord], probe: dict[int, float]) -> float:
@@ -112,15 +165,19 @@ def usual_bucket(measured: list[FrameRecord]) -> int:
 
 def summarize(
     row: Row,
-    records: list[FrameRecord],
+    record: RowRecord,
     workload: str,
     floors: Floors,
     probe: dict[int, float],
     budget_s: float | None,
 ) -> RowResult:
-    """The row's metrics over its measured frames."""
+    """The row's metrics over its measured frames and the requests they submitted."""
+    records = record.frames
     measured = [r for r in records if r.measured]
     frame_s = np.array([r.frame_s for r in measured])
+    tokens = [r.tokens for r in measured]
+    asked: list[RequestTiming] = [t for t in record.requests if t.measured]
+    done = [t for t in asked if t.completed]
     cfg = row.engine.cfg
     horizon = row.engine.model.action_horizon
     bucket = usual_bucket(measured) or 1
@@ -133,7 +190,8 @@ def summarize(
         workload=workload,
         frames=len(measured),
         action_hz=action_hz(horizon, frame_s.tolist()),
-        lang_tps=lang_tps([r.tokens for r in measured], frame_s.tolist()),
+        lang_tps=lang_tps(tokens, frame_s.tolist()),
+        lang_tps_frame_mean=lang_tps_frame_mean(tokens, frame_s.tolist()),
         frame_p50_s=float(np.percentile(frame_s, 50)),
         frame_p99_s=float(np.percentile(frame_s, 99)),
         frame_max_s=float(frame_s.max()),
@@ -145,6 +203,10 @@ def summarize(
         arrived_tokens_per_frame=float(np.mean([r.arrived_tokens for r in measured])),
         rejected=sum(r.rejected for r in measured),
         queued_end=measured[-1].queued,
+        requests_completed=len(done),
+        requests_unfinished=sum(t.done_frame is None and not t.dropped for t in asked),
+        first_token=Latency.of([t.first_token() for t in asked if t.first_frame is not None]),
+        completion=Latency.of([t.completion() for t in done]),
         prefill_s=float(np.median([r.prefill_s for r in measured])),
         prefill_floor_s=floors.prefill_s(),
         denoise_s=float(np.median([r.denoise_s for r in measured])),
@@ -168,6 +230,8 @@ class Comparison:
     bound: float  # what the phase times allow (module docstring)
     action_ratio: float  # measured, OxyGen / isolated
     tps_ratio: float
+    first_token_ratio: Latency  # OxyGen's request latencies over isolated's
+    completion_ratio: Latency
     admission_s: float  # OxyGen language time per frame beyond its decode call
 
 
@@ -203,6 +267,8 @@ def compare(
                 bound=isolated_s / (prefill + denoise + steps_s),
                 action_ratio=r.action_hz / isolated.action_hz,
                 tps_ratio=r.lang_tps / isolated.lang_tps if isolated.lang_tps else float("nan"),
+                first_token_ratio=r.first_token.over(isolated.first_token),
+                completion_ratio=r.completion.over(isolated.completion),
                 admission_s=r.language_s - steps_s - overheads.get(r.bucket, float("nan")),
             )
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from oxygen_core.bench.floors import Floors  # noqa: E402
-from oxygen_core.bench.metrics import Comparison, RowResult  # noqa: E402
+from oxygen_core.bench.metrics import Comparison, Latency, RowResult  # noqa: E402
 
 
 def _ms(seconds: float) -> str:
@@ -61,6 +61,38 @@ def results_table(results: Sequence[RowResult]) -> str:
     return _table(head, lines)
 
 
+def _frames(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.1f}"
+
+
+def _ratio(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f}x"
+
+
+def _pair(latency: Latency, unit: str, show: Callable[[float], str]) -> str:
+    """p50 / p99 of one unit ("frames" or "s") of a latency, each value through `show`."""
+    p50, p99 = getattr(latency, f"{unit}_p50"), getattr(latency, f"{unit}_p99")
+    return f"{show(p50)} / {show(p99)}"
+
+
+def language_table(results: Sequence[RowResult]) -> str:
+    """Language per row: tok/s two ways, and per request the first-token and completion
+    latency (p50 / p99) in frames (the submitting frame counts as 1) and in ms."""
+    head = (
+        "workload", "row", "tok/s", "tok/s, mean of frame rates", "requests completed / unfinished",
+        "first token p50 / p99 frames", "first token p50 / p99 ms",
+        "completion p50 / p99 frames", "completion p50 / p99 ms",
+    )  # fmt: skip
+    lines = [
+        f"| {r.workload} | {r.label} | {r.lang_tps:.1f} | {r.lang_tps_frame_mean:.1f} | "
+        f"{r.requests_completed} / {r.requests_unfinished} | "
+        f"{_pair(r.first_token, 'frames', _frames)} | {_pair(r.first_token, 's', _ms)} | "
+        f"{_pair(r.completion, 'frames', _frames)} | {_pair(r.completion, 's', _ms)} |"
+        for r in results
+    ]
+    return _table(head, lines)
+
+
 def behind_notes(results: Sequence[RowResult]) -> list[str]:
     """A line per row that fell behind its arrivals: its ratios compare unequal work."""
     return [
@@ -73,14 +105,20 @@ def behind_notes(results: Sequence[RowResult]) -> list[str]:
 
 
 def comparison_table(comparisons: Sequence[Comparison]) -> str:
-    """OxyGen over isolated: the bound from phase times next to the measured ratios."""
+    """OxyGen over isolated: the bound from phase times next to the measured ratios, and
+    the ratios of the request latencies (p50 / p99; above 1x: OxyGen's requests wait longer)."""
     head = (
         "workload", "row", "bound", "action Hz ratio", "tok/s ratio", "action / bound",
-        "admission ms/frame",
+        "admission ms/frame", "first token ratio frames", "first token ratio ms",
+        "completion ratio frames", "completion ratio ms",
     )  # fmt: skip
     lines = [
         f"| {c.workload} | {c.label} | {c.bound:.2f}x | {c.action_ratio:.2f}x | "
-        f"{c.tps_ratio:.2f}x | {c.action_ratio / c.bound:.0%} | {_ms(c.admission_s)} |"
+        f"{c.tps_ratio:.2f}x | {c.action_ratio / c.bound:.0%} | {_ms(c.admission_s)} | "
+        f"{_pair(c.first_token_ratio, 'frames', _ratio)} | "
+        f"{_pair(c.first_token_ratio, 's', _ratio)} | "
+        f"{_pair(c.completion_ratio, 'frames', _ratio)} | "
+        f"{_pair(c.completion_ratio, 's', _ratio)} |"
         for c in comparisons
     ]
     return _table(head, lines)
@@ -124,7 +162,7 @@ def write_json(path: Path, payload: dict) -> None:
 # ----------------------------------------------------------------------------- plots
 
 
-METRICS = (("action_hz", "action Hz"), ("lang_tps", "tok/s"))
+METRICS = (("action_hz", "action Hz"), ("lang_tps", "tok/s (total tokens / total time)"))
 
 
 def _panels():

@@ -10,8 +10,15 @@ start at the same time and see identical arrivals. The measured frames' arrivals
 workload's schedule for `frames` frames, drawn apart from the warm-up's, so they do not
 depend on which rows (and so how many warm-up frames) a run has.
 
+After the measured frames each OxyGen row runs drain frames (as many as its warm-up
+would: the longest request over k) so that the requests submitted near the end finish
+and their completion latency is measured, not cut off; arrivals go on through them
+(a third draw), so those requests finish under the same load. Drain frames, like
+warm-up frames, count in no throughput, and their requests in no latency.
+
 A frame is timed from the first request call to the end of the language phase: the
 engine returns host numpy values, so the clock already includes `block_until_ready`.
+Each row's `RequestTracker` follows its requests on that clock (`requests.py`).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Literal
 import jax
 import numpy as np
 
+from oxygen_core.bench.requests import RequestTiming, RequestTracker
 from oxygen_core.bench.workloads import Workload
 from oxygen_core.engine import EngineConfig, StreamConfig, make_engine
 from oxygen_core.engine.engine import Engine
@@ -71,7 +79,7 @@ class BenchConfig:
 class FrameRecord:
     """One frame of one row, as measured."""
 
-    measured: bool  # False during the row's warm-up frames
+    measured: bool  # False during the row's warm-up and drain frames
     frame_s: float
     prefill_s: float
     denoise_s: float
@@ -88,14 +96,23 @@ class FrameRecord:
     memory_bytes: int
 
 
+@dataclasses.dataclass(frozen=True)
+class RowRecord:
+    """What one row recorded under one workload: every frame, and every request it took."""
+
+    frames: list[FrameRecord]
+    requests: list[RequestTiming]
+
+
 @dataclasses.dataclass
 class Row:
-    """One engine under test and its count of warm-up frames."""
+    """One engine under test and its counts of warm-up and drain frames."""
 
     mode: str  # isolated, shared, oxygen or oxygen-auto
     k: int | Literal["auto"] | None  # None for the baselines (they have no k)
     engine: Engine
     warmup: int
+    drain: int  # frames after the measured ones until their requests are done
 
     @property
     def label(self) -> str:
@@ -147,17 +164,24 @@ def build_rows(policy: Policy, cfg: BenchConfig, max_tokens: int, obs: Observati
     for mode, k in specs:
         engine = make_engine(policy, _engine_config(cfg, mode, k or 1, max_tokens))
         engine.warmup(obs)
-        rows.append(Row(mode, k, engine, _warmup_frames(cfg, k, max_tokens)))
+        warmup = _warmup_frames(cfg, k, max_tokens)
+        rows.append(Row(mode, k, engine, warmup, drain=_fill_frames(k, max_tokens)))
     return rows
 
 
+def _fill_frames(k: int | str | None, max_tokens: int) -> int:
+    """Frames a request of `max_tokens` takes at k (0 for the baselines, which finish every
+    request in its own frame): after that many, the longest request has finished once."""
+    if k is None:
+        return 0
+    return math.ceil(max_tokens / (1 if k == "auto" else k))
+
+
 def _warmup_frames(cfg: BenchConfig, k: int | str | None, max_tokens: int) -> int:
-    """Frames until the batch is full: the longest request must have finished once."""
+    """Frames until the batch is full (one for the baselines: their first frame's work)."""
     if cfg.warmup_frames is not None:
         return cfg.warmup_frames
-    if k is None:
-        return 1
-    return math.ceil(max_tokens / (1 if k == "auto" else k))
+    return 1 if k is None else _fill_frames(k, max_tokens)
 
 
 def _device_stats() -> dict | None:
@@ -186,16 +210,25 @@ def peak_memory_bytes() -> int:
     return int(hwm.split()[1]) * 1024
 
 
-def run_frame(row: Row, obs: Observation, lengths: tuple[int, ...], measured: bool) -> FrameRecord:
-    """One frame of one row: arrivals, actions, language."""
+def run_frame(
+    row: Row,
+    obs: Observation,
+    lengths: tuple[int, ...],
+    measured: bool,
+    tracker: RequestTracker,
+) -> FrameRecord:
+    """One frame of one row: arrivals, actions, language; its requests go to `tracker`."""
     engine = row.engine
     compiles = engine.compile_count()
     t0 = time.perf_counter()
-    for n in lengths:
-        engine.request(STREAM, max_tokens=n)
+    refusals = [engine.request(STREAM, max_tokens=n) for n in lengths]
     act = engine.act(obs)
     lang = engine.language()
     frame_s = time.perf_counter() - t0
+    refused = sum(r is not None for r in refusals)
+    for _ in range(len(lengths) - refused):
+        tracker.submit(measured)
+    tracker.deliver(lang, refused, frame_s)
     return FrameRecord(
         measured=measured,
         frame_s=frame_s,
@@ -215,11 +248,15 @@ def run_frame(row: Row, obs: Observation, lengths: tuple[int, ...], measured: bo
     )
 
 
-def arrivals(workload: Workload, cfg: BenchConfig, warmup: int) -> list[tuple[int, ...]]:
-    """Request lengths per frame: `warmup` frames, then the measured ones, which are the
-    same for any warm-up length (a separate draw: the rows a run has do not shift them)."""
+def arrivals(
+    workload: Workload, cfg: BenchConfig, warmup: int, drain: int = 0
+) -> list[tuple[int, ...]]:
+    """Request lengths per frame: `warmup` frames, the measured ones, `drain` frames. The
+    measured ones are the same for any warm-up and drain (three separate draws: the rows a
+    run has do not shift them)."""
     before = workload.schedule(warmup, cfg.n, cfg.seed + 1) if warmup else []
-    return before + workload.schedule(cfg.frames, cfg.n, cfg.seed)
+    after = workload.schedule(drain, cfg.n, cfg.seed + 2) if drain else []
+    return before + workload.schedule(cfg.frames, cfg.n, cfg.seed) + after
 
 
 def run_workload(
@@ -229,27 +266,30 @@ def run_workload(
     obs: Observation,
     between_rounds: Callable[[], None],
     tick: Callable[[str], None],
-) -> dict[str, list[FrameRecord]]:
-    """Run every row through `workload`: aligned warm-ups, then interleaved frames.
+) -> dict[str, RowRecord]:
+    """Run every row through `workload`: aligned warm-ups, interleaved frames, drains.
 
     between_rounds() runs after each frame's round of rows (the probes sample there);
-    tick(label) after each row-frame (progress reporting). Returns frames by row label.
+    tick(label) after each row-frame (progress reporting). Returns records by row label.
     """
-    w_max = max(r.warmup for r in rows)
-    schedule = arrivals(workload, cfg, w_max)
-    records: dict[str, list[FrameRecord]] = {row.label: [] for row in rows}
+    w_max, d_max = max(r.warmup for r in rows), max(r.drain for r in rows)
+    schedule = arrivals(workload, cfg, w_max, d_max)
+    frames: dict[str, list[FrameRecord]] = {row.label: [] for row in rows}
+    trackers = {row.label: RequestTracker() for row in rows}
     for row in rows:
-        row.engine.reset()
+        row.engine.restart()  # request ids from 0: the tracker counts them (requests.py)
     for f, lengths in enumerate(schedule):
         shift = f % len(rows)
         for row in rows[shift:] + rows[:shift]:
-            if f >= w_max - row.warmup:
-                records[row.label].append(run_frame(row, obs, lengths, measured=f >= w_max))
+            if w_max - row.warmup <= f < w_max + cfg.frames + row.drain:
+                measured = w_max <= f < w_max + cfg.frames
+                frame = run_frame(row, obs, lengths, measured, trackers[row.label])
+                frames[row.label].append(frame)
                 tick(row.label)
         between_rounds()
-    return records
+    return {label: RowRecord(frames[label], trackers[label].timings) for label in frames}
 
 
 def total_row_frames(rows: list[Row], cfg: BenchConfig) -> int:
     """Row-frames one workload costs (for the progress bar)."""
-    return sum(r.warmup + cfg.frames for r in rows)
+    return sum(r.warmup + cfg.frames + r.drain for r in rows)
