@@ -2,6 +2,7 @@
 # make test   lint, then the test suite
 # make setup  build .venv: pinned requirements, msg/ interfaces, this project in editable mode
 # make policy rebuild data/policy/sim_demo from its recipe, config/train/sim_demo.yaml
+# make bench-gpu  the paper's benchmark settings with pi05 on a CUDA GPU, into out/bench-gpu
 #
 # Each setup step leaves a stamp in .venv/.stamps named after a hash of the files it reads, so
 # a second `make setup` does nothing, and editing a .msg or requirements.txt redoes only the
@@ -32,7 +33,7 @@ define mark_done
 rm -f $(STAMPS)/$(1)-* && mkdir -p $(STAMPS) && touch $@
 endef
 
-.PHONY: setup lint test demo policy clean
+.PHONY: setup lint test demo policy bench-gpu clean
 
 setup: $(REQ_STAMP) $(MSG_STAMP) $(PKG_STAMP)
 
@@ -75,6 +76,27 @@ POLICY_RECIPE ?= config/train/sim_demo.yaml
 POLICY_ARGS ?=
 policy: setup
 	$(BIN)/oxygen-train --recipe $(POLICY_RECIPE) $(POLICY_ARGS)
+
+# `oxygen-bench --paper-gpu` (pi05 in bfloat16, k 1/5/10, N=30, S=10, uniform:1; sized for
+# about 8 minutes of an H200 with compilation, BENCHMARKS.md) writes bench.json, tables.md
+# and the plots into out/bench-gpu. It first adds JAX's CUDA 13 plugin, at the JAX version
+# of requirements.txt, to .venv (once: a stamp; PyPI and an NVIDIA driver needed), and
+# keeps compiled executables in out/bench-gpu/xla-cache, so that a rerun skips compiling.
+# BENCH_GPU_ARGS adds or overrides flags; with "--backend cpu" nothing is installed
+# (BENCH_GPU_ARGS="--preset tiny --dtype float32 --backend cpu" is what the tests run).
+JAX_VERSION := $(shell sed -n 's/^jax\[cpu\]==//p' requirements.txt)
+CUDA_STAMP := $(STAMPS)/cuda13-$(JAX_VERSION)
+BENCH_GPU_ARGS ?=
+
+$(CUDA_STAMP): | $(REQ_STAMP)
+	@nvidia-smi -L >/dev/null 2>&1 || { echo "bench-gpu: no NVIDIA GPU (nvidia-smi -L failed); \
+	BENCH_GPU_ARGS='--backend cpu' runs on the CPU" >&2; exit 1; }
+	$(BIN)/python -m pip install --progress-bar off "jax[cuda13]==$(JAX_VERSION)"
+	$(call mark_done,cuda13)
+
+bench-gpu: setup $(if $(findstring --backend cpu,$(BENCH_GPU_ARGS)),,$(CUDA_STAMP))
+	JAX_COMPILATION_CACHE_DIR=out/bench-gpu/xla-cache \
+	$(BIN)/oxygen-bench --paper-gpu --out out/bench-gpu $(BENCH_GPU_ARGS)
 
 clean:
 	rm -rf build
