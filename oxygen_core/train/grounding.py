@@ -37,15 +37,16 @@ held-out episodes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
 
 from oxygen_core.image import scale_images
 from oxygen_core.model import pi05
+from oxygen_core.offline_score import ChunkScore, score_chunks
 from oxygen_core.policy import Policy
-from oxygen_core.sim.arm import ARM_DOF
+from oxygen_core.sim.arm import ARM_DOF, JOINT_NAMES
 from oxygen_core.sim.scene import GRASPABLE
 from oxygen_core.sim.tasks import make_task
 from oxygen_core.train import locate, losses
@@ -88,15 +89,16 @@ def pick_steps(data: Episodes, count: int) -> np.ndarray:
 
 
 def chunk_sampler(policy: Policy, noise_seed: int = 0, denoise_steps: int = 10) -> Callable:
-    """(images uint8 [N, I, S, S, 3], image_mask, prompts, states[, plans]) -> robot-space
-    chunks [N, H, A], sampled as the node samples them, step n from row n of
-    `Policy.noise`; a two-stage policy acts on `plans` when given, else on its own."""
+    """(images uint8 [N, I, S, S, 3], image_mask, prompts, states[, plans][, noise]) ->
+    robot-space chunks [N, H, A], sampled as the node samples them, step n from row n of
+    `noise` (default `Policy.noise(noise_seed, N)`); a two-stage policy acts on `plans`
+    when given, else on its own."""
     params, cfg = policy.params, policy.config
 
-    def chunks(images, image_mask, prompts: list[str], states: np.ndarray, plans=None):
+    def chunks(images, image_mask, prompts: list[str], states: np.ndarray, plans=None, noise=None):
         inputs = prefix_inputs(policy, images, image_mask, prompts, states)
         cache, _ = policy.action_cache(pi05.prefill(params, cfg, inputs), plans)
-        noise = policy.noise(noise_seed, len(states))
+        noise = policy.noise(noise_seed, len(states)) if noise is None else noise
         actions = np.asarray(pi05.denoise(params, cfg, cache, noise, denoise_steps))
         return np.stack([policy.robot_actions(a, s) for a, s in zip(actions, states, strict=True)])
 
@@ -220,10 +222,40 @@ def _target_answer(rows: np.ndarray) -> str:
     return dict(map(tuple, rows.tolist()))[locate.TARGET_PROMPT]
 
 
+def open_loop(
+    policy: Policy,
+    data: Episodes,
+    idx: Sequence[int],
+    noise_seeds: Sequence[int | tuple[int, ...]],
+    denoise_steps: int = 10,
+) -> ChunkScore:
+    """The open-loop score (oxygen_core.offline_score: per joint and horizon step, in the
+    robot's joint space) of the chunks sampled on steps `idx` of `data` against the
+    expert's chunks, step idx[n] from `Policy.noise(noise_seeds[n])`. Each step is sampled
+    alone, as the node samples a frame (the node's frame f draws the seeds (seed, f)), so
+    the figure is the one a scored replay of the same episodes reports."""
+    sample = chunk_sampler(policy, denoise_steps=denoise_steps)
+    pred = np.concatenate(
+        [
+            sample(
+                data.images[[i]],
+                data.image_mask[[i]],
+                [data.instruction[i]],
+                data.state[[i]],
+                noise=policy.noise(seed),
+            )
+            for i, seed in zip(idx, noise_seeds, strict=True)
+        ]
+    )
+    expert = data.actions[np.asarray(idx)]
+    return score_chunks(pred, expert, np.ones(expert.shape[:2], bool), JOINT_NAMES)
+
+
 def _arm_err(a: np.ndarray, b: np.ndarray) -> float:
     """Mean |a - b| over the arm joints (robot units whatever space the policy acts in)
-    and every chunk row."""
-    return float(np.mean(np.abs(a[..., :ARM_DOF] - b[..., :ARM_DOF])))
+    and every chunk row: offline_score's MAE, the figure a scored replay reports."""
+    score = score_chunks(a, b, np.ones(a.shape[:2], bool), JOINT_NAMES[: a.shape[-1]])
+    return score.mean(score.mae, range(ARM_DOF))
 
 
 def swap_direction(instruction: str) -> str:
