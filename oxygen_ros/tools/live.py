@@ -46,7 +46,8 @@ from oxygen_ros.convert import ns_to_stamp
 from oxygen_ros.diagnostics import DEADLINE_MISSES, FRAME_ERRORS, OVERRUNS
 from oxygen_ros.tools.bagio import BagMessage, BagWriter, bag_topics, message_class, read_bag
 from oxygen_ros.tools.replay_job import OUTPUT_BAG, Job, OutputSink, period_ns
-from oxygen_ros.tools.report import Counts, Recording, build_report, write_report
+from oxygen_ros.tools.report import SCORE_PNG, Counts, Recording, build_report, write_report
+from oxygen_ros.tools.score_report import add_score
 from oxygen_ros.topics import DIAGNOSTICS
 
 # Reliable writers match reliable and best-effort readers alike (the node reads sensors
@@ -259,7 +260,19 @@ def replay_live(
             period = job.settings.node.frame_period_s
             recorder.wait_quiet(quiet_s=max(1.0, 3 * period), timeout_s=60.0)
     counts = node_counts(sink.recording, job.names.node)
-    report = build_report(sink.recording, job.info("live"), counts)
+    info = job.info("live")
+    report = build_report(sink.recording, info, counts)
+    if job.targets is not None:  # a running node's policy chunks are not seen: its published
+        rec = sink.recording
+        add_score(
+            report,
+            rec.published,
+            rec.said,
+            job.targets,
+            "published",
+            info.origin_ns,
+            job.out / SCORE_PNG,
+        )
     write_report(report, job.out)
     return report
 

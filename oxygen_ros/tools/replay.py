@@ -20,6 +20,13 @@ DIR gets `output_bag/` (mcap: every output topic of the node, /diagnostics inclu
 report.json, report.md, timeline.png (oxygen_ros.tools.report) and replay.log (why frames
 were skipped).
 
+Scored replay: unless `--no-score`, the run is scored against what the bag recorded the
+robot was commanded and the reference texts it holds (oxygen_ros.tools.score_targets:
+`--target`, `--text-target`, or found by type and name), into report.json's "score",
+report.md, the terminal and score.png (oxygen_ros.tools.score_report). Offline the chunks
+scored are the engine's own, kept by `ChunkTap` before the hand-over and the gate; `--live`
+sees only what the node published.
+
 A replay that cannot finish still leaves what it did. The output bag is written as closed
 files of `--split-s` seconds each (tools.bagio.BagWriter), so even SIGKILL loses only the
 one still open (`oxygen-bag-recover` writes the metadata a killed run could not). SIGTERM
@@ -60,10 +67,13 @@ from oxygen_ros.tools.bagio import (
     from_cdr,
     read_bag,
 )
+from oxygen_ros.tools.chunk_tap import ChunkTap
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.live import Pacer, replay_live
 from oxygen_ros.tools.replay_job import OUTPUT_BAG, Job, OutputSink, period_ns, timer_grid
-from oxygen_ros.tools.report import Counts, build_report, no_frames, write_report
+from oxygen_ros.tools.report import SCORE_PNG, Counts, build_report, no_frames, write_report
+from oxygen_ros.tools.score_report import add_score, terminal_table
+from oxygen_ros.tools.score_targets import ScoreSpec
 
 _EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}  # 128 + the signal, as a shell reports it
 
@@ -179,8 +189,10 @@ class OfflineReplay:
         self._frame_s = (float("-inf"), float("-inf"))  # steady start and end of the last frame
         self.stopped = ""  # why the run ended before the bag did ("" when it did not)
         self.stop_signal: int | None = None
+        # a scored run keeps the policy's chunks (before the hand-over and the gate)
+        self.tap = None if job.targets is None else ChunkTap(pipeline.engine, self._now_ns)
         self.loop = FrameLoop(
-            engine=pipeline.engine,
+            engine=pipeline.engine if self.tap is None else self.tap,
             assembler=pipeline.assembler,
             outputs=self.outputs,
             stats=self.stats,
@@ -203,6 +215,9 @@ class OfflineReplay:
         self.routes: dict[str, list[Callable[[Any], None]]] = {}
         for route in self.router.routes(n.cameras, n.joint_state, n.instruction, n.request):
             self.routes.setdefault(route.topic, []).append(route.callback)
+
+    def _now_ns(self) -> int:
+        return self.outputs.now_ns
 
     def run(self, rate: float | None, progress: bool, ticks: Sequence[int]) -> Counts:
         """Every message, diagnostics period and frame tick in bag-time order, until the
@@ -325,8 +340,12 @@ def replay_offline(
         sink = OutputSink(writer)
         replay = OfflineReplay(job, pipeline, sink)
         counts = replay.run(rate, progress, job.ticks() if ticks is None else ticks)
-    report = build_report(sink.recording, job.info("offline"), counts)
+    info = job.info("offline")
+    report = build_report(sink.recording, info, counts)
     report["stop_signal"] = replay.stop_signal
+    if job.targets is not None:
+        chunks, said = replay.tap.chunks, sink.recording.said
+        add_score(report, chunks, said, job.targets, "policy", info.origin_ns, job.out / SCORE_PNG)
     write_report(report, job.out)
     return report
 
@@ -378,8 +397,39 @@ def _parser() -> argparse.ArgumentParser:
         "a killed run loses only what was written since (default "
         f"{DEFAULT_SPLIT_S:g}; 0: one file)",
     )
+    parser.add_argument(
+        "--target",
+        help="score the chunks against this topic of the bag: what the robot was commanded "
+        "(trajectory_msgs/JointTrajectory), or its next joint states (sensor_msgs/JointState); "
+        "default: the bag's one JointTrajectory topic",
+    )
+    parser.add_argument(
+        "--text-target",
+        action="append",
+        type=_stream_topic,
+        metavar="STREAM=TOPIC",
+        help="score a language stream's texts against this std_msgs/String topic of the bag "
+        "(repeat per stream; default: the String topic whose last name is the stream's)",
+    )
+    parser.add_argument("--no-score", action="store_true", help="do not score (no targets read)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
+
+
+def _stream_topic(text: str) -> tuple[str, str]:
+    """ "narration=/sim/expert/narration" -> ("narration", "/sim/expert/narration")."""
+    stream, sep, topic = text.partition("=")
+    if not (sep and stream.strip() and topic.strip()):
+        raise argparse.ArgumentTypeError(f"expected STREAM=TOPIC, got {text!r}")
+    return stream.strip(), topic.strip()
+
+
+def _score_spec(args: argparse.Namespace) -> ScoreSpec | None:
+    """What the command line says to score against (None: --no-score)."""
+    if args.no_score:
+        return None
+    texts = None if args.text_target is None else dict(args.text_target)
+    return ScoreSpec(target=args.target, texts=texts)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -401,7 +451,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = {"engine_mode": args.mode, "seed": args.seed}
     try:
         job = Job.load(
-            args.bag, args.params, args.out, {k: v for k, v in overrides.items() if v is not None}
+            args.bag,
+            args.params,
+            args.out,
+            {k: v for k, v in overrides.items() if v is not None},
+            score=_score_spec(args),
         )
         if args.live:
             print(
@@ -450,12 +504,15 @@ def _outcome(report: Mapping[str, Any], out: Path) -> int:
 
 
 def summary(report: Mapping[str, Any], out: Path) -> str:
-    """Two lines for the terminal: the headline numbers and where the files are."""
+    """The headline numbers, the score table of a scored run, and where the files are."""
     skipped = sum(report["skipped_frames"].values())
     warnings = "".join(f"warning: {w}\n" for w in report["warnings"])
-    return warnings + (
+    score = f"{terminal_table(report['score'])}\n" if "score" in report else ""
+    speed = f"actions {report['action_hz']:.1f} Hz, language {report['lang_tps']:.1f} tok/s"
+    return (
+        f"{warnings}{score}"
         f"{report['frames']} frames, {skipped} skipped, {report['deadline_misses']} deadline "
-        f"misses; actions {report['action_hz']:.1f} Hz, language {report['lang_tps']:.1f} tok/s; "
+        f"misses; {speed}; "
         f"{report['requests_finished']}/{report['requests_started']} requests finished\n"
         f"report: {out / 'report.md'}  timeline: {out / 'timeline.png'}  "
         f"bag: {out / OUTPUT_BAG}"

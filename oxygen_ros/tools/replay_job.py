@@ -21,7 +21,7 @@ from typing import Any
 from rosbags.rosbag2 import ReaderError
 
 from oxygen_ros.convert import NS_PER_S
-from oxygen_ros.params import Settings
+from oxygen_ros.params import Settings, commanded_names
 from oxygen_ros.tools.bagio import (
     BagMessage,
     BagReadError,
@@ -33,6 +33,7 @@ from oxygen_ros.tools.bagio import (
 )
 from oxygen_ros.tools.configure import TopicNames, load_settings
 from oxygen_ros.tools.report import Recording, RunInfo, warmup_frames
+from oxygen_ros.tools.score_targets import ScoreSpec, ScoreTargets, load_targets
 
 OUTPUT_BAG = "output_bag"  # the output bag's folder in a job's output folder
 
@@ -46,13 +47,20 @@ class Job:
     settings: Settings
     names: TopicNames
     out: Path
+    targets: ScoreTargets | None = None  # what the run is scored against; None: not scored
 
     @classmethod
     def load(
-        cls, bag: Path, params: Path, out: Path, overrides: Mapping[str, object] | None = None
+        cls,
+        bag: Path,
+        params: Path,
+        out: Path,
+        overrides: Mapping[str, object] | None = None,
+        score: ScoreSpec | None = None,
     ) -> Job:
-        """Read the parameters (see load_settings) and check the bag and the output
-        folder, so a mistake fails here, before the model loads (ValueError / OSError)."""
+        """Read the parameters (see load_settings), check the bag and the output folder,
+        and with `score` read what the run is scored against (tools.score_targets), so a
+        mistake fails here, before the model loads (ValueError / OSError)."""
         bag, out = Path(bag), Path(out)
         if not bag.exists():
             raise FileNotFoundError(f"{bag} does not exist")
@@ -62,7 +70,26 @@ class Job:
             raise FileExistsError(f"{out / OUTPUT_BAG} exists: choose a new --out folder")
         settings, names = load_settings(params, overrides)
         check_bag(bag, names, settings.node.missing_camera)
-        return cls(bag, Path(params), settings, names, out)
+        job = cls(bag, Path(params), settings, names, out)
+        if score is None:
+            return job
+        return dataclasses.replace(job, targets=job.score_targets(score))
+
+    def score_targets(self, spec: ScoreSpec) -> ScoreTargets:
+        """The commands and reference texts of the bag (tools.score_targets), tasks split
+        where the instruction changes."""
+        cfg = self.settings.node
+        return load_targets(
+            self.bag,
+            spec,
+            bag_topics(self.bag),
+            names=commanded_names(cfg, self.settings.robot),
+            outputs=self.names.outputs(),
+            streams=cfg.stream_names,
+            period_s=cfg.control_period_s,
+            boundaries_ns=[t for t, _ in self.info("offline").instructions],
+            limits=self.settings.limits,
+        )
 
     def span_ns(self) -> tuple[int, int]:
         return bag_span_ns(self.bag)

@@ -32,13 +32,16 @@ from matplotlib.ticker import MaxNLocator
 
 from oxygen_core.bench.metrics import action_hz, lang_tps
 from oxygen_core.engine.types import EngineConfig
+from oxygen_core.offline_score import Chunk
 from oxygen_core.text import excerpt
 from oxygen_ros.convert import stamp_to_ns, stamp_to_seconds
 from oxygen_ros.diagnostics import INPUTS_STATUS, SKIPPED_PREFIX
 from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
+from oxygen_ros.tools import score_report
 
 MEASURED_KEYS = ("action_hz", "lang_tps", "deadline_misses", "overruns", "phase_ms")
 MEASURED_SERIES = ("frame_ms", "latency_ms")  # timeline entries measured per frame
+SCORE_PNG = "score.png"  # a scored replay's plot, next to report.md
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +85,9 @@ class Recording:
         self.finished: list[tuple[str, str, str]] = []  # (stream, reason, text) in order
         self.running: dict[int, tuple[str, str]] = {}  # request id -> (stream, text so far)
         self.diagnostics: dict[str, dict[str, str]] = {}  # status -> key -> value, latest
+        # (stream, the tick of the frame it describes, text) of every finished text
+        self.said: list[tuple[str, int, str]] = []
+        self.published: list[Chunk] = []  # the chunks as published, row 0 at their stamp
 
     def add(self, msg: Any) -> None:
         """Take one output message; types the report does not use are ignored."""
@@ -90,6 +96,8 @@ class Recording:
                 self.frames.append(_Frame.of(msg))
             case ActionChunk():
                 self.horizon = msg.horizon
+                rows = np.asarray(msg.actions, np.float32).reshape(msg.horizon, msg.action_dim)
+                self.published.append(Chunk(stamp_to_ns(msg.header.stamp), rows))
                 self.latency_s[stamp_to_ns(msg.header.stamp)] = stamp_to_seconds(msg.latency)
             case LanguageTokens():
                 self.tokens[(stamp_to_ns(msg.header.stamp), msg.stream)] += len(msg.token_ids)
@@ -97,6 +105,7 @@ class Recording:
                 self.running[msg.request_id] = (msg.stream, msg.text)
                 if msg.finished:
                     self.finished.append((msg.stream, msg.finish_reason, msg.text))
+                    self.said.append((msg.stream, stamp_to_ns(msg.origin_stamp), msg.text))
                     del self.running[msg.request_id]
             case DiagnosticArray():
                 for status in msg.status:
@@ -321,6 +330,8 @@ def markdown(report: Mapping[str, Any], png_name: str) -> str:
         lines += ["## Texts still decoding when the bag ended", ""]
         lines += [f"- {stream}: `{text!r}`" for stream, text in unfinished]
         lines.append("")
+    if "score" in r:
+        lines += score_report.markdown_lines(r["score"], SCORE_PNG)
     lines += ["## Timeline", "", f"![timeline]({png_name})", ""]
     return "\n".join(lines)
 
