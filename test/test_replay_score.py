@@ -15,14 +15,16 @@ import numpy as np
 import pytest
 from std_msgs.msg import String
 
+from oxygen_core.engine.types import ActionResult
 from oxygen_core.offline_score import Chunk, word_f1
 from oxygen_core.train import grounding
 from oxygen_core.train.dataset import generate_sim
-from oxygen_ros.convert import joint_state_msg, ns_to_stamp, trajectory_msg
+from oxygen_ros.convert import action_chunk_msg, joint_state_msg, ns_to_stamp, trajectory_msg
 from oxygen_ros.pipeline import make_pipeline
 from oxygen_ros.tools import replay
 from oxygen_ros.tools.bagio import BagWriter, bag_topics
 from oxygen_ros.tools.replay_job import Job
+from oxygen_ros.tools.report import Recording
 from oxygen_ros.tools.score_report import score_section
 from oxygen_ros.tools.score_targets import ScoreSpec, load_targets
 from oxygen_ros.tools.sim.loop import SimConfig
@@ -133,6 +135,30 @@ def test_chunks_are_scored_per_joint_and_step_with_known_errors(hand_bag):
         "exact": 0.5,
         "word_f1": 0.5,
     }
+
+
+def test_published_chunks_are_scored_from_their_messages_row_0_at_the_stamp(hand_bag):
+    """What `--live` scores: the node's ~/action_chunk messages as the recording keeps them."""
+    rec = Recording()
+    for k, offset in [(0, 0.25), (6, -0.5)]:
+        rows = np.asarray([command(k + i) for i in range(3)]) + [offset, 0.0]
+        result = ActionResult(frame=k, actions=rows, prefill_s=0.0, denoise_s=0.0)
+        stamp = ns_to_stamp(at(k))
+        rec.add(
+            action_chunk_msg(
+                result,
+                stamp=stamp,
+                sequence=k,
+                joint_names=NAMES,
+                control_period_s=PERIOD * 1e-9,
+                latency_s=0.0,
+                deadline_met=True,
+            )
+        )
+    score, _ = score_section(rec.published, [], targets(hand_bag), "published")
+    assert score["chunks"] == "published" and score["rows_scored"] == [2, 2, 2]
+    assert score["mae"]["j1"] == pytest.approx([0.375] * 3, abs=1e-6)
+    assert score["mae"]["gripper"] == [0, 0, 0]
 
 
 def test_word_f1_counts_shared_words_with_multiplicity():
