@@ -181,7 +181,9 @@ def test_trajectory_targets_in_chunk_order_a_later_trajectory_replacing_the_rest
         bag.write_ros(
             "/cmd", at(2), trajectory_msg(["j1"], np.array([[5.0]]), [0], stamp=ns_to_stamp(at(2)))
         )
-    commands = targets(path, ScoreSpec(target="/cmd")).commands
+    found = targets(path, ScoreSpec(target="/cmd"))
+    assert found.notes == ("/cmd: JointTrajectory lacks joints ['gripper'] (1 skipped)",)
+    commands = found.commands
     assert (commands.topic, commands.kind) == ("/cmd", "trajectory")
     assert commands.series.times_ns.tolist() == [at(0), at(1), at(2)]
     assert commands.series.positions.tolist() == [[10, 1], [20, 2], [7, 0.7]]

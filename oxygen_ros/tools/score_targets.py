@@ -129,6 +129,9 @@ def load_targets(
             notes.append("the chunk's columns have no joint names: chunks not scored")
         else:
             commands = read_commands(bag, topic, msgtype, names, period_ns, boundaries_ns, notes)
+            notes += [
+                f"{topic}: {reason} ({count} skipped)" for reason, count in commands.skipped.items()
+            ]
             if not len(commands.series):
                 notes.append(f"{topic} holds no usable command: chunks not scored")
     texts = _text_topics(bag, topics, spec.texts, streams, notes)
