@@ -112,11 +112,14 @@ class FrameLoop:
         clock: Callable[[], float] = time.monotonic,
         gate: ChunkGate | None = None,
         max_rejections: int = 3,
+        latency_scale: float = 1.0,
     ) -> None:
         """clock: the steady clock Tick.start_s and deadline_s are on (seconds). gate: the
         chunk gate over `layout.action_names`, which must be among `cfg.joint_names` (None:
         chunks go out unchecked, reported as an ERROR). max_rejections: rejected chunks in
-        a row before the loop holds the robot."""
+        a row before the loop holds the robot. latency_scale: robot-clock seconds per
+        steady second, for the delay estimate d (1 on a robot; 0 in a replay as fast as
+        possible, where bag time stands still while a frame computes; R paced at R x)."""
         self._engine = engine
         self._assembler = assembler
         self._out = outputs
@@ -138,6 +141,7 @@ class FrameLoop:
         self._measured = _state_index(cfg.joint_names, layout.action_names, gate)
         self._last_state: np.ndarray | None = None  # the last frame's, for a hold
         self._guard = None if gate is None else ChunkGuard(gate, max_rejections)
+        self._latency_scale = latency_scale
         if self._guard is not None:
             stats.gated(self._guard.tally)
 
@@ -197,7 +201,7 @@ class FrameLoop:
         self._last_state = self._measured_state(obs)
         takeover = self._timeline.at(stamp_to_ns(tick.stamp))
         action = self._engine.act(obs, takeover.handover)
-        if takeover.handover is not None and action.handover == "replace":
+        if takeover.handover is not None and action.handover != self._engine.cfg.chunk_handover:
             self._stats.handover_fell_back()  # the previous chunk had no row left to meet
         if not self._publish_actions(tick, action, takeover):
             return  # deactivated mid-frame: no language work for a closed node
@@ -246,7 +250,7 @@ class FrameLoop:
             self._check_stamp_order(release.row0_ns, takeover.tick_ns)
             # The robot gets the chunk at publish, not when act returns: d ("auto") covers
             # the whole tick-to-publish time (docs/DESIGN.md section 10).
-            self._timeline.commit(release, latency_s)
+            self._timeline.commit(release, latency_s * self._latency_scale)
         return published
 
     def _gated(self, release: Release, tick_ns: int) -> Release | None:

@@ -66,8 +66,8 @@ class FakeEngine:
     act: chunk [MODEL_HORIZON, 2] with value 10 * frame + row. language: on frame 0 one
     narration event "n0" (running), on frame 1 that request finishes ("n0 n1", eos) and a
     memory request starts and finishes at once ("m1", max_tokens); nothing after.
-    Hand-over: with chunk_handover other than replace, act records the handover it gets
-    and answers with the next of `delays` as d; mode is the configured one when the
+    Hand-over: act records the handover it gets and answers with the next of `delays` as
+    d (0 without `delays`); mode is the configured one when the
     handover still has a row at `executed`, else replace, as the real engine decides.
     `delay` is the real DelayEstimator, so what the loop feeds it is observable, and
     requests go to a real `Scheduler` (1 pool row, a queue of 1), which takes or refuses
@@ -107,7 +107,7 @@ class FakeEngine:
             return ActionResult(self.frame, actions, prefill_s=0.001, denoise_s=0.002)
         overlaps = handover.executed < len(handover.previous)
         mode = self.cfg.chunk_handover if overlaps else "replace"
-        delay = self.delays[self.frame]
+        delay = self.delays[self.frame] if self.delays else 0
         return ActionResult(self.frame, actions, 0.001, 0.002, mode, delay)
 
     def request(self, stream: str) -> str | None:
@@ -479,18 +479,27 @@ def test_no_handover_after_a_reset_and_a_stamp_before_the_last_is_counted():
     assert "exceeds the chunk's 6 rows" in r.log.warnings[1]
 
 
-def test_replace_hands_nothing_over_and_stamps_every_chunk_at_its_tick():
-    r = rig(act_s=[0.01] * 3)
+def test_replace_waits_out_d_like_the_others_but_the_engine_ignores_the_old_chunk():
+    """replace still learns what runs: its chunk goes out from row d, stamped d periods
+    on (a controller would drop the rows before, which the gate then never judged); the
+    engine gets the handover only to size d, and replace is no fallback."""
+    r = rig(act_s=[0.01] * 3, delays=[0, 1, 1])
     r.assembler.on_instruction("stack")
     r.feed()
-    for now_s in (10.0, 10.1, 10.2):
+    for now_s in (10.0, 10.04, 10.08):
         r.tick(now_s)
-    assert r.engine.handovers == [None, None, None]
+    assert r.engine.handovers[0] is None
+    assert [h.executed for h in r.engine.handovers[1:]] == [2, 2]
     chunks = _sent(r, topics.ACTION_CHUNK)
-    assert [_ns(c.header.stamp) for c in chunks] == [10_000_000_000, 10_100_000_000, 10_200_000_000]
-    assert [c.horizon for c in chunks] == [HORIZON] * 3
-    assert [(m.handover, m.delay_steps) for m in _sent(r, topics.STATS)] == [("replace", 0)] * 3
-    assert r.stats.snapshot().stamps_back == 0
+    ms = 1_000_000
+    assert [_ns(c.header.stamp) for c in chunks] == [10_000 * ms, 10_060 * ms, 10_100 * ms]
+    assert [list(c.actions)[::2] for c in chunks] == [
+        [0, 1, 2, 3], [11, 12, 13, 14], [21, 22, 23, 24]
+    ]  # fmt: skip
+    stats = [(m.handover, m.delay_steps) for m in _sent(r, topics.STATS)]
+    assert stats == [("replace", 0), ("replace", 1), ("replace", 1)]
+    s = r.stats.snapshot()
+    assert (s.stamps_back, s.handover_fallbacks) == (0, 0)
 
 
 def test_a_hold_is_one_point_at_the_measured_state_and_the_next_frame_meets_nothing():

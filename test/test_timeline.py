@@ -160,15 +160,16 @@ def test_reset_forgets_the_running_chunk():
     assert takeover.handover is None and release.row0_ns == T0 + 40 * MS
 
 
-def test_replace_hands_nothing_over_but_still_knows_what_runs():
+def test_replace_hands_over_on_the_running_grid_like_the_others():
+    """The engine ignores the old chunk under replace, but d and the rows the robot runs
+    meanwhile are the same: the handover sizes d, the anchor is on the running grid."""
     line = timeline("replace")
     publish(line, T0, chunk(0))
-    takeover, release = publish(line, T0 + 39 * MS, chunk(1))
-    assert takeover.handover is None and takeover.anchor_ns == T0 + 39 * MS
-    assert release.row0_ns == T0 + 39 * MS  # at the tick, as before hand-over existed
-    assert takeover.executed == 2  # the in-process loop measures against these rows
-    np.testing.assert_array_equal(takeover.upcoming(2)[:, 0], [2, 3])
-    np.testing.assert_array_equal(line.running.rows[:, 0], [10, 11, 12, 13, 14, 15])
+    takeover, release = publish(line, T0 + 39 * MS, chunk(1, delay=1))
+    assert takeover.handover.executed == 2 and takeover.anchor_ns == T0 + 40 * MS
+    assert (release.first, release.row0_ns) == (1, T0 + 60 * MS)
+    np.testing.assert_array_equal(release.rows[:, 0], [11, 12, 13, 14, 15])
+    np.testing.assert_array_equal(line.running.rows[:, 0], [2, 11, 12, 13, 14, 15])
 
 
 def test_commit_is_what_feeds_the_delay_estimate():

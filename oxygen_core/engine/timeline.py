@@ -118,7 +118,6 @@ class ChunkTimeline:
         if horizon is not None and horizon < 1:
             raise ValueError(f"horizon must be >= 1 row, got {horizon}")
         self.control_period_s, self.period_ns = control_period_s, period_ns
-        self._hands_over = chunk_handover != "replace"
         self._delays, self._horizon = delays, horizon
         self.running: RunningChunk | None = None
         self._chunk_rows: int | None = None  # the model's chunk, learnt at release
@@ -139,8 +138,6 @@ class ChunkTimeline:
             return Takeover(tick_ns, tick_ns, None, 0, None)
         period = self.period_ns
         executed = max(0, (tick_ns - running.row0_ns + period // 2) // period)
-        if not self._hands_over:
-            return Takeover(tick_ns, tick_ns, running, executed, None)
         handover = _handover(running.rows, executed, self.control_period_s, self._chunk_rows)
         return Takeover(tick_ns, running.row0_ns + executed * period, running, executed, handover)
 

@@ -180,7 +180,11 @@ _MESSAGE, _DIAGNOSTICS, _TICK = 0, 1, 2  # event order at equal times
 class OfflineReplay:
     """One bag through one pipeline, on the bag clock; `run` returns the frame accounting."""
 
-    def __init__(self, job: Job, pipeline: Pipeline, sink: OutputSink) -> None:
+    def __init__(
+        self, job: Job, pipeline: Pipeline, sink: OutputSink, rate: float | None = None
+    ) -> None:
+        """rate: bag seconds per wall second (None: as fast as possible, bag time standing
+        still while a frame computes, so the hand-over's d is 0 whatever the machine)."""
         self.job, self.pipeline = job, pipeline
         cfg = pipeline.settings.node
         self.outputs = BagOutputs(job.names, sink)
@@ -201,6 +205,7 @@ class OfflineReplay:
             gate=pipeline.gate,
             max_rejections=cfg.gate_max_rejections,
             logger=self.log,
+            latency_scale=0.0 if rate is None else rate,
         )
         self.router = InputRouter(
             assembler=pipeline.assembler,
@@ -338,7 +343,7 @@ def replay_offline(
     pipeline = make_pipeline(job.settings) if pipeline is None else restart_pipeline(pipeline)
     with BagWriter(job.out / OUTPUT_BAG, split_s=split_s) as writer:
         sink = OutputSink(writer)
-        replay = OfflineReplay(job, pipeline, sink)
+        replay = OfflineReplay(job, pipeline, sink, rate)
         counts = replay.run(rate, progress, job.ticks() if ticks is None else ticks)
     info = job.info("offline")
     report = build_report(sink.recording, info, counts)
