@@ -6,6 +6,8 @@ player and the output recorder are rclpy nodes of their own context: everything 
 them and the node goes over DDS. The node ticks when its timer sees /clock pass a tick;
 under load that can be a clock step late, so the check is per frame: offline replay run
 at the stamps of the node's own frames must give exactly its action chunks and texts.
+Both run with d fixed at 0 (`rtc_delay_steps`): "auto" is the node's measured latency,
+which an offline run on the bag clock cannot know.
 
 The node's worker gathers the latest inputs just after its tick: a node that lagged the
 clock by more than the time to the next sensor sample would already see that sample.
@@ -52,7 +54,10 @@ def node():
     """The real node, configured (compiled) and active, spinning on its own thread."""
     rclpy.init()
     node = OxygenNode(
-        cli_args=["--ros-args", "--params-file", str(TINY), "-p", "use_sim_time:=true"]
+        cli_args=[
+            *("--ros-args", "--params-file", str(TINY)),
+            *("-p", "use_sim_time:=true", "-p", "rtc_delay_steps:=0"),
+        ]
     )
     executor = SingleThreadedExecutor()
     executor.add_node(node)
@@ -78,7 +83,7 @@ def stamp_ns(stamp: Time) -> int:
 @pytest.mark.slow
 def test_live_play_drives_the_node_and_matches_offline_replay_frame_by_frame(node, tmp_path):
     write_scene(tmp_path / "bag", SCENE, scene_topics(TINY))
-    job = Job.load(tmp_path / "bag", TINY, tmp_path / "live")
+    job = Job.load(tmp_path / "bag", TINY, tmp_path / "live", overrides={"rtc_delay_steps": 0})
     before = node.stats().frames
     live = replay_live(job, rate=RATE, wait_s=30.0, progress=False)
     published = node.stats().frames - before  # the sender's own count
