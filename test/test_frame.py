@@ -658,10 +658,12 @@ def test_a_rejection_streak_holds_once_reports_error_and_a_chunk_through_recover
 def test_a_rejected_chunk_holds_when_the_running_one_ends_first_once_per_outage():
     r = rig(act_s=[0.01] * 4, chunk_gate=chunk_gate("reject"))
     r.assembler.on_instruction("stack")
-    for now_s in (10.0, 10.1, 10.2, 10.3):  # frame 0 passes and ends at 10.06
-        r.feed(now_s)
+    r.feed(10.0)
+    r.tick(10.0)  # frame 0 passes and ends at 10.06, where the robot then stands
+    for now_s in (10.1, 10.2, 10.3):
+        r.feed(now_s, a=3.0, b=-3.0)
         r.tick(now_s)
-    assert _hold_points(r) == [[0.5, -0.5]]  # at 10.1; not again as the streak trips
+    assert _hold_points(r) == [[3.0, -3.0]]  # at 10.1; not again as the streak trips
     s = r.stats.snapshot()
     assert (s.holds, s.last_hold, s.gate.tripped) == (1, "chunk rejected", True)
 
@@ -750,3 +752,20 @@ def test_the_gate_needs_every_commanded_joint_measured():
             logger=RecordingLogger(),
             gate=chunk_gate(),
         )
+
+
+def test_a_robot_moved_away_from_its_running_chunk_hands_over_from_nothing():
+    """Measured farther from the running chunk's row at the tick than the jump bound (20
+    here; rate bounds out of the way), the robot was moved by something else: the next
+    frame meets nothing."""
+    gate = chunk_gate(jump=20.0, velocity=1e4, acceleration=1e7)
+    r = rig(act_s=[0.01] * 4, handover="rtc", delays=[0] * 4, chunk_gate=gate)
+    r.assembler.on_instruction("stack")
+    # where the running chunk has the robot at each tick (row 2 of the last one), then not
+    for now_s, a, b in ((10.0, 0.5, -0.5), (10.04, 2, -2), (10.08, 12, 8), (10.12, 50, 18)):
+        r.feed(now_s, a=a, b=b)
+        r.tick(now_s)
+    assert [h is None for h in r.engine.handovers] == [True, False, False, True]
+    moved = [w for w in r.log.warnings if "from where the running chunk has it" in w]
+    assert moved == ["a is 28 from where the running chunk has it (jump bound 20): the "
+                     "next chunk meets nothing"]  # fmt: skip

@@ -116,38 +116,62 @@ def test_a_start_jump_rejects_under_every_policy(policy):
         (np.zeros((1, 3)), STATE, "shape", "expected [>=1, 2]"),
         (np.zeros((0, 2)), STATE, "shape", "chunk shape (0, 2)"),
         (np.zeros((2, 2)), np.zeros(3), "shape", "measured state shape (3,)"),
-        (np.zeros((1, 2)), (STATE, np.array([0.0, np.nan])), "non_finite", "start is not"),
-        (np.zeros((1, 2)), (STATE, np.zeros(1)), "shape", "start shape (1,)"),
+        (np.zeros((1, 2)), (STATE, np.array([[0.0, np.nan]])), "non_finite", "lead is not"),
+        (np.zeros((1, 2)), (STATE, np.zeros(2)), "shape", "lead shape (2,)"),
+        (np.zeros((1, 2)), (STATE, np.zeros((3, 2))), "shape", "lead shape (3, 2)"),
     ],
 )
 def test_malformed_chunks_reject_with_a_reason(chunk, state, reason, words):
-    state, start = state if isinstance(state, tuple) else (state, None)
-    verdict = gate("slow").check(chunk, state, start)
+    state, lead = state if isinstance(state, tuple) else (state, None)
+    verdict = gate("slow").check(chunk, state, lead)
     assert verdict.outcome == "rejected"
     assert verdict.findings[0].reason == reason and words in verdict.findings[0].detail
 
 
 def test_the_steps_start_from_the_running_row_and_the_jump_from_the_state():
     """What a trajectory controller moves from into the first point is the row it runs
-    then (`start`), not the measured state: a first point 0.1 from the state but 0.4 from
-    that row is a 4 /s step; one 0.1 from the row but 0.4 from the state (the servo lags,
-    within the jump bound) is a 1 /s step."""
+    then (the lead's last row), not the measured state: a first point 0.1 from the state
+    but 0.4 from that row is a 4 /s step; one 0.1 from the row but 0.4 from the state
+    (the servo lags, within the jump bound) is a 1 /s step."""
     chunk = np.array([[0.4, 0.0], [0.5, 0.0], [0.6, 0.0]])  # 1 /s after its first point
-    fast = gate("reject").check(chunk, np.array([0.3, 0.0]), start=np.zeros(2))
+    fast = gate("reject").check(chunk, np.array([0.3, 0.0]), lead=np.zeros((1, 2)))
     assert fast.outcome == "rejected"
     (velocity,) = [f for f in fast.findings if f.reason == "velocity"]
     assert (velocity.joint, velocity.point, velocity.value) == ("a", 0, pytest.approx(4.0))
-    calm = gate("reject").check(chunk, np.zeros(2), start=np.array([0.3, 0.0]))
+    calm = gate("reject").check(chunk, np.zeros(2), lead=np.array([[0.3, 0.0]]))
     assert calm.outcome == "passed"
-    slowed = gate("slow").check(chunk, np.array([0.3, 0.0]), start=np.zeros(2))
+    slowed = gate("slow").check(chunk, np.array([0.3, 0.0]), lead=np.zeros((1, 2)))
     # from the start, steps 0.4, 0.1, 0.1: velocity 4 /s needs s = 2, but resampled at 2
     # (and 0.01 % more) the change from 2 /s to 0.5 /s is -15 /s^2; 10 % more still fails,
     # 21 % more holds: the path runs from the start (0.4 / s after a period), not the state
     assert (slowed.outcome, slowed.stretch) == ("slowed", pytest.approx(2.0002 * 1.21))
     assert slowed.positions[0, 0] == pytest.approx(0.4 / slowed.stretch)
     assert len(slowed.positions) == 8 and slowed.positions[-1, 0] == pytest.approx(0.6)
-    far = gate("slow").check(chunk, np.array([-0.2, 0.0]), start=np.array([0.35, 0.0]))
+    far = gate("slow").check(chunk, np.array([-0.2, 0.0]), lead=np.array([[0.35, 0.0]]))
     assert [f.reason for f in far.findings] == ["jump"]  # 0.6 from the measured state
+
+
+def test_a_two_row_lead_judges_the_seams_acceleration():
+    """The robot runs at 1.5 /s (lead 0.0 -> 0.15); a chunk that stops dead at 0.15 changes
+    that by 15 /s^2 at the seam (bound 10), which a one-row lead cannot see. slow eases
+    the first step (the seam's change falls as 1/s only) until it holds."""
+    lead = np.array([[0.0, 0.0], [0.15, 0.0]])
+    stop = np.array([[0.15, 0.0], [0.15, 0.0], [0.15, 0.0]])
+    assert gate("reject").check(stop, np.zeros(2), lead[1:]).outcome == "passed"
+    rejected = gate("reject").check(stop, np.zeros(2), lead)
+    (finding,) = rejected.findings
+    assert (finding.reason, finding.joint, finding.point) == ("acceleration", "a", 0)
+    assert finding.value == pytest.approx(15.0)
+    onward = np.array([[0.3, 0.0], [0.45, 0.0], [0.6, 0.0]])  # the same speed: no change
+    assert gate("reject").check(onward, np.zeros(2), lead).outcome == "passed"
+    # Stopping from 1.5 /s within a period needs 15 /s^2 whatever the stretch: rejected.
+    assert gate("slow").check(stop, np.zeros(2), lead).outcome == "rejected"
+    lead = np.array([[0.1, 0.0], [0.15, 0.0]])  # 0.5 /s: a stop costs 5 /s^2
+    turn = np.array([[0.05, 0.0], [-0.05, 0.0], [-0.15, 0.0]])  # 0.5 -> -1 /s: -15 /s^2
+    slowed = gate("slow").check(turn, np.zeros(2), lead)
+    assert slowed.outcome == "slowed" and slowed.stretch >= 2.0  # -1/s - 0.5 within 1 /s
+    steps = np.diff(np.vstack([lead, slowed.positions]), axis=0) / PERIOD_S
+    assert np.all(np.abs(np.diff(steps[:, 0])) / PERIOD_S <= 10.0)
 
 
 def test_clamped_rows_go_out_as_float32_values_inside_the_bounds():

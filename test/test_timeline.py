@@ -85,7 +85,7 @@ def test_the_robot_runs_the_previous_rows_during_d_then_the_new_ones():
     np.testing.assert_array_equal(release.running.rows[:, 0], [2, 3, 4, 13, 14, 15])
     np.testing.assert_array_equal(release.running.rows[:, 1], [-2, -3, -4, -13, -14, -15])
     assert (release.running.row0_ns, release.row0_ns) == (T0 + 40 * MS, T0 + 100 * MS)
-    assert release.first == 3 and release.before.tolist() == [4, -4]
+    assert release.first == 3 and release.lead.tolist() == [[3, -3], [4, -4]]
     # With d beyond a frame the next tick (T0 + 80 ms) still lies in those kept rows: it
     # meets them, then the chunk not yet started.
     takeover = line.at(T0 + 80 * MS)
@@ -105,23 +105,25 @@ def test_rows_skipped_never_exceed_the_rows_the_robot_ran_meanwhile():
     np.testing.assert_array_equal(release.rows[:, 0], [12, 13, 14, 15])
     # rows 2 and 3 of chunk 0, its last row held for the third step, then chunk 1 from row 2
     np.testing.assert_array_equal(release.running.rows[:, 0], [2, 3, 3, 12, 13, 14, 15])
-    assert release.before.tolist() == [3, -3]  # the held last row
+    assert release.lead.tolist() == [[3, -3], [3, -3]]  # the held last row
     spent = line.at(T0 + 300 * MS)  # every row ran: nothing left, the chunk goes from row 0
     gone = line.release(spent, chunk(2, delay=2))
     assert (gone.first, gone.row0_ns) == (0, spent.anchor_ns + 40 * MS)
     np.testing.assert_array_equal(gone.rows[:, 0], [20, 21, 22, 23, 24, 25])
-    assert gone.before.tolist() == [15, -15]
+    assert gone.lead.tolist() == [[15, -15], [15, -15]]
 
 
-def test_the_row_before_is_unknown_when_nothing_runs_or_it_had_not_started():
+def test_the_lead_is_unknown_when_nothing_runs_or_it_had_not_started():
     line = timeline("replace")
     first = line.release(line.at(T0), chunk(0))
-    assert first.before is None  # nothing ran
+    assert first.lead is None  # nothing ran
     line.commit(first, 0.01)
     early = line.release(line.at(T0 + 5 * MS), chunk(1))  # executed 0, d 0: row -1
-    assert early.before is None
+    assert early.lead is None
     later = line.release(line.at(T0 + 40 * MS), chunk(1))  # replace: d 0, row 1 ran last
-    assert later.before.tolist() == [1, -1]
+    assert later.lead.tolist() == [[0, 0], [1, -1]]
+    one = line.release(line.at(T0 + 20 * MS), chunk(1))  # row 0 ran last: one row known
+    assert one.lead.tolist() == [[0, 0]]
 
 
 def test_a_delay_past_the_chunk_publishes_its_last_row_and_says_so():
@@ -254,7 +256,7 @@ def test_with_rows_puts_the_gates_rows_after_the_kept_ones_at_the_same_stamp():
     slowed = np.array([[13.0, -13.0], [13.5, -13.5], [14.0, -14.0]])
     gated = release.with_rows(slowed)
     assert (gated.first, gated.row0_ns, gated.clipped) == (2, release.row0_ns, False)
-    np.testing.assert_array_equal(gated.before, release.before)
+    np.testing.assert_array_equal(gated.lead, release.lead)
     assert gated.rows.dtype == np.float32 and gated.running.rows.dtype == np.float32
     np.testing.assert_array_equal(gated.rows, slowed)
     np.testing.assert_array_equal(gated.running.rows[:, 0], [2, 3, 3, 13, 13.5, 14])

@@ -11,9 +11,10 @@ the time its row 0 executes, the tick that computed it) and answers, per frame:
   stay on one control grid).
 - `release(takeover, action)`: which rows go out, their stamp (d control periods after
   the anchor, d clipped to the chunk, which `clipped` says), what the robot runs once they
-  are out, and the row it runs one period before them (what a trajectory controller moves
-  from into the first one); `Release.with_rows` puts the chunk gate's rows in their place
-  (oxygen_core.safety.guard), so what runs is what the gate let through. The rows go out
+  are out, and the rows it runs one and two periods before them (the lead: what a
+  trajectory controller moves from into the first one, and how fast); `Release.with_rows`
+  puts the chunk gate's rows in their place (oxygen_core.safety.guard), so what runs is
+  what the gate let through. The rows go out
   from row d, or from the row after the last the robot had when the running chunk ends
   within the d steps: the new chunk's rows skipped never exceed the rows the robot ran
   meanwhile (it stood at the running chunk's last row for the rest, and skipping d would
@@ -83,8 +84,8 @@ class Release:
     clipped: bool  # d reached past the chunk: at most its last row goes out
     running: RunningChunk  # what the robot executes after the publish
     cold: bool  # nothing ran before it (an activation's first chunk): its latency is not d's
-    before: np.ndarray | None  # float32 [D]: the row running one period before rows[0]; None
-    # when unknown (nothing runs, or the running chunk had not started by then)
+    lead: np.ndarray | None  # float32 [1 or 2, D]: the rows running two and one periods
+    # before rows[0], oldest first; None when unknown (nothing runs, or it had not started)
 
     def with_rows(self, rows: np.ndarray) -> Release:
         """This release with `rows` in place of the chunk's (the chunk gate's: clamped, or
@@ -161,7 +162,7 @@ class ChunkTimeline:
             running = RunningChunk(np.concatenate([kept, new]), anchor_ns, takeover.tick_ns)
         cold = takeover.running is None
         clipped = action.delay_steps > last
-        return Release(first, rows, stamp_ns, clipped, running, cold, _row_before(takeover, delay))
+        return Release(first, rows, stamp_ns, clipped, running, cold, _lead(takeover, delay))
 
     def last_row_ns(self) -> int | None:
         """When the running chunk's last row executes (the robot stays there after it);
@@ -189,15 +190,17 @@ def _first_row(takeover: Takeover, delay: int) -> int:
     return min(delay, max(0, len(takeover.running.rows) - takeover.executed))
 
 
-def _row_before(takeover: Takeover, delay: int) -> np.ndarray | None:
-    """The running row one period before the new rows take over, d periods after the
-    anchor: row executed + d - 1, its last row once it ran out; None when nothing runs or
-    that row is before the running chunk's first."""
+def _lead(takeover: Takeover, delay: int) -> np.ndarray | None:
+    """The running rows two and one periods before the new rows take over, d periods after
+    the anchor: rows executed + d - 2 and - 1, its last row once it ran out; the one row
+    when the other is before the running chunk's first, None when both are (or nothing
+    runs)."""
     running = takeover.running
-    index = takeover.executed + delay - 1
-    if running is None or index < 0:
+    last = takeover.executed + delay - 1
+    if running is None or last < 0:
         return None
-    return running.rows[min(index, len(running.rows) - 1)].copy()
+    index = np.minimum(np.arange(max(0, last - 1), last + 1), len(running.rows) - 1)
+    return running.rows[index].copy()
 
 
 def _handover(rows: np.ndarray, executed: int, period_s: float, most: int | None) -> Handover:

@@ -2,15 +2,15 @@
 
 A chunk is a trajectory of position points on the control grid: point i is reached
 (i + 1) control periods after its start, the position the robot is commanded one period
-before the chunk's first row runs: the row of the chunk it is running then (what a
-trajectory controller moves from into a new trajectory's first point), or, when none runs,
-the measured joint state (the robot stands there). The gate checks, in this order: the
-shape, finite values, the jump from the measured state to the first point (a chunk
-computed for another pose), every point inside the position range, then the
-finite-difference velocity of every step (the first one from the start to the first
-point) and the acceleration between consecutive steps. The robot's velocity at the start
-is not known here, so the first step's acceleration is not judged; the start jump bounds
-it.
+before the chunk's first row runs: the last row of the `lead`, the rows of the chunk it
+is running then (what a trajectory controller moves from into a new trajectory's first
+point), or, when none runs, the measured joint state (the robot stands there). The gate
+checks, in this order: the shape, finite values, the jump from the measured state to the
+first point (a chunk computed for another pose), every point inside the position range,
+then the finite-difference velocity of every step (the first one from the start to the
+first point) and the acceleration between consecutive steps, the seam's too when the
+lead has two rows (its last step is the velocity the robot has at the start; without it
+the first step's acceleration is not judged, and the start jump bounds it).
 
 The policy says what to do with a chunk that breaks a bound, per kind of bound:
 
@@ -100,20 +100,21 @@ class ChunkGate:
         self.period_s, self.max_stretch = period_s, max_stretch
 
     def check(
-        self, positions: np.ndarray, state: np.ndarray, start: np.ndarray | None = None
+        self, positions: np.ndarray, state: np.ndarray, lead: np.ndarray | None = None
     ) -> Verdict:
-        """The verdict on `positions` [H, J]: row i reached i + 1 periods after `start` [J]
-        (the row the robot runs one period before row 0; None: `state`), `state` [J] the
+        """The verdict on `positions` [H, J]: row i reached i + 1 periods after the start,
+        the last row of `lead` [1 or 2, J] (the rows the robot runs one and two periods
+        before row 0, oldest first; None: `state`, nothing running), `state` [J] the
         measured joint positions; all in `limits.names` order."""
         positions = np.asarray(positions, np.float64)
         state = np.asarray(state, np.float64)
-        start = state if start is None else np.asarray(start, np.float64)
-        early = self._shape(positions, state, start) or self._start(positions, state, start)
+        lead = state[None] if lead is None else np.asarray(lead, np.float64)
+        early = self._shape(positions, state, lead) or self._start(positions, state, lead)
         if early is not None:
             return Verdict("rejected", None, (early,))
         clipped = _sent(positions, self.limits.lower, self.limits.upper)
         findings = tuple(f for f in (self._position(positions),) if f is not None)
-        findings += self._speed(clipped, start)
+        findings += self._speed(clipped, lead)
         reasons = {f.reason for f in findings}
         if not reasons:
             return Verdict("passed", clipped, ())
@@ -122,32 +123,35 @@ class ChunkGate:
             return Verdict("rejected", None, findings)
         if not speed:
             return Verdict("clamped", clipped, findings)
-        return self._slowed(clipped, start, findings)
+        return self._slowed(clipped, lead, findings)
 
-    def _slowed(self, clipped: np.ndarray, start: np.ndarray, findings: tuple) -> Verdict:
+    def _slowed(self, clipped: np.ndarray, lead: np.ndarray, findings: tuple) -> Verdict:
         """The least stretch whose resampled float32 rows meet every bound: the bound's own,
-        0.01 % more (rounding to float32 can put a row a hair over), then in steps of 10 %;
-        rejected past max_stretch."""
-        least = self._stretch(clipped, start)
+        0.01 % more (rounding to float32 can put a row a hair over), then in steps of 10 %
+        (a seam's acceleration falls only as 1/s, to what stopping costs); rejected past
+        max_stretch."""
+        least = self._stretch(clipped, lead[-1])
         stretches = itertools.chain([least], _grown(least * (1 + _MARGIN)))
         for stretch in itertools.takewhile(lambda s: s <= self.max_stretch, stretches):
-            rows = _sent(_resample(start, clipped, stretch), self.limits.lower, self.limits.upper)
-            if not self._speed(rows, start):
+            resampled = _resample(lead[-1], clipped, stretch)
+            rows = _sent(resampled, self.limits.lower, self.limits.upper)
+            if not self._speed(rows, lead):
                 return Verdict("slowed", rows, findings, stretch)
         return Verdict("rejected", None, findings, least)
 
-    def _shape(self, positions: np.ndarray, state: np.ndarray, start: np.ndarray) -> Finding | None:
+    def _shape(self, positions: np.ndarray, state: np.ndarray, lead: np.ndarray) -> Finding | None:
         joints = len(self.limits.names)
         if positions.ndim != 2 or positions.shape[0] < 1 or positions.shape[1] != joints:
             return _whole("shape", f"chunk shape {positions.shape}, expected [>=1, {joints}]")
-        for array, what in ((state, "measured state"), (start, "start")):
-            if array.shape != (joints,):
-                return _whole("shape", f"{what} shape {array.shape}, expected ({joints},)")
+        if state.shape != (joints,):
+            return _whole("shape", f"measured state shape {state.shape}, expected ({joints},)")
+        if lead.ndim != 2 or not 1 <= lead.shape[0] <= 2 or lead.shape[1] != joints:
+            return _whole("shape", f"lead shape {lead.shape}, expected [1 or 2, {joints}]")
         return None
 
-    def _start(self, positions: np.ndarray, state: np.ndarray, start: np.ndarray) -> Finding | None:
+    def _start(self, positions: np.ndarray, state: np.ndarray, lead: np.ndarray) -> Finding | None:
         """Non-finite values anywhere, then the first point's jump from the state."""
-        for array, what in ((state, "measured state"), (start, "start"), (positions, "chunk")):
+        for array, what in ((state, "measured state"), (lead, "lead"), (positions, "chunk")):
             bad = np.argwhere(~np.isfinite(array))
             if len(bad):
                 joint = self.limits.names[bad[0][-1]]
@@ -168,8 +172,8 @@ class ChunkGate:
         detail = f"{name} commanded {value:.4g} outside [{lower[j]:.4g}, {upper[j]:.4g}]"
         return Finding("position", name, int(point), value, bound, detail)
 
-    def _speed(self, positions: np.ndarray, state: np.ndarray) -> tuple[Finding, ...]:
-        velocity, acceleration = _derivatives(positions, state, self.period_s)
+    def _speed(self, positions: np.ndarray, lead: np.ndarray) -> tuple[Finding, ...]:
+        velocity, acceleration = _derivatives(positions, lead, self.period_s)
         found = (
             self._worst("velocity", np.abs(velocity), self.limits.velocity, "velocity"),
             self._worst(
@@ -177,14 +181,15 @@ class ChunkGate:
                 np.abs(acceleration),
                 self.limits.acceleration,
                 "acceleration",
-                first_point=1,
+                first_point=2 - len(lead),  # the seam's (point 0) when the lead has 2 rows
             ),
         )
         return tuple(f for f in found if f is not None)
 
-    def _stretch(self, positions: np.ndarray, state: np.ndarray) -> float:
-        """The least s >= 1 with every |v| / s and |a| / s^2 inside its bound."""
-        velocity, acceleration = _derivatives(positions, state, self.period_s)
+    def _stretch(self, positions: np.ndarray, start: np.ndarray) -> float:
+        """The least s >= 1 with every |v| / s and |a| / s^2 inside its bound (the chunk's
+        own steps from `start`; the seam's acceleration is not of that form)."""
+        velocity, acceleration = _derivatives(positions, start[None], self.period_s)
         by_velocity = np.max(np.abs(velocity) / self.limits.velocity, initial=0.0)
         by_acceleration = np.sqrt(
             np.max(np.abs(acceleration) / self.limits.acceleration, initial=0.0)
@@ -207,12 +212,13 @@ class ChunkGate:
 
 
 def _derivatives(
-    positions: np.ndarray, state: np.ndarray, period_s: float
+    positions: np.ndarray, lead: np.ndarray, period_s: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per step velocity [H, J] (step 0: state -> row 0) and the acceleration between
-    consecutive steps [H-1, J]."""
-    velocity = np.diff(np.concatenate([state[None], positions]), axis=0) / period_s
-    return velocity, np.diff(velocity, axis=0) / period_s
+    """Per step velocity [H, J] (step 0: the lead's last row -> row 0) and the acceleration
+    between consecutive steps whose later one is the chunk's: [H, J] from the seam with a
+    2-row lead, [H-1, J] from row 1 with one row."""
+    steps = np.diff(np.concatenate([lead, positions]), axis=0) / period_s
+    return steps[len(lead) - 1 :], np.diff(steps, axis=0) / period_s
 
 
 def _grown(stretch: float) -> Iterator[float]:

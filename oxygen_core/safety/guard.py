@@ -84,9 +84,9 @@ class ChunkGuard:
 
     def screen(self, release: Release, state: np.ndarray) -> Screened:
         """The verdict on `release.rows` from `state` (the measured positions, in the
-        gate's joint order; the steps start from `release.before`, the row the robot runs
+        gate's joint order; the steps start from `release.lead`, the rows the robot runs
         then, when known) and the release that goes out in its place."""
-        verdict = self.gate.check(release.rows, state, release.before)
+        verdict = self.gate.check(release.rows, state, release.lead)
         was_tripped = self.tally.tripped
         self.tally = self.tally.counted(verdict, self.max_rejections)
         gated = None if verdict.positions is None else release.with_rows(verdict.positions)
