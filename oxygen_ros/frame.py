@@ -54,6 +54,7 @@ from std_msgs.msg import String
 from oxygen_core.engine import Engine
 from oxygen_core.engine.timeline import ChunkTimeline, Release, Takeover
 from oxygen_core.engine.types import ActionResult, LanguageResult
+from oxygen_core.model.rtc import control_steps
 from oxygen_core.observation import Observation
 from oxygen_core.safety.gate import ChunkGate
 from oxygen_core.safety.guard import ChunkGuard
@@ -221,7 +222,9 @@ class FrameLoop:
     def _publish_actions(self, tick: Tick, action: ActionResult, takeover: Takeover) -> bool:
         """Publish the chunk (and trajectory) at once, the rows and stamp the timeline
         releases, as the gate lets them through; False when the outputs are closed."""
-        release = self._timeline.release(takeover, action)
+        elapsed_s = (self._clock() - tick.start_s) * self._latency_scale
+        cold_delay = control_steps(elapsed_s, self._cfg.control_period_s)
+        release = self._timeline.release(takeover, action, cold_delay)
         if release.clipped:
             self._log.warning(
                 f"delay of {action.delay_steps} control steps exceeds the chunk's "

@@ -373,7 +373,7 @@ def test_a_delay_longer_than_a_frame_keeps_chunks_on_the_frame_grid():
     (its rows until the unstarted chunk takes over, then that chunk's), and stamps advance
     one frame at a time; anchoring on the unstarted chunk instead pushed every stamp a
     step further out per frame, and each chunk was replaced before it ever took over."""
-    r = rig(act_s=[0.01] * 4, handover="rtc", delays=[0, 3, 3, 3])
+    r = rig(act_s=[0.0] + [0.01] * 3, handover="rtc", delays=[0, 3, 3, 3])
     r.assembler.on_instruction("stack")
     r.feed()
     for now_s in (10.00, 10.04, 10.08, 10.12):
@@ -398,7 +398,7 @@ def test_handover_counts_executed_steps_from_the_last_chunks_row_0_and_stamps_wi
     row d and is stamped d steps after the time of the previous row its row 0 continues
     (the tick, without a handover)."""
     delays = [0, 2, 1, 0, 1, 0]
-    r = rig(act_s=[0.01, 0.01, 0.05, 0.01, 0.01, 0.01], handover="rtc", delays=delays)
+    r = rig(act_s=[0.0, 0.01, 0.05, 0.01, 0.01, 0.01], handover="rtc", delays=delays)
     r.assembler.on_instruction("stack")
     r.feed()
     for now_s in (10.00, 10.03, 10.099, 10.11, 10.30, 10.20):
@@ -409,8 +409,9 @@ def test_handover_counts_executed_steps_from_the_last_chunks_row_0_and_stamps_wi
     # 10.03: 1.5 steps after 10.00 -> row 2 (10.04), + d 2. 10.099: 0.95 steps after 10.08
     # (a tick 1 ms early) -> row 1 (10.10), + d 1. 10.11: before 10.12 -> row 0, + d 0.
     # 10.30: 9 rows after 10.12, past the 4 sent: replace, on the grid at 10.30, + d 1.
-    # 10.20: the tick went back: no handover, stamped at the tick.
-    row0 = [10_000 * ms, 10_080 * ms, 10_120 * ms, 10_120 * ms, 10_320 * ms, 10_200 * ms]
+    # 10.20: the tick went back: nothing runs, stamped at the first control step after
+    # its publish (10 ms of act: one step on). Frame 0 took no time: at its tick.
+    row0 = [10_000 * ms, 10_080 * ms, 10_120 * ms, 10_120 * ms, 10_320 * ms, 10_220 * ms]
     assert [_ns(c.header.stamp) for c in chunks] == row0
     assert [_ns(t.header.stamp) for t in trajectories] == row0
     # Frame f's rows are 10 f + row (first column); published from row d, HORIZON at most,
@@ -446,14 +447,14 @@ def test_handover_counts_executed_steps_from_the_last_chunks_row_0_and_stamps_wi
     s = r.stats.snapshot()
     assert (s.handover_fallbacks, s.stamps_back, s.last_stamp_back) == (1, 1, "clock_back")
     backwards = [w for w in r.log.warnings if "before the previous" in w]
-    assert backwards == ["action chunk stamped 0.120 s before the previous one (clock_back)"]
+    assert backwards == ["action chunk stamped 0.100 s before the previous one (clock_back)"]
     # The loop feeds its tick-to-publish latencies (here the fake act times) to the
     # engine's delay estimate: the largest is 50 ms, 5 steps of 10 ms.
     assert r.engine.delay.steps(0.01) == 5
 
 
 def test_no_handover_after_a_reset_and_a_stamp_before_the_last_is_counted():
-    r = rig(act_s=[0.01] * 4, handover="blend", delays=[0, 4, 0, 9])
+    r = rig(act_s=[0.0] + [0.01] * 3, handover="blend", delays=[0, 4, 0, 9])
     r.assembler.on_instruction("stack")
     r.feed()
     r.tick(10.0)
@@ -462,7 +463,7 @@ def test_no_handover_after_a_reset_and_a_stamp_before_the_last_is_counted():
     r.tick(10.1)
     r.loop.reset()  # deactivate: the robot may be anywhere when frames start again
     r.assembler.on_instruction("stack")
-    r.tick(10.12)  # no handover, d 0: stamped at the tick, before 10.18
+    r.tick(10.12)  # nothing runs: stamped a step on (its 10 ms of act), before 10.18
     r.tick(10.3)  # d 9 is past the 6 rows: stamped at row 5's time, with a warning
     assert [h is None for h in r.engine.handovers] == [True, False, True, False]
     chunks = _sent(r, topics.ACTION_CHUNK)
@@ -471,11 +472,11 @@ def test_no_handover_after_a_reset_and_a_stamp_before_the_last_is_counted():
     ]  # fmt: skip
     ms = 1_000_000
     assert [_ns(c.header.stamp) for c in chunks] == [
-        10_000 * ms, 10_180 * ms, 10_120 * ms, 10_300 * ms + 5 * 20 * ms
+        10_000 * ms, 10_180 * ms, 10_140 * ms, 10_300 * ms + 5 * 20 * ms
     ]  # fmt: skip
     s = r.stats.snapshot()
     assert (s.handover_fallbacks, s.stamps_back, s.last_stamp_back) == (2, 1, "delay_shrank")
-    assert "0.060 s before the previous one (delay_shrank)" in r.log.warnings[0]
+    assert "0.040 s before the previous one (delay_shrank)" in r.log.warnings[0]
     assert "exceeds the chunk's 6 rows" in r.log.warnings[1]
 
 
@@ -483,7 +484,7 @@ def test_replace_waits_out_d_like_the_others_but_the_engine_ignores_the_old_chun
     """replace still learns what runs: its chunk goes out from row d, stamped d periods
     on (a controller would drop the rows before, which the gate then never judged); the
     engine gets the handover only to size d, and replace is no fallback."""
-    r = rig(act_s=[0.01] * 3, delays=[0, 1, 1])
+    r = rig(act_s=[0.0] + [0.01] * 2, delays=[0, 1, 1])
     r.assembler.on_instruction("stack")
     r.feed()
     for now_s in (10.0, 10.04, 10.08):
@@ -559,7 +560,7 @@ def _hold_points(r: Rig) -> list[list[float]]:
     ],
 )
 def test_the_gates_rows_go_out_on_the_chunk_and_the_trajectory_alike(policy, bounds, outcome, rows):
-    r = rig(act_s=[0.01], chunk_gate=chunk_gate(policy, **bounds))
+    r = rig(act_s=[0.0], chunk_gate=chunk_gate(policy, **bounds))
     r.assembler.on_instruction("stack")
     r.feed()
     r.tick(10.0)
@@ -582,7 +583,7 @@ def chunk_rows(chunk) -> np.ndarray:
 
 
 def test_the_next_handover_meets_the_slowed_rows_the_robot_runs():
-    r = rig(act_s=[0.01, 0.01], handover="rtc", delays=[0, 0], chunk_gate=chunk_gate(velocity=25.0))
+    r = rig(act_s=[0.0, 0.01], handover="rtc", delays=[0, 0], chunk_gate=chunk_gate(velocity=25.0))
     r.assembler.on_instruction("stack")
     r.feed()
     r.tick(10.0)  # slowed x2: 8 rows from 10.00
@@ -724,7 +725,7 @@ def test_the_watchdog_holds_once_per_outage_and_frames_resume_when_the_input_rec
 
 
 def test_the_watchdog_waits_while_the_running_chunk_lasts_and_not_for_a_cleared_instruction():
-    r = rig(act_s=[0.01], chunk_gate=chunk_gate(velocity=10.1))
+    r = rig(act_s=[0.0], chunk_gate=chunk_gate(velocity=10.1))
     r.assembler.on_instruction("stack")
     r.feed(10.0)
     r.tick(10.0)  # slowed x4.95: 20 rows, the last at 10.38
@@ -752,6 +753,21 @@ def test_the_gate_needs_every_commanded_joint_measured():
             logger=RecordingLogger(),
             gate=chunk_gate(),
         )
+
+
+def test_a_chunk_with_nothing_running_is_stamped_at_the_first_step_after_its_publish():
+    """The robot stands still until it arrives: every row goes out, stamped at the first
+    control step (20 ms) the chunk can run, not at its tick (a controller would skip its
+    row 0 and step two rows in one period)."""
+    r = rig(act_s=[0.01, 0.03])
+    r.assembler.on_instruction("stack")
+    r.feed()
+    r.tick(10.0)  # 10 ms to publish: a step on
+    r.loop.reset()
+    r.tick(10.1)  # 30 ms: two steps on
+    chunks = _sent(r, topics.ACTION_CHUNK)
+    assert [_ns(c.header.stamp) for c in chunks] == [10_020 * MS, 10_140 * MS]
+    assert [list(c.actions)[::2] for c in chunks] == [[0, 1, 2, 3], [10, 11, 12, 13]]
 
 
 def test_a_robot_moved_away_from_its_running_chunk_hands_over_from_nothing():

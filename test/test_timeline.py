@@ -28,11 +28,22 @@ def timeline(mode: str = "rtc", horizon: int | None = None) -> ChunkTimeline:
     return ChunkTimeline(PERIOD_S, mode, DelayEstimator(), horizon)
 
 
-def publish(line: ChunkTimeline, tick_ns: int, action: ActionResult, latency_s: float = 0.01):
+def publish(
+    line: ChunkTimeline, tick_ns: int, action: ActionResult, latency_s=0.01, cold_delay=0
+):
     takeover = line.at(tick_ns)
-    release = line.release(takeover, action)
+    release = line.release(takeover, action, cold_delay)
     line.commit(release, latency_s)
     return takeover, release
+
+
+def test_a_chunk_with_nothing_running_goes_out_whole_when_it_can_arrive():
+    """The robot stands still while the first chunk is computed: no row is skipped, and
+    it is stamped `cold_delay` steps on, whatever d the engine named."""
+    line = timeline()
+    _, release = publish(line, T0, chunk(0, delay=3), cold_delay=2)
+    assert (release.first, release.row0_ns, release.cold) == (0, T0 + 40 * MS, True)
+    np.testing.assert_array_equal(release.rows, chunk(0).actions)
 
 
 def test_the_first_tick_has_no_handover_and_stamps_at_the_tick():
@@ -54,13 +65,13 @@ def test_the_first_tick_has_no_handover_and_stamps_at_the_tick():
         (29 * MS, 1),  # 1.45 steps
         (39 * MS, 2),  # 1.95 steps: a tick 1 ms early still counts two rows, not one
         (41 * MS, 2),
-        (200 * MS, 10),  # past the chunk's 4 rows: counted all the same (act falls back)
+        (200 * MS, 10),  # past the chunk's 6 rows: counted all the same (act falls back)
     ],
 )
 def test_executed_rows_are_the_nearest_row_not_the_floor(offset_ns, executed):
     line = timeline()
-    publish(line, T0, chunk(0, delay=2))  # no handover yet: row 0 runs at T0 + 40 ms
-    np.testing.assert_array_equal(line.running.rows[:, 0], [2, 3, 4, 5])
+    publish(line, T0, chunk(0), cold_delay=2)  # nothing ran: row 0 runs at T0 + 40 ms
+    np.testing.assert_array_equal(line.running.rows[:, 0], [0, 1, 2, 3, 4, 5])
     takeover = line.at(T0 + 40 * MS + offset_ns)
     assert takeover.executed == takeover.handover.executed == executed
     assert takeover.handover.previous is line.running.rows
@@ -267,7 +278,7 @@ def test_with_rows_puts_the_gates_rows_after_the_kept_ones_at_the_same_stamp():
 
 def test_with_rows_without_a_handover_is_the_gates_rows_alone():
     line = timeline("replace")
-    release = line.release(line.at(T0), chunk(0, delay=2))
+    release = line.release(line.at(T0), chunk(0), cold_delay=2)
     gated = release.with_rows(np.zeros((7, 2)))
     assert gated.running.row0_ns == release.row0_ns == T0 + 40 * MS
     np.testing.assert_array_equal(gated.running.rows, np.zeros((7, 2)))

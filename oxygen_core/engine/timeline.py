@@ -142,14 +142,20 @@ class ChunkTimeline:
         handover = _handover(running.rows, executed, self.control_period_s, self._chunk_rows)
         return Takeover(tick_ns, running.row0_ns + executed * period, running, executed, handover)
 
-    def release(self, takeover: Takeover, action: ActionResult) -> Release:
+    def release(self, takeover: Takeover, action: ActionResult, cold_delay: int = 0) -> Release:
         """The rows of `action` to publish from row d (`action.delay_steps`; past the chunk,
         its last row), their stamp and the robot's rows after the publish: the running
-        rows for the d steps before the new ones take over (when handed over), then them."""
+        rows for the d steps before the new ones take over (when handed over), then them.
+        With nothing running the robot stands still until the chunk arrives, `cold_delay`
+        control steps after the tick (the caller's measure: no hand-over gave a d): every
+        row goes out, stamped that many steps on, so its first row is the first one run."""
         self._chunk_rows = len(action.actions)
         last = len(action.actions) - 1
-        delay = min(action.delay_steps, last)
-        first = _first_row(takeover, delay)
+        if takeover.running is None:
+            delay, first = cold_delay, 0
+        else:
+            delay = min(action.delay_steps, last)
+            first = _first_row(takeover, delay)
         end = None if self._horizon is None else first + self._horizon
         rows = action.actions[first:end]
         new = np.asarray(rows, np.float32)
@@ -185,8 +191,6 @@ class ChunkTimeline:
 def _first_row(takeover: Takeover, delay: int) -> int:
     """The new chunk's first row to publish: d, or the rows the running chunk had left
     from the tick on when fewer (the robot ran those, then stood at the last one)."""
-    if takeover.running is None:
-        return delay  # the robot stands still; a chunk without a handover has d = 0
     return min(delay, max(0, len(takeover.running.rows) - takeover.executed))
 
 

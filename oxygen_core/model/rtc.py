@@ -122,6 +122,13 @@ def blend(new: np.ndarray, meet: Overlap) -> np.ndarray:
     return (ramp * meet.previous + (1.0 - ramp) * new).astype(np.float32)
 
 
+def control_steps(seconds: float, control_period_s: float) -> int:
+    """`seconds` in control steps, rounded up (a chunk that arrives within a step runs
+    from the next one); the tolerance keeps an exact multiple (0.1 s at 20 ms) from
+    rounding up to 6."""
+    return max(0, math.ceil(seconds / control_period_s - 1e-9))
+
+
 class DelayEstimator:
     """d: control steps between an observation and its chunk's arrival, from recent latencies.
 
@@ -143,8 +150,7 @@ class DelayEstimator:
             raise ValueError(f"control period must be > 0, got {control_period_s}")
         if not self._recent:
             return 0
-        # The tolerance keeps an exact multiple (0.1 s at 20 ms) from rounding up to 6.
-        return max(0, math.ceil(max(self._recent) / control_period_s - 1e-9))
+        return control_steps(max(self._recent), control_period_s)
 
     def clear(self) -> None:
         self._recent.clear()

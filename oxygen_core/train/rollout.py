@@ -165,7 +165,7 @@ def run_episode(
                 plans.append(action.plan == truth)
             if takeover.running is not None and link_delay:
                 gaps.append(_overlap_gap(action.actions, takeover, link_delay))
-            release = timeline.release(takeover, action)
+            release = timeline.release(takeover, action, cold_delay=link_delay)
             if guard is not None:
                 release = _gated(guard, release, obs.state, step, link, timeline)
             if release is not None:
