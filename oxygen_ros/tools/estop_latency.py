@@ -155,6 +155,7 @@ def measure(params_file: Path, toggles: int, pressed_chunks: int) -> dict[str, A
     finally:
         stop_node(node)
         executor.shutdown()
+        spinner.join(timeout=10)  # a spin still running at exit ends the process in terminate()
         bench.destroy_node()
         rclpy.try_shutdown()
     latencies = np.array([ms for ms, _ in results])
