@@ -34,7 +34,8 @@ forgets the running chunk, so the next one hands over from nothing and is judged
 the measured state.
 
 The watchdog: when a frame sends no chunk (an input of the robot missing, stale or bad;
-a rejected chunk) and the running chunk's last row comes before the next frame's chunk
+a rejected chunk; a tick refused because the frame before still runs, e.g. a stalled
+engine) and the running chunk's last row comes before the next frame's chunk
 could arrive (the next tick plus one frame period), the loop holds the robot where it is.
 One hold per outage: the robot stands until a chunk goes out again, which ends it.
 """
@@ -191,6 +192,12 @@ class FrameLoop:
             self._warn(f"hold {reason}", f"holding the robot where it is: {reason}")
         return sent
 
+    def overrun(self, tick_ns: int) -> None:
+        """A tick the worker could not take because a frame still runs (a stalled engine,
+        say; any thread): the watchdog holds the robot, once, if the running chunk ends
+        before a chunk could arrive. The stalled frame then publishes nothing."""
+        self._watch(tick_ns, "frame overran: no chunk in time")
+
     def run(self, tick: Tick) -> None:
         if self._held.is_set():
             self._held.clear()
@@ -210,6 +217,8 @@ class FrameLoop:
             self._timeline.reset()
             takeover = self._timeline.at(stamp_to_ns(tick.stamp))
         action = self._engine.act(obs, takeover.handover)
+        if self._held.is_set():  # held while act ran (a stall, a stop): this chunk is stale
+            return
         if takeover.handover is not None and action.handover != self._engine.cfg.chunk_handover:
             self._stats.handover_fell_back()  # the previous chunk had no row left to meet
         if not self._publish_actions(tick, action, takeover):

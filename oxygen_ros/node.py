@@ -386,6 +386,7 @@ class OxygenNode(LifecycleNode):
         tick = Tick.at(now_ns, time.monotonic(), c.settings.node.frame_period_s)
         if not worker.submit(tick):
             c.stats.overrun()
+            c.loop.overrun(now_ns)
 
     def _on_diagnostics(self, c: _Configured, watch: ClockWatch) -> None:
         """On the steady timer: reports even while the ROS clock stands still."""

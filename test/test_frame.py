@@ -785,3 +785,25 @@ def test_a_robot_moved_away_from_its_running_chunk_hands_over_from_nothing():
     moved = [w for w in r.log.warnings if "from where the running chunk has it" in w]
     assert moved == ["a is 28 from where the running chunk has it (jump bound 20): the "
                      "next chunk meets nothing"]  # fmt: skip
+
+
+def test_a_stalled_engine_holds_once_from_the_refused_ticks_and_its_stale_chunk_stays_out():
+    """Frame 1's act stalls across the ticks at 10.2 and 10.3, which the worker refuses:
+    the first finds the running chunk over (its last row at 10.08) and holds; the second
+    does not hold again; the stalled frame's chunk, computed for where the robot was,
+    never goes out; the next frame hands over from nothing and resumes."""
+    r = rig(act_s=[0.01, 0.3, 0.01], handover="rtc", delays=[0, 0, 0], chunk_gate=chunk_gate())
+    r.assembler.on_instruction("stack")
+    r.feed(10.0)
+    r.tick(10.0)
+    r.engine.on_act = lambda: [r.loop.overrun(t * MS) for t in (10_200, 10_300)]
+    r.feed(10.1, a=3.0, b=-3.0)  # where frame 0's chunk left the robot
+    r.tick(10.1)
+    r.engine.on_act = lambda: None
+    assert _hold_points(r) == [[3.0, -3.0]]
+    assert len(_sent(r, topics.ACTION_CHUNK)) == 1  # frame 0's only
+    assert r.stats.snapshot().last_hold == "frame overran: no chunk in time"
+    r.feed(10.4, a=20.0, b=20.0)  # where frame 2's rows start
+    r.tick(10.4)
+    assert r.engine.handovers[2] is None and len(_sent(r, topics.ACTION_CHUNK)) == 2
+    assert r.stats.snapshot().holds == 1

@@ -232,7 +232,8 @@ def test_action_chunks_come_at_the_frame_rate_with_shape_order_and_stamps(rig):
     report = _actions_report(rig)  # counts every chunk that arrived by now, and more
     chunks = [r.msg for r in received]
     for chunk in chunks:
-        assert (chunk.horizon, chunk.action_dim) == (PARAMS["action_horizon"], 7)
+        # the rows from d on: the robot runs the d before while the chunk is computed
+        assert 1 <= chunk.horizon <= PARAMS["action_horizon"] and chunk.action_dim == 7
         assert len(chunk.actions) == chunk.horizon * chunk.action_dim
         assert np.isfinite(np.asarray(chunk.actions)).all()
         assert list(chunk.joint_names) == PARAMS["joint_names"]
@@ -241,11 +242,11 @@ def test_action_chunks_come_at_the_frame_rate_with_shape_order_and_stamps(rig):
         assert chunk.deadline_met == (stamp_s(chunk.latency) <= PERIOD_S)
     sequences = [c.sequence for c in chunks]
     assert sequences == sorted(set(sequences))
-    # Each chunk is stamped at its tick of the frame timer (node clock), and the timer
-    # ticks on a grid of frame periods: consecutive chunks are a whole number of periods
-    # apart (more than one where a tick overran or a chunk was overwritten), give or take
-    # the timer callback's jitter.
-    periods = np.diff([stamp_s(c.header.stamp) for c in chunks]) / PERIOD_S
+    # Each chunk is stamped when its first row runs, d control periods on from the running
+    # chunk's row its tick falls on (node clock): consecutive chunks are a whole number of
+    # control periods apart, give or take the timer callback's jitter (a chunk with nothing
+    # running is stamped from its tick).
+    periods = np.diff([stamp_s(c.header.stamp) for c in chunks]) / CONTROL_PERIOD_S
     assert periods.min() > 0, periods
     assert np.median(np.abs(periods - np.round(periods))) < 0.15, periods
     # The node's own counts: it published at least what arrived, flagged late at least
@@ -338,9 +339,10 @@ def test_narration_tokens_assemble_into_the_finished_text(rig):
     rig.inbox("/oxygen/narration/text").wait(
         lambda xs: any(x.msg.data == text for x in xs), 10, f"finished text {text!r}"
     )
-    # The request started from a published frame: its origin is that chunk's stamp.
-    chunk_stamps = {stamp_s(x.msg.header.stamp) for x in rig.inbox("/oxygen/action_chunk").items()}
-    assert stamp_s(messages[0].origin_stamp) in chunk_stamps
+    # The request started from a frame that ran: its origin is that frame's observation
+    # time, its tick (EngineStats' stamp; the chunk's is when its first row runs).
+    frame_stamps = {stamp_s(x.msg.header.stamp) for x in rig.inbox("/oxygen/stats").items()}
+    assert stamp_s(messages[0].origin_stamp) in frame_stamps
     rig.inbox("/oxygen/markers").wait(
         lambda xs: any(m.text.startswith("narration:") for x in xs for m in x.msg.markers),
         10,

@@ -287,6 +287,7 @@ class OfflineReplay:
     def _tick(self, time_ns: int, on_time: bool) -> None:
         if not on_time:  # the previous frame still runs: the node's worker refuses the tick
             self.stats.overrun()
+            self.loop.overrun(time_ns)
             return
         start = time.monotonic()
         tick = Tick.at(time_ns, start, self.pipeline.settings.node.frame_period_s)
