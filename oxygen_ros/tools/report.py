@@ -7,7 +7,7 @@ every message of one frame carries its tick's stamp.
 
 Metrics follow docs/DESIGN.md section 2, so numbers compare with the paper's, computed by
 the benchmark's own functions (oxygen_core.bench.metrics.action_hz and lang_tps):
-`action_hz = H * frames / sum(frame_s)` and `lang_tps = mean(tokens_in_frame / frame_s)`
+`action_hz = H * frames / sum(frame_s)` and `lang_tps = tokens / sum(frame_s)`
 over the frames after the warm-up (the first ceil(N/k) frames, while the batch fills; the
 first compile happens before any frame). Values measured on the wall clock are listed in
 `MEASURED_KEYS` and `MEASURED_SERIES`: everything else is a pure function of the bag,
