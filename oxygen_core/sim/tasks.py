@@ -37,7 +37,7 @@ LIFT_HEIGHT = 0.08  # m above the table, for "pick up"
 PUSH_DISTANCE = 0.08  # m along the instructed direction, for "push"
 PUSH_DIRECTIONS = {"left": np.array([0.0, 1.0]), "right": np.array([0.0, -1.0])}
 MIN_OBJECTS, MAX_OBJECTS = 3, 6
-_PUSH_MARGIN = 0.06  # corridor kept free beyond PUSH_DISTANCE, and behind the object
+PUSH_MARGIN = 0.06  # corridor kept free beyond PUSH_DISTANCE, and behind the object
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,14 +104,14 @@ def _draw(family: str, seed: int, rng: np.random.Generator) -> Task | None:
     for k, obj in enumerate(objects):
         y_range = WORKSPACE_Y
         if k == 0 and direction is not None:
-            travel = PUSH_DISTANCE + _PUSH_MARGIN
+            travel = PUSH_DISTANCE + PUSH_MARGIN
             low, high = WORKSPACE_Y
             y_range = (
-                (low + _PUSH_MARGIN, high - travel)
+                (low + PUSH_MARGIN, high - travel)
                 if direction == "left"
                 else (
                     low + travel,
-                    high - _PUSH_MARGIN,
+                    high - PUSH_MARGIN,
                 )
             )
         position = sample_position(rng, obj.radius, keep_out, WORKSPACE_X, y_range)
@@ -134,7 +134,7 @@ def _draw(family: str, seed: int, rng: np.random.Generator) -> Task | None:
 
 def _corridor(obj: SceneObject, direction: np.ndarray) -> list[SceneObject]:
     """Ghost copies of `obj` along its push path (and behind it) that others must clear."""
-    steps = np.arange(-_PUSH_MARGIN, PUSH_DISTANCE + _PUSH_MARGIN + 1e-9, obj.radius)
+    steps = np.arange(-PUSH_MARGIN, PUSH_DISTANCE + PUSH_MARGIN + 1e-9, obj.radius)
     return [
         dataclasses.replace(obj, position=obj.position + np.array([*(direction * s), 0.0]))
         for s in steps

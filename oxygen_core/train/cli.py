@@ -38,10 +38,14 @@ from oxygen_core.model.tokenizer import Tokenizer
 from oxygen_core.policy import Policy, load_policy
 from oxygen_core.safety.gate import POLICIES
 from oxygen_core.safety.limits import JointLimits, limits_from_files
+from oxygen_core.sim import seeds as S
 from oxygen_core.sim.arm import JOINT_NAMES
+from oxygen_core.sim.baselines import NAMES as BASELINES
+from oxygen_core.sim.success import SuccessRate
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_core.train import dataset as D
 from oxygen_core.train import grounding, locate, rollout
+from oxygen_core.train.baseline_actor import BaselineActor
 from oxygen_core.train.curves import plot_history
 from oxygen_core.train.init import training_params
 from oxygen_core.train.records import Dart
@@ -49,8 +53,9 @@ from oxygen_core.train.trainer import TrainConfig, train
 
 TOKENIZER_FILE = "tokenizer.model"
 CONFIG_FILE = "train_config.json"
-EVAL_FIRST_SEED = 100_000  # training seeds are far below this
 SCENE_FIRST_SEED = 10_000  # still scenes: above the expert's seeds, below the evaluation's
+DEFAULT_CAMERA = 64  # a baseline's camera pixels without a checkpoint (the shipped policy's)
+DEFAULT_HORIZON = 10  # a baseline's chunk rows without a checkpoint (the demo preset's H)
 
 
 def _episodes(args: argparse.Namespace, cfg) -> D.Episodes:
@@ -183,6 +188,11 @@ def train_args(
         )
     if not args.out and not args.episodes_only:
         parser.error("--out is required (unless --episodes-only)")
+    scenes = range(SCENE_FIRST_SEED, SCENE_FIRST_SEED + args.ground_scenes)
+    try:
+        S.check_not_evaluation(scenes, "--ground-scenes seeds")
+    except ValueError as error:
+        parser.error(str(error))
     return args
 
 
@@ -479,23 +489,48 @@ def base_policy(args: argparse.Namespace) -> Policy | None:
 
 
 def eval_main(argv: list[str] | None = None) -> None:
-    args = _eval_parser().parse_args(argv)
+    """oxygen-train-eval: a checkpoint's policy (and with --with-baselines, the baselines
+    next to it) or one baseline alone, in closed loop on --first-seed's seeds."""
+    parser = _eval_parser()
+    args = parser.parse_args(argv)
+    if (args.checkpoint is None) == (args.baseline is None):
+        parser.error("give --checkpoint or --baseline (one of them)")
+    if args.with_baselines and args.checkpoint is None:
+        parser.error("--with-baselines runs them next to a --checkpoint's policy")
+    if args.episodes < 1:
+        parser.error(f"--episodes must be >= 1, got {args.episodes}")
+    seeds = range(args.first_seed, args.first_seed + args.episodes)
+    if args.baseline is not None:
+        camera = args.camera_size or DEFAULT_CAMERA
+        actor = BaselineActor(args.baseline, args.execute, DEFAULT_HORIZON)
+        _report(args, seeds, {args.baseline: closed_loop(args, actor, seeds, camera)})
+        return
     policy, meta = trained_policy(Path(args.checkpoint))
     if args.true_plan and policy.robot.plan_prompt is None:
         raise SystemExit(f"--true-plan: robot {policy.robot.name!r} has no plan stage")
     camera = args.camera_size or meta["camera_size"]
     if args.open_loop:
-        seeds = range(args.first_seed, args.first_seed + args.episodes)
         held_out = held_out_episodes(args.families, seeds, policy.config, camera, Path(args.work))
         result = grounding.check(policy, held_out, args.open_loop)
         said = grounding.answers(policy, held_out, args.open_loop)
         print(json.dumps({**{part: g.row() for part, g in result.items()}, "answers": said}))
         return
+    runs = {"policy": closed_loop(args, _eval_engine(args, policy), seeds, camera)}
+    if args.with_baselines:
+        horizon = policy.config.action_horizon
+        for name in BASELINES:
+            actor = BaselineActor(name, args.execute, horizon)
+            runs[name] = closed_loop(args, actor, seeds, camera)
+    _report(args, seeds, runs)
+
+
+def _eval_engine(args: argparse.Namespace, policy: Policy):
+    """The engine oxygen-train-eval runs the policy on (narration and memory streams)."""
     streams = (
         StreamConfig("narration", "Narrate:", max_tokens=args.max_tokens, every_frames=5),
         StreamConfig("memory", "Remember:", max_tokens=args.max_tokens, every_frames=10),
     )
-    engine = make_engine(
+    return make_engine(
         policy,
         EngineConfig(
             engine_mode=args.mode,
@@ -508,7 +543,13 @@ def eval_main(argv: list[str] | None = None) -> None:
             rtc_max_guidance=args.rtc_max_guidance,
         ),
     )
-    seeds = range(args.first_seed, args.first_seed + args.episodes)
+
+
+def closed_loop(
+    args: argparse.Namespace, actor: rollout.Actor, seeds: range, camera: int
+) -> list[rollout.Outcome]:
+    """`actor` on every family and seed under the flags' loop settings, with a progress
+    bar of the success so far."""
     bar = tqdm(total=len(seeds) * len(args.families), desc="closed loop", unit="ep")
     wins: dict[str, list[bool]] = {}
 
@@ -518,7 +559,7 @@ def eval_main(argv: list[str] | None = None) -> None:
         bar.set_postfix({f: f"{np.mean(w):.2f}" for f, w in wins.items()})
 
     outcomes = rollout.evaluate(
-        engine,
+        actor,
         args.families,
         seeds,
         args.execute,
@@ -530,11 +571,37 @@ def eval_main(argv: list[str] | None = None) -> None:
         "slow" if args.gate == "off" else args.gate,
     )
     bar.close()
-    table = rollout.summarise(outcomes)
-    print(json.dumps(table, indent=1))
+    return outcomes
+
+
+def _report(args: argparse.Namespace, seeds: range, runs: dict[str, list[rollout.Outcome]]) -> None:
+    """Print (and with --json write) the seeds, the first run's summary and every other
+    run's (the baselines next to the policy); with several runs, a success table too."""
+    (first, outcomes), *others = runs.items()
+    report = {"seeds": S.describe(seeds), "run": first, "summary": rollout.summarise(outcomes)}
+    if others:
+        report["baselines"] = {name: rollout.summarise(o) for name, o in others}
+    print(json.dumps(report, indent=1))
+    if others:
+        print(success_table(runs, [*args.families, "all"]))
     if args.json:
         detail = [dataclasses.asdict(o) for o in outcomes]
-        Path(args.json).write_text(json.dumps({"summary": table, "episodes": detail}, indent=1))
+        Path(args.json).write_text(json.dumps({**report, "episodes": detail}, indent=1))
+
+
+def success_table(runs: dict[str, list[rollout.Outcome]], columns: list[str]) -> str:
+    """A markdown table: per run, each family's successes, rate and 95 % interval."""
+    lines = ["| run | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for name, outcomes in runs.items():
+        cells = [
+            SuccessRate(
+                sum(o.success for o in outcomes if column in (o.family, "all")),
+                sum(column in (o.family, "all") for o in outcomes),
+            ).text()
+            for column in columns
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def held_out_episodes(
@@ -567,10 +634,27 @@ def _eval_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="oxygen-train-eval", description="a trained policy in closed loop in the sim"
     )
-    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--checkpoint", help="the policy to run (or --baseline)")
+    p.add_argument(
+        "--baseline",
+        choices=BASELINES,
+        help="run this image-free baseline instead of a policy (oxygen_core.sim.baselines)",
+    )
+    p.add_argument(
+        "--with-baselines",
+        action="store_true",
+        help="also run every baseline on the same seeds and report them next to the policy",
+    )
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     p.add_argument("--episodes", type=int, default=50, help="seeds per family")
-    p.add_argument("--first-seed", type=int, default=EVAL_FIRST_SEED)
+    p.add_argument(
+        "--first-seed",
+        type=int,
+        default=S.DEV.start,
+        help=f"the first seed: the dev range {S.DEV.start}-{S.DEV[-1]} by default; the "
+        f"test range {S.TEST.start}-{S.TEST[-1]} is run once per claim "
+        "(oxygen_core.sim.seeds)",
+    )
     p.add_argument("--execute", type=int, default=2, help="chunk rows run per frame")
     p.add_argument("--mode", default="oxygen", choices=("oxygen", "shared", "isolated"))
     p.add_argument("--k", type=int, default=2, help="tokens per frame (oxygen mode)")

@@ -48,10 +48,15 @@ from oxygen_core.sim.executor import LimitViolations, Trajectory, TrajectoryExec
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
 from oxygen_core.sim.seam import SeamMeter, SeamSummary
+from oxygen_core.sim.success import SuccessRate
 from oxygen_core.sim.tasks import make_task
 from oxygen_core.sim.world import World
 from oxygen_core.train import locate
+from oxygen_core.train.baseline_actor import BaselineActor
 from oxygen_core.train.records import CAMERA_SLOTS
+
+# What acts in the loop: the engine, or a baseline in its seat (same path from the chunk on).
+Actor = Engine | BaselineActor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +124,7 @@ class _Link:
 
 
 def run_episode(
-    engine: Engine,
+    engine: Actor,
     family: str,
     seed: int,
     execute: int,
@@ -252,7 +257,7 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict]:
         memory = [t.text for t in texts if t.stream == "memory" and t.text.strip()]
         table[name] = {
             "episodes": len(group),
-            "success": _mean([o.success for o in group]),
+            **_success_figures(group),
             "narrations": len(narration),
             "narration_names_target": _mean([target in t.text for target, t in narration]),
             "texts": len(texts),
@@ -265,6 +270,12 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict]:
             **_gate_figures(group),
         }
     return table
+
+
+def _success_figures(group: Sequence[Outcome]) -> dict[str, float | int | list[float]]:
+    """The success rate, the successes and the rate's 95 % Wilson interval."""
+    rate = SuccessRate(sum(o.success for o in group), len(group))
+    return {"success": rate.rate, "successes": rate.successes, "success_ci95": rate.interval()}
 
 
 def _gate_figures(group: Sequence[Outcome]) -> dict[str, dict[str, int]]:
@@ -298,7 +309,7 @@ def _mean(values: list[bool]) -> float:
 
 
 def evaluate(
-    engine: Engine,
+    engine: Actor,
     families: Sequence[str],
     seeds: Sequence[int],
     execute: int,

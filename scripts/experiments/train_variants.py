@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from oxygen_core.config import model_preset, robot_preset
+from oxygen_core.sim.seeds import DEV
 from oxygen_core.train import cli, grounding
 from oxygen_core.train.trainer import TrainConfig, train
 
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(targs.work).parent / "variants"
     started = time.perf_counter()
     params, history = train(cfg, params, train_set, prep.val_set, tc, work / args.name)
-    seeds = range(cli.EVAL_FIRST_SEED, cli.EVAL_FIRST_SEED + args.check_seeds)
+    seeds = range(DEV.start, DEV.start + args.check_seeds)
     held = cli.held_out_episodes(
         targs.families, seeds, cfg, targs.camera_size, Path(args.check_work)
     )
