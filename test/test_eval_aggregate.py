@@ -137,14 +137,18 @@ def test_statuses_and_spread(tmp_path: Path, tree: list[Task]) -> None:
             "episodes": 4,
             "successes": 3,
             "rate": 0.75,
+            "ci95": [pytest.approx(0.3006, abs=1e-4), pytest.approx(0.9544, abs=1e-4)],
             "task_rate": {"n": 1, "mean": 0.75, "std": None, "min": 0.75, "max": 0.75},
+            "seed_range": "other",
         },
         "all": {
             "tasks": 1,
             "episodes": 4,
             "successes": 3,
             "rate": 0.75,
+            "ci95": [pytest.approx(0.3006, abs=1e-4), pytest.approx(0.9544, abs=1e-4)],
             "task_rate": {"n": 1, "mean": 0.75, "std": None, "min": 0.75, "max": 0.75},
+            "seed_range": "other",
         },
     }
     assert slow["inputs"] == {
@@ -169,7 +173,7 @@ def test_files(tmp_path: Path, tree: list[Task]) -> None:
         "| 5 | 0.01 | 0.005 |\n" in md
     )
     assert "| slow | 1 | 50 | 5 | 7 | 4 | 30 | 300 | - | - | - | - |\n" in md
-    assert "| fast | pick | 1 | 4 | 3 | 0.75 | 0.75 |\n" in md
+    assert "| fast | pick | other | 1 | 4 | 3 | 0.75 (0.30-0.95) | 0.75 |\n" in md
     assert "| action Hz | 3 | 200 | 100 | 100 | 300 |" in md
     assert "- y/slow: WorkerDied: gone" in md
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -221,7 +225,9 @@ def test_closed_loop_success_from_sim_reports(tmp_path: Path) -> None:
         "episodes": 3,
         "successes": 0,
         "rate": 0.0,
+        "ci95": [0.0, pytest.approx(0.5615, abs=1e-4)],
         "task_rate": {"n": 1, "mean": 0.0, "std": None, "min": 0.0, "max": 0.0},
+        "seed_range": "other",
     }
     everything = oxygen["success"]["all"]
     assert (everything["episodes"], everything["successes"]) == (9, 5)
@@ -244,9 +250,9 @@ def test_closed_loop_success_from_sim_reports(tmp_path: Path) -> None:
     assert expert["metrics"]["success_rate"]["mean"] == 1.0
     assert expert["success"]["all"]["rate"] == 1.0 and expert["success"]["all"]["episodes"] == 9
     md = write_aggregate(summary, tmp_path)["md"].read_text()
-    assert "| oxygen | pick | 2 | 6 | 5 | 0.8333 | 0.875 ± 0.177 |\n" in md
-    assert "| oxygen | all | 3 | 9 | 5 | 0.5556 | 0.5833 ± 0.52 |\n" in md
-    assert "| expert | push | 1 | 3 | 3 | 1 | 1 |\n" in md
+    assert "| oxygen | pick | other | 2 | 6 | 5 | 0.8333 (0.44-0.97) | 0.875 ± 0.177 |\n" in md
+    assert "| oxygen | all | other | 3 | 9 | 5 | 0.5556 (0.27-0.81) | 0.5833 ± 0.52 |\n" in md
+    assert "| expert | push | other | 1 | 3 | 3 | 1 (0.44-1.00) | 1 |\n" in md
     assert (
         "| expert | 3 | - | - | - | - | - | - | 1 ± 0 | 2 ± 1 | 0.002 ± 0.001 | 0.001 ± 0.0005 |\n"
         in md

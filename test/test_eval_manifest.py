@@ -184,7 +184,7 @@ def test_grid_expansion(bags: Path) -> None:
 
 def test_sim_inputs_expand_into_tasks(bags: Path) -> None:
     pick = {"family": "pick", "seeds": {"start": 10, "count": 5}, "per_task": 2}
-    push = {"family": "push", "seeds": {"start": 0, "count": 1}, "rtf": 4, "camera_size": 64}
+    push = {"family": "push", "seeds": {"count": 1}, "rtf": 4, "camera_size": 64}  # from dev
     data = {
         "inputs": {"bags": [str(SIM_BAG)], "sim": [pick, push]},
         "configurations": {
@@ -194,7 +194,7 @@ def test_sim_inputs_expand_into_tasks(bags: Path) -> None:
         "sweep": {"seed": [0, 1]},
     }
     tasks = load_manifest(_write(bags, data)).tasks()
-    sims = ["pick-seeds10-11", "pick-seeds12-13", "pick-seeds14-14", "push-seeds0-0"]
+    sims = ["pick-seeds10-11", "pick-seeds12-13", "pick-seeds14-14", "push-seeds400000-400000"]
     # The sweep multiplies the model configuration only; the expert meets no bag.
     assert [t.id for t in tasks] == [
         *(f"{i}/oxy-seed=0" for i in ["sim_bag", *sims]),
@@ -210,8 +210,8 @@ def test_sim_inputs_expand_into_tasks(bags: Path) -> None:
         224,
         0.5,
     )
-    expert = sim_spec(tasks[-1], domain_id=None)  # push-seeds0-0/expert
-    assert (expert.families, expert.seed, expert.episodes) == (("push",), 0, 1)
+    expert = sim_spec(tasks[-1], domain_id=None)  # push-seeds400000-400000/expert
+    assert (expert.families, expert.seed, expert.episodes) == (("push",), 400_000, 1)
     assert (expert.policy, expert.overrides, expert.rtf, expert.camera_size) == (
         "expert",
         {},
@@ -267,7 +267,7 @@ def test_the_bundled_example_manifests() -> None:
     assert [t.id for t in tasks] == ["demo_bag/oxygen", "demo_bag/isolated"]
     assert tasks[1].config.override_dict() == {"engine_mode": "isolated", "steps_per_frame": "2"}
     mixed = load_manifest(ROOT / "config" / "eval" / "closed_loop.yaml").tasks()
-    sims = [f"{f}-seeds{s}-{s + 1}" for f in ("pick", "put", "push") for s in (0, 2)]
+    sims = [f"{f}-seeds{s}-{s + 1}" for f in ("pick", "put", "push") for s in (400000, 400002)]
     assert [t.id for t in mixed] == [
         *(f"{i}/oxygen" for i in ["sim_bag", *sims]),
         *(f"{i}/isolated" for i in ["sim_bag", *sims]),

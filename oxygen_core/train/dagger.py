@@ -36,6 +36,7 @@ from oxygen_core.engine.engine import Engine, make_engine
 from oxygen_core.engine.types import EngineConfig
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
+from oxygen_core.sim.seeds import check_not_evaluation
 from oxygen_core.sim.tasks import FAMILIES, make_task
 from oxygen_core.train import dataset as D
 from oxygen_core.train import rollout
@@ -89,10 +90,15 @@ def collect(
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    try:
+        check_not_evaluation(seeds, "recovery seeds")
+    except ValueError as error:
+        parser.error(str(error))
     policy, meta = trained_policy(Path(args.checkpoint))
     engine = make_engine(policy, EngineConfig(streams=(), seed=args.seed))  # actions only
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
     camera = meta["camera_size"]
     data, recovered = collect(engine, policy.config, args.families, seeds, args.execute, camera)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -111,7 +117,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     p.add_argument("--seeds", type=int, default=100, help="seeds per family")
     p.add_argument(
-        "--first-seed", type=int, default=0, help="training seeds (evaluation's start at 100000)"
+        "--first-seed",
+        type=int,
+        default=0,
+        help="training seeds: never the dev or test seeds (oxygen_core.sim.seeds)",
     )
     p.add_argument("--execute", type=int, default=2, help="chunk rows run per frame")
     p.add_argument("--seed", type=int, default=0, help="the engine's noise seed")

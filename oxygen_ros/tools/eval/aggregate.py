@@ -25,6 +25,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from oxygen_core.sim.success import SuccessRate
 from oxygen_ros.tools.eval.manifest import Task
 from oxygen_ros.tools.eval.tasks import ERRORS, MARKER, read_json, task_dir
 
@@ -140,8 +141,11 @@ def aggregate(outcomes: Sequence[Outcome]) -> dict[str, Any]:
 
 
 def success_by_family(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per family (and "all"): tasks, episodes and successes pooled, their rate, and the
-    spread of the tasks' own rates."""
+    """Per family (and "all"): tasks, episodes and successes pooled, their rate with its
+    95 % Wilson interval, the spread of the tasks' own rates, and the seed range the tasks
+    ran on (dev, test or other: oxygen_core.sim.seeds; "mixed" when they differ)."""
+    ranges = {r.get("seed_range", "other") for r in reports}
+    seed_range = ranges.pop() if len(ranges) == 1 else "mixed"
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for report in reports:
         for family, rate in report["success"].items():
@@ -151,13 +155,15 @@ def success_by_family(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     result = {}
     for family, rates in groups.items():
         episodes = sum(r["episodes"] for r in rates)
-        successes = sum(r["successes"] for r in rates)
+        pooled = SuccessRate(sum(r["successes"] for r in rates), episodes)
         result[family] = {
             "tasks": len(rates),
             "episodes": episodes,
-            "successes": successes,
-            "rate": successes / episodes if episodes else 0.0,
+            "successes": pooled.successes,
+            "rate": pooled.rate if episodes else 0.0,
+            "ci95": list(pooled.interval()) if episodes else None,
             "task_rate": spread([r["rate"] for r in rates]),
+            "seed_range": seed_range,
         }
     return result
 
@@ -237,8 +243,8 @@ def markdown(summary: Mapping[str, Any], png_name: str) -> str:
 def _success_table(configs: Mapping[str, Any]) -> list[str]:
     """Closed-loop success per configuration and family, pooled and over tasks."""
     rows = [
-        f"| {name} | {family} | {s['tasks']} | {s['episodes']} | {s['successes']} | "
-        f"{s['rate']:.4g} | {_cell(s['task_rate'])} |"
+        f"| {name} | {family} | {s['seed_range']} | {s['tasks']} | {s['episodes']} | "
+        f"{s['successes']} | {_interval(s)} | {_cell(s['task_rate'])} |"
         for name, entry in configs.items()
         for family, s in entry.get("success", {}).items()
     ]
@@ -247,14 +253,24 @@ def _success_table(configs: Mapping[str, Any]) -> list[str]:
     return [
         "## Closed-loop success",
         "",
-        "Rate: successes / episodes over the tasks; per task: mean ± sample std of the "
-        "tasks' rates.",
+        "Rate: successes / episodes over the tasks, with its 95 % Wilson interval; per "
+        "task: mean ± sample std of the tasks' rates. Seeds: the range the tasks ran on "
+        "(oxygen_core.sim.seeds).",
         "",
-        "| configuration | family | tasks | episodes | successes | rate | per task |",
-        "|---|---|---|---|---|---|---|",
+        "| configuration | family | seeds | tasks | episodes | successes | rate (95 %) "
+        "| per task |",
+        "|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]
+
+
+def _interval(success: Mapping[str, Any]) -> str:
+    """A pooled rate with its interval: "0.75 (0.30-0.95)"."""
+    if success["ci95"] is None:
+        return f"{success['rate']:.4g}"
+    low, high = success["ci95"]
+    return f"{success['rate']:.4g} ({low:.2f}-{high:.2f})"
 
 
 def plot_comparison(summary: Mapping[str, Any], path: Path) -> None:

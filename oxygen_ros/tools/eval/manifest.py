@@ -3,8 +3,8 @@
     inputs:
       bags: [data/sim_bag, "recordings/2026-*"]    # rosbag2 folders, paths or globs
       sim:                                          # closed-loop oxygen-sim-eval episodes
-        - {family: pick, seeds: {start: 0, count: 100}, per_task: 25}  # 4 tasks
-        - {family: push, seeds: {start: 0, count: 10}, rtf: 1.0, camera_size: 112}
+        - {family: pick, seeds: {count: 100}, per_task: 25}  # 4 tasks from the dev seeds
+        - {family: push, seeds: {start: 500000, count: 10}, rtf: 1.0, camera_size: 112}
     configurations:                                 # name -> params file + overrides
       oxygen: {params: config/sim.yaml, overrides: {engine_mode: oxygen, steps_per_frame: 2}}
       isolated: {params: config/sim.yaml, overrides: {engine_mode: isolated}}
@@ -20,7 +20,9 @@ topics (job.check_bag), and every configuration that meets a sim input against t
 (sim.evaluate.check_params: its joint names, cameras, trajectory output). Each error is one
 line that names the manifest, the key and, where one is at fault, the path.
 
-A sim input's seeds are cut into tasks of `per_task` seeds (default: all in one); each
+A sim input's seeds start at `start`, by default the dev range's first
+(oxygen_core.sim.seeds: 400000; the test range, 500000-500999, is run once per claim),
+and are cut into tasks of `per_task` seeds (default: all in one); each
 task is one oxygen-sim-eval run of that family on its seeds (`rtf` and `camera_size` as
 its --rtf and --camera-size). A configuration's `policy` is `model` (default: the node
 runs with the params and overrides) or `expert`: the sim's scripted expert drives and no
@@ -43,6 +45,7 @@ from typing import Any
 import yaml
 from rclpy.exceptions import ParameterException
 
+from oxygen_core.sim.seeds import DEV
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros.params import Settings
 from oxygen_ros.tools.configure import load_settings
@@ -363,8 +366,8 @@ def _sims(where: _Where, value: Any) -> list[SimInput]:
         camera_size = spec.get("camera_size", SimInput.camera_size)
         _integer(where, f"{key}.camera_size", camera_size, 8)
         seeds = where.mapping(spec["seeds"], f"{key}.seeds", {"start", "count"})
-        where.require(seeds, f"{key}.seeds", ("start", "count"))
-        start, count = seeds["start"], seeds["count"]
+        where.require(seeds, f"{key}.seeds", ("count",))
+        start, count = seeds.get("start", DEV.start), seeds["count"]
         per_task = spec.get("per_task", count)
         for name, number, low in (("seeds.start", start, 0), ("seeds.count", count, 1)):
             _integer(where, f"{key}.{name}", number, low)

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import yaml
 
+from oxygen_core.sim.seeds import DEV
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros.tools.sim.evaluate import SIM_PARAMS, SimEvalSpec, run_sim_eval
 from oxygen_ros.tools.sim.record import families_arg
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--params", type=Path, default=SIM_PARAMS, help="node params YAML")
     p.add_argument("--families", type=families_arg, default=FAMILIES)
     p.add_argument("--episodes", type=int, default=2, help="episodes per family")
-    p.add_argument("--seed", type=int, default=100_000, help="first seed")
+    p.add_argument("--seed", type=int, default=DEV.start, help="first seed (the dev range's)")
     p.add_argument("--rtf", type=float, default=1.0, help="real-time factor")
     p.add_argument("--camera-size", type=int, default=128)
     p.add_argument("--slow-delay", type=int, default=2, help="handover: the slow command delay")

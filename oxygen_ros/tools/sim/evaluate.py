@@ -1,7 +1,7 @@
 """`oxygen-sim-eval`: closed-loop evaluation of the oxygen node on the simulated tabletop.
 
     oxygen-sim-eval [--params config/sim.yaml] [--policy model|expert] [--mode oxygen]
-                    [--families pick,put,push] [--episodes 2] [--seed 0]
+                    [--families pick,put,push] [--episodes 2] [--seed 400000]
                     [--rtf 0.5] [--camera-size 224] [--camera-rate 10]
                     [--command-delay-steps 0] [--out DIR]
 
@@ -51,6 +51,7 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import Image
 
 from oxygen_core.sim.arm import JOINT_NAMES
+from oxygen_core.sim.seeds import DEV
 from oxygen_core.sim.tasks import FAMILIES, TIME_LIMITS
 from oxygen_ros import topics
 from oxygen_ros.convert import image_to_rgb, msgtype, stamp_to_ns
@@ -83,7 +84,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--mode", choices=("oxygen", "shared", "isolated"), default="oxygen")
     parser.add_argument("--families", type=families_arg, default=FAMILIES)
     parser.add_argument("--episodes", type=int, default=2, help="episodes per family")
-    parser.add_argument("--seed", type=int, default=0, help="first seed")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=DEV.start,
+        help="first seed (default: the dev range's first, oxygen_core.sim.seeds)",
+    )
     parser.add_argument(
         "--rtf", type=float, default=None, help="real-time factor (default 0.5; expert 2)"
     )
@@ -243,7 +249,7 @@ class SimEvalSpec:
     overrides: Mapping[str, object] = dataclasses.field(default_factory=dict)  # node -p's
     families: tuple[str, ...] = FAMILIES
     episodes: int = 2  # per family
-    seed: int = 0  # the first seed
+    seed: int = DEV.start  # the first seed: the dev range's (oxygen_core.sim.seeds)
     rtf: float | None = None  # None: 0.5 for the model, 2 for the expert
     camera_size: int = 224
     camera_rate: float = 10.0

@@ -31,6 +31,8 @@ from matplotlib.figure import Figure
 from oxygen_core.sim.executor import LimitViolations
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
+from oxygen_core.sim.seeds import range_name
+from oxygen_core.sim.success import SuccessRate
 from oxygen_ros.params import Settings
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.live import node_counts
@@ -119,6 +121,7 @@ def build(
     report: dict[str, Any] = {
         **dataclasses.asdict(run),
         "episodes_run": len(episodes),
+        "seed_range": range_name(range(run.seeds[0], run.seeds[-1] + 1)) if run.seeds else "other",
         "success": {f: _rate(es) for f, es in per_family.items()} | {"all": _rate(episodes)},
         "mean_time_to_success_s": {
             f: _mean([e["time_to_success_s"] for e in es if e["success"]])
@@ -169,11 +172,13 @@ def _node_report(
 
 
 def _rate(episodes: list[dict]) -> dict[str, Any]:
-    wins = sum(e["success"] for e in episodes)
+    """Episodes, successes, the rate and its 95 % Wilson interval (None without episodes)."""
+    rate = SuccessRate(sum(e["success"] for e in episodes), len(episodes))
     return {
-        "episodes": len(episodes),
-        "successes": wins,
-        "rate": round(wins / len(episodes), 4) if episodes else 0.0,
+        "episodes": rate.episodes,
+        "successes": rate.successes,
+        "rate": round(rate.rate, 4) if episodes else 0.0,
+        "ci95": [round(end, 4) for end in rate.interval()] if episodes else None,
     }
 
 
@@ -247,10 +252,12 @@ def headline(paths: Mapping[str, Path]) -> str:
 
 
 def _success_line(report: Mapping[str, Any]) -> str:
-    return ", ".join(
-        f"{f} {r['successes']}/{r['episodes']} ({100 * r['rate']:.0f}%)"
+    """Per family: successes/episodes (rate %, its 95 % interval), and the seed range."""
+    rates = ", ".join(
+        f"{f} {SuccessRate(r['successes'], r['episodes']).text()}"
         for f, r in report["success"].items()
     )
+    return f"{rates} on {report.get('seed_range', 'other')} seeds"
 
 
 def markdown(report: Mapping[str, Any], paths: Mapping[str, Path]) -> str:
@@ -262,7 +269,8 @@ def markdown(report: Mapping[str, Any], paths: Mapping[str, Path]) -> str:
         + (f", engine mode {r['mode']}" if r["policy"] == "model" else ""),
         "",
         f"Params `{r['params']}`, families {', '.join(r['families'])}, seeds "
-        f"{r['seeds'][0]}..{r['seeds'][-1]}, real-time factor {r['rtf']:g} (achieved "
+        f"{r['seeds'][0]}..{r['seeds'][-1]} ({r['seed_range']}), real-time factor "
+        f"{r['rtf']:g} (achieved "
         f"{r['achieved_rtf']}), cameras {r['camera_size']} px, wall time {r['wall_s']:.0f} s.",
         "",
         "| metric | value |",
