@@ -187,6 +187,7 @@ def test_every_topic_of_a_running_node_reaches_the_client(served, tmp_path):
         node.terminate()
         node.wait(timeout=30)
     chunk = deserialize_message(client.received[names.output(topics.ACTION_CHUNK)][-1], ActionChunk)
-    assert (chunk.horizon, chunk.action_dim) == (PARAMS["action_horizon"], 7)
-    assert len(chunk.actions) == PARAMS["action_horizon"] * 7
+    # rows from d on: the robot runs the d before while the chunk is computed
+    assert 1 <= chunk.horizon <= PARAMS["action_horizon"] and chunk.action_dim == 7
+    assert len(chunk.actions) == chunk.horizon * 7
     assert list(chunk.joint_names) == PARAMS["joint_names"]
