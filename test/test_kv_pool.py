@@ -142,10 +142,12 @@ def test_admit_replaces_one_row_and_leaves_the_others_alone(bench):
         np.testing.assert_array_equal(new[others], old[others])
     p, n = bench.cfg.prefix_len, len(bench.prompts[NARRATE])
     cache = bench.caches[3]
-    for new, prefix in zip(kv, [a for layer in cache.kv for a in layer], strict=True):
+    prefix_kv = [a for layer in cache.kv for a in layer]
+    tail = p + bench.prompt_len
+    for new, old, prefix in zip(kv, kv_before, prefix_kv, strict=True):
         np.testing.assert_array_equal(new[1, :p], np.asarray(prefix[0]))
-        # The old occupant's prompt and decoded tokens are gone past the new prompt.
-        assert not new[1, p + bench.prompt_len :].any()
+        # Written in place: past the new prompt the old occupant's slots stay (masked).
+        np.testing.assert_array_equal(new[1, tail:], old[1, tail:])
     expected_keys = layer0_keys(bench, 3, bench.prompts[NARRATE])
     np.testing.assert_allclose(kv[0][1, p : p + n], expected_keys, atol=1e-5)
     row = {name: value[1] for name, value in fields.items()}
@@ -164,6 +166,19 @@ def test_admit_takes_the_first_token_from_the_last_prompt_position(bench):
     assert np.asarray(pool.last_token)[:3].tolist() == expected
     # Rows with different prefixes or prompts see different first tokens in this model.
     assert len(set(expected)) > 1
+
+
+def test_a_row_admitted_over_an_old_occupant_decodes_as_if_alone(bench):
+    """The old occupant's longer prompt and decoded tokens stay in the row's slots past
+    the new prompt; the extension mask must hide each until decoding overwrites it."""
+    pool = bench.admit(bench.pool(), 0, frame=0, prompt=REMEMBER)
+    pool, _ = bench.decode(pool, K_MAX)
+    pool = bench.admit(pool, 0, frame=1)
+    got: list[int] = []
+    for _ in range(3):
+        pool, out = bench.decode(pool, K_MAX)
+        got += out.emitted(0)
+    assert got == bench.oracle(1)[:N]
 
 
 # --------------------------------------------------------------------------- decode

@@ -120,25 +120,40 @@ def finished(
 
 
 def start_row(
-    params: dict, cfg: ModelConfig, cache: pi05.PrefixCache, req: RowRequest, capacity: int
+    params: dict, cfg: ModelConfig, cache: pi05.PrefixCache, req: RowRequest
 ) -> tuple[pi05.LayerKV, jax.Array, jax.Array]:
-    """A batch-1 cache row seeded with the prefix and extended by the stream prompt.
+    """A new request's stream prompt after the prefix: its K/V, first token and done flag.
 
-    Returns the row (per layer [1, C, K, H]), the first token [1] and its done flag [1].
+    Returns the prompt's K/V per layer [1, E_p, K, H], the first token [1] and its done
+    flag [1]; `seed_row` writes the row. The pool and the baselines both start here, so
+    they sample the same first token.
     """
-    row = pi05.cache_rows(cache, capacity)
-    row, logits = pi05.extend(
-        params,
-        cfg,
-        row,
-        cache.mask,
-        jnp.zeros((1,), jnp.int32),
-        req.prompt[None],
-        req.n_prompt[None],
-    )
+    prompt_kv, logits = pi05.extend_prefix(params, cfg, cache, req.prompt[None], req.n_prompt[None])
     zero = jnp.zeros((1,), jnp.int32)
     token = sample(logits, req.temperature[None], req.key[None], zero)
-    return row, token, finished(token, zero + 1, req.max_tokens[None], req.stop_eos[None])
+    return prompt_kv, token, finished(token, zero + 1, req.max_tokens[None], req.stop_eos[None])
+
+
+def seed_row(
+    rows: pi05.LayerKV, slot: jax.Array, prefix: pi05.LayerKV, prompt: pi05.LayerKV
+) -> pi05.LayerKV:
+    """Row `slot` of `rows` [R, C, K, H] starts a request: prefix K/V [1, P, K, H] at slot
+    0, the stream prompt's [1, E_p, K, H] right after it.
+
+    In place when `rows` is donated: only P + E_p slots are written. The slots past the
+    prompt keep whatever an earlier request left there; the extension mask hides each one
+    until decoding writes it, so nothing needs clearing.
+    """
+    p_len = prefix[0][0].shape[1]
+
+    def write(a: jax.Array, head: jax.Array, tail: jax.Array) -> jax.Array:
+        a = jax.lax.dynamic_update_slice(a, head.astype(a.dtype), (slot, 0, 0, 0))
+        return jax.lax.dynamic_update_slice(a, tail.astype(a.dtype), (slot, p_len, 0, 0))
+
+    return [
+        (write(k, pk, qk), write(v, pv, qv))
+        for (k, v), (pk, pv), (qk, qv) in zip(rows, prefix, prompt, strict=True)
+    ]
 
 
 def admit(
@@ -165,18 +180,11 @@ def admit_row(
     cache: pi05.PrefixCache,
     req: RowRequest,
 ) -> PoolState:
-    """Write a new request into row `slot` in place: prefix K/V, prompt K/V, first token."""
-    capacity = pool.kv[0][0].shape[1]
-    row, token, done = start_row(params, cfg, cache, req, capacity)
-    kv = [
-        (
-            jax.lax.dynamic_update_slice(k, rk, (slot, 0, 0, 0)),
-            jax.lax.dynamic_update_slice(v, rv, (slot, 0, 0, 0)),
-        )
-        for (k, v), (rk, rv) in zip(pool.kv, row, strict=True)
-    ]
+    """Write a new request into row `slot` in place: prefix K/V, prompt K/V, first token
+    (`seed_row`: no row is built and copied, and the old occupant's slots stay masked)."""
+    prompt_kv, token, done = start_row(params, cfg, cache, req)
     return PoolState(
-        kv=kv,
+        kv=seed_row(pool.kv, slot, cache.kv, prompt_kv),
         prefix_mask=pool.prefix_mask.at[slot].set(cache.mask[0]),
         ext_len=pool.ext_len.at[slot].set(req.n_prompt),
         last_token=pool.last_token.at[slot].set(token[0]),

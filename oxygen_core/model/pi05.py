@@ -219,6 +219,38 @@ def extend(
     return new_rows, gemma.lm_logits(params["PaliGemma"]["llm"], last)
 
 
+def extend_prefix(
+    params: Params, cfg: ModelConfig, cache: PrefixCache, tokens: jax.Array, n_valid: jax.Array
+) -> tuple[LayerKV, jax.Array]:
+    """Append tokens causally to a prefix cache read in place: their K/V and the logits.
+
+    A request's stream prompt starts its language row. Reading the prefix as one
+    attention segment (as `denoise` does) needs no cache row to attend over, so the
+    caller writes the prefix and these K/V straight into wherever the row lives (a pool
+    row, in place) instead of building a row and copying it there.
+
+    tokens: [B, T] after each prefix, the first n_valid [B] real (causal, so padding after
+    them changes nothing). Returns the new tokens' K/V per layer [B, T, K, H] and float32
+    logits [B, V] at each row's last valid token, as `extend` with ext_len 0 computes them.
+    """
+    b, t = tokens.shape
+    positions = cache.valid_len[:, None] + jnp.arange(t)[None, :]
+    causal = jnp.arange(t)[None, :] <= jnp.arange(t)[:, None]
+    mask = jnp.concatenate(
+        [
+            jnp.broadcast_to(cache.mask[:, None, :], (b, t, cache.mask.shape[1])),
+            jnp.broadcast_to(causal[None], (b, t, t)),
+        ],
+        axis=-1,
+    )
+    llm = params["PaliGemma"]["llm"]
+    x = gemma.embed_tokens(llm, tokens)
+    cached = [[kv] for kv in cache.kv]
+    (h, _), kv = run_layers(llm, cfg, [x, None], [positions, None], cached, mask, [None, None])
+    last = jnp.take_along_axis(h, (n_valid - 1)[:, None, None], axis=1)[:, 0]
+    return kv, gemma.lm_logits(llm, last)
+
+
 def extend_hidden(
     params: Params,
     cfg: ModelConfig,
