@@ -194,7 +194,7 @@ def joint_prefix_kv(params, inputs, x) -> pi05.LayerKV:
         [pos[:, :p_len], pos[:, p_len:]],
         [[] for _ in llm["layers"]],
         mask,
-        [None, cond],
+        pi05.expert_mods(llm, cond),
     )
     return kv
 
@@ -311,7 +311,7 @@ def test_rms_norm_matches_gemma_definition():
     dense = {
         "Dense_0": {"kernel": jnp.asarray([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]), "bias": jnp.zeros(6)}
     }
-    out, gate = gemma.rms_norm(x, dense, jnp.asarray([[0.5]]))
+    out, gate = gemma.rms_norm(x, dense, gemma.modulation(dense, jnp.asarray([[0.5]])))
     # cond 0.5 -> scale (0.5, 1), shift (1.5, 2), gate (2.5, 3)
     np.testing.assert_allclose(out, [[[3 / rms * 1.5 + 1.5, 4 / rms * 2 + 2]]], rtol=1e-6)
     np.testing.assert_allclose(gate, [[[2.5, 3.0]]])

@@ -32,18 +32,28 @@ import jax.numpy as jnp
 
 Params = dict[str, Any]
 KV = tuple[jax.Array, jax.Array]  # K and V, each [B, S, K, H]
+LayerMods = tuple[jax.Array, jax.Array]  # adaRMS modulations before attention and MLP
 
 # Large negative logit for masked keys; finite so fully-masked (padding) rows stay NaN-free.
 MASK_VALUE = -2.3819763e38
 
 
-def rms_norm(x: jax.Array, p: Params, cond: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
-    """RMSNorm; with `cond` [B, C] it is pi0.5's adaRMS and also returns the residual gate."""
+def modulation(p: Params, cond: jax.Array) -> jax.Array:
+    """adaRMS's Dense of the time embedding cond [..., C]: scale, shift and gate [..., 3D].
+
+    It depends on the flow time only, so a denoiser computes it for all its steps at once
+    (`pi05.expert_mods`) instead of as one small matmul per norm and step.
+    """
+    return cond @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"]
+
+
+def rms_norm(x: jax.Array, p: Params, mod: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
+    """RMSNorm; with `mod` [B, 3D] (`modulation`) it is pi0.5's adaRMS and also returns
+    the residual gate."""
     var = jnp.mean(jnp.square(x.astype(jnp.float32)), axis=-1, keepdims=True)
     normed = (x * jax.lax.rsqrt(var + 1e-6)).astype(x.dtype)
-    if cond is None:
+    if mod is None:
         return normed * (1 + p["scale"]), None
-    mod = cond @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"]
     scale, shift, gate = jnp.split(mod[:, None, :], 3, axis=-1)
     return normed * (1 + scale) + shift, gate
 
@@ -110,6 +120,16 @@ def project_qkv(
     return q, apply_rope(k, positions, max_wavelength), v
 
 
+def attn_output(o: jax.Array, w: jax.Array) -> jax.Array:
+    """Attention output o [B, T, N, H] through the output projection w [N, H, D] -> [B, T, D].
+
+    One matmul over the merged N*H axis (both reshapes are free): as an einsum contracting
+    two axes, XLA on CPU transposed the whole weight matrix on every call.
+    """
+    b, t, n, h = o.shape
+    return o.reshape(b, t, n * h) @ w.reshape(n * h, w.shape[-1])
+
+
 def feed_forward(x: jax.Array, e: Params) -> jax.Array:
     """GeGLU MLP (tanh-approximate GELU, as Gemma); gate and up in one matmul."""
     h = jnp.einsum("BTD,DCF->BTCF", x, e["gating"])
@@ -122,12 +142,13 @@ def layer(
     positions: Sequence[jax.Array | None],
     cached: Sequence[KV],
     mask: jax.Array,
-    conds: Sequence[jax.Array | None],
+    mods: Sequence[LayerMods | None],
     max_wavelength: float,
 ) -> tuple[list[jax.Array | None], list[KV | None]]:
     """One MoT layer. `cached` segments come first in the key order, then the new tokens
-    of each present expert in expert order. Returns new hidden states and each expert's
-    new K, V (None for absent experts)."""
+    of each present expert in expert order; `mods` holds each expert's adaRMS modulations
+    (None: plain RMSNorm). Returns new hidden states and each expert's new K, V (None for
+    absent experts)."""
     gates: list[jax.Array | None] = []
     queries: list[jax.Array] = []
     new_kv: list[KV | None] = []
@@ -136,7 +157,7 @@ def layer(
             gates.append(None)
             new_kv.append(None)
             continue
-        y, gate = rms_norm(x, p[i]["attn_norm"], conds[i])
+        y, gate = rms_norm(x, p[i]["attn_norm"], None if mods[i] is None else mods[i][0])
         q, k, v = project_qkv(y, p[i], positions[i], max_wavelength)
         gates.append(gate)
         queries.append(q)
@@ -150,16 +171,16 @@ def layer(
             outs.append(None)
             continue
         stop = start + x.shape[1]
-        o = jnp.einsum("BTNH,NHD->BTD", attended[:, start:stop], p[i]["out"])
+        o = attn_output(attended[:, start:stop], p[i]["out"])
         start = stop
         x = gated_residual(x, o, gates[i])
-        y, gate = rms_norm(x, p[i]["ffw_norm"], conds[i])
+        y, gate = rms_norm(x, p[i]["ffw_norm"], None if mods[i] is None else mods[i][1])
         outs.append(gated_residual(x, feed_forward(y, p[i]), gate))
     return outs, new_kv
 
 
-def final_norm(llm: Params, x: jax.Array, expert: int, cond: jax.Array | None) -> jax.Array:
-    return rms_norm(x, llm["final_norm"][expert], cond)[0]
+def final_norm(llm: Params, x: jax.Array, expert: int, mod: jax.Array | None) -> jax.Array:
+    return rms_norm(x, llm["final_norm"][expert], mod)[0]
 
 
 def embed_tokens(llm: Params, tokens: jax.Array) -> jax.Array:

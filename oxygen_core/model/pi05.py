@@ -86,6 +86,36 @@ def embed_prefix(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class ExpertMods:
+    """The action expert's adaRMS modulations (`gemma.modulation`) of one time embedding:
+    per layer (before attention, before the MLP) and of its final norm, each [..., B, 3D].
+
+    `denoise` builds them for every step at once, outside its loop (leading axis S), and
+    indexes one step's inside; `velocity` builds one step's.
+    """
+
+    layers: list[gemma.LayerMods]
+    final: jax.Array
+
+
+jax.tree_util.register_dataclass(ExpertMods, data_fields=["layers", "final"], meta_fields=[])
+
+ACTION_EXPERT = 1  # the second expert of every layer; the only one with adaRMS norms
+
+
+def expert_mods(llm: Params, cond: jax.Array) -> ExpertMods:
+    """Modulations of every adaRMS norm of the action expert from time embedding cond."""
+    layers = [
+        (
+            gemma.modulation(p[ACTION_EXPERT]["attn_norm"], cond),
+            gemma.modulation(p[ACTION_EXPERT]["ffw_norm"], cond),
+        )
+        for p in llm["layers"]
+    ]
+    return ExpertMods(layers, gemma.modulation(llm["final_norm"][ACTION_EXPERT], cond))
+
+
 def run_layers(
     llm: Params,
     cfg: ModelConfig,
@@ -93,13 +123,17 @@ def run_layers(
     positions: list[jax.Array | None],
     cached: list[list[gemma.KV]],
     mask: jax.Array,
-    conds: list[jax.Array | None],
+    mods: ExpertMods | None,
 ) -> tuple[list[jax.Array | None], LayerKV]:
-    """All MoT layers; returns final hidden states and the new tokens' K/V of the
-    first present expert per layer (the only one any caller keeps)."""
+    """All MoT layers (`mods`: the action expert's conditioning, None when it is absent);
+    returns final hidden states and the new tokens' K/V of the first present expert per
+    layer (the only one any caller keeps)."""
     new_kv: LayerKV = []
     for i, p in enumerate(llm["layers"]):
-        xs, kvs = gemma.layer(p, xs, positions, cached[i], mask, conds, cfg.rope_max_wavelength)
+        layer_mods = [None, None if mods is None else mods.layers[i]]
+        xs, kvs = gemma.layer(
+            p, xs, positions, cached[i], mask, layer_mods, cfg.rope_max_wavelength
+        )
         new_kv.append(next(kv for kv in kvs if kv is not None))
     return xs, new_kv
 
@@ -118,7 +152,7 @@ def prefill(params: Params, cfg: ModelConfig, inputs: PrefixInputs) -> PrefixCac
         [positions, None],
         no_cache,
         attn_mask,
-        [None, None],
+        None,
     )
     return PrefixCache(kv=kv, mask=mask)
 
@@ -155,9 +189,17 @@ def velocity(
     params: Params, cfg: ModelConfig, cache: PrefixCache, x_t: jax.Array, t: jax.Array
 ) -> jax.Array:
     """Flow-matching velocity [B, Ha, A] of noisy actions x_t at time t [B]."""
+    cond = time_embedding(params, t, cfg.expert.width)
+    mods = expert_mods(params["PaliGemma"]["llm"], cond)
+    return conditioned_velocity(params, cfg, cache, x_t, mods)
+
+
+def conditioned_velocity(
+    params: Params, cfg: ModelConfig, cache: PrefixCache, x_t: jax.Array, mods: ExpertMods
+) -> jax.Array:
+    """`velocity` with the time conditioning already turned into adaRMS modulations."""
     b, horizon, _ = x_t.shape
     tokens = action_tokens(params, x_t)
-    cond = time_embedding(params, t, cfg.expert.width)
     positions = cache.valid_len[:, None] + jnp.arange(horizon)[None, :]
     mask = jnp.concatenate(
         [
@@ -168,10 +210,8 @@ def velocity(
     )
     cached = [[kv] for kv in cache.kv]
     llm = params["PaliGemma"]["llm"]
-    (_, out), _ = run_layers(
-        llm, cfg, [None, tokens], [None, positions], cached, mask, [None, cond]
-    )
-    out = gemma.final_norm(llm, out, 1, cond)
+    (_, out), _ = run_layers(llm, cfg, [None, tokens], [None, positions], cached, mask, mods)
+    out = gemma.final_norm(llm, out, ACTION_EXPERT, mods.final)
     return action_velocity(params, out)
 
 
@@ -182,12 +222,20 @@ def denoise(
     """Euler-integrate the flow from noise (t=1) to actions (t=0) in `steps` steps.
 
     noise: [B, Ha, A]; the prefix cache is only read. Returns actions [B, Ha, A].
+    The time conditioning depends on the step alone: it is computed for all steps before
+    the loop (one matmul per norm instead of one per norm and step), so each step runs
+    only the work that reads the actions.
     """
     dt = -1.0 / steps
+    t = 1.0 + jnp.arange(steps) * dt  # the loop's t at step i, in the same float32 ops
+    cond = time_embedding(params, t, cfg.expert.width)
+    cond = jnp.broadcast_to(cond[:, None], (steps, noise.shape[0], cond.shape[-1]))
+    leaves, tree = jax.tree.flatten(expert_mods(params["PaliGemma"]["llm"], cond))
+    stacked = jnp.stack(leaves, axis=1)  # [S, norms, B, 3D]: one slice per step, not nine
 
     def step(i: jax.Array, x_t: jax.Array) -> jax.Array:
-        t = jnp.full((x_t.shape[0],), 1.0 + i * dt, jnp.float32)
-        return x_t + dt * velocity(params, cfg, cache, x_t, t)
+        mods_i = jax.tree.unflatten(tree, list(stacked[i]))
+        return x_t + dt * conditioned_velocity(params, cfg, cache, x_t, mods_i)
 
     return jax.lax.fori_loop(0, steps, step, noise)
 
@@ -246,7 +294,7 @@ def extend_prefix(
     llm = params["PaliGemma"]["llm"]
     x = gemma.embed_tokens(llm, tokens)
     cached = [[kv] for kv in cache.kv]
-    (h, _), kv = run_layers(llm, cfg, [x, None], [positions, None], cached, mask, [None, None])
+    (h, _), kv = run_layers(llm, cfg, [x, None], [positions, None], cached, mask, None)
     last = jnp.take_along_axis(h, (n_valid - 1)[:, None, None], axis=1)[:, 0]
     return kv, gemma.lm_logits(llm, last)
 
@@ -286,7 +334,7 @@ def extend_hidden(
         v_row = v_row.at[row_ix, slot].set(v.astype(v_row.dtype), mode="promise_in_bounds")
         new_rows.append((k_row, v_row))
         o = gemma.attend(q, [(k_row[:b], v_row[:b])], mask)
-        x = x + jnp.einsum("BTNH,NHD->BTD", o, e["out"])
+        x = x + gemma.attn_output(o, e["out"])
         y, _ = gemma.rms_norm(x, e["ffw_norm"], None)
         x = x + gemma.feed_forward(y, e)
     return new_rows, x
@@ -348,12 +396,10 @@ def sample_actions(
 
     def step(i: jax.Array, x_t: jax.Array) -> jax.Array:
         t = jnp.full((b,), 1.0 + i * dt, jnp.float32)
-        cond = time_embedding(params, t, cfg.expert.width)
+        mods = expert_mods(llm, time_embedding(params, t, cfg.expert.width))
         tokens = action_tokens(params, x_t)
-        (_, out), _ = run_layers(
-            llm, cfg, [prefix, tokens], [pos_p, pos_a], no_cache, mask, [None, cond]
-        )
-        out = gemma.final_norm(llm, out, 1, cond)
+        (_, out), _ = run_layers(llm, cfg, [prefix, tokens], [pos_p, pos_a], no_cache, mask, mods)
+        out = gemma.final_norm(llm, out, ACTION_EXPERT, mods.final)
         return x_t + dt * action_velocity(params, out)
 
     return jax.lax.fori_loop(0, steps, step, noise)
@@ -386,7 +432,7 @@ def full_logits(
         [positions, None],
         no_cache,
         make_attn_mask(valid, starts),
-        [None, None],
+        None,
     )
     last = jnp.take_along_axis(h, (prefix.shape[1] + n_ext - 1)[:, None, None], axis=1)[:, 0]
     return gemma.lm_logits(llm, last)
