@@ -69,7 +69,9 @@ def test_one_sim_task_on_ray_equals_sim_eval(tmp_path: Path, capsys: pytest.Capt
 
     assert _deterministic(got) == _deterministic(expected)
     assert got["seeds"] == [0, 1] and got["families"] == ["pick"]
-    assert got["success"]["all"] == {"episodes": 2, "successes": 2, "rate": 1.0}
+    assert got["success"]["all"] == {
+        "episodes": 2, "successes": 2, "rate": 1.0, "ci95": [0.3424, 1.0]
+    }  # fmt: skip
     # The task ran on its worker's own ROS domain (the sim and the recorder both on it, or
     # no outcome would have arrived), recorded in its attempt and its marker.
     attempt = json.loads((folder / ATTEMPT).read_text())
