@@ -2,13 +2,15 @@
 
 The shared prefix is the image tokens of every camera slot followed by the tokenized
 prompt (which carries the discretised state). It is bidirectional among valid tokens.
-Three consumers read a prefix KV cache without changing it:
+Its consumers read a prefix KV cache without changing it:
 
 - `denoise`: the action expert's H action tokens attend to the valid prefix and to each
   other for S Euler steps of flow matching (t from 1 to 0).
+- `extend_prefix`: a new language request's stream prompt (such as "Narrate:") after the
+  prefix, returning its K/V and logits for the caller to write into the request's row.
 - `extend`: a language request appends tokens causally after the prefix in its own cache
-  row (a stream prompt such as "Narrate:", then one decoded token per step), writing
-  their K/V into the row in place and returning the logits of its last valid token.
+  row (one decoded token per step), writing their K/V into the row in place and
+  returning the logits of its last valid token.
 - `generate_text` / `sample_actions`: reference oracles that recompute the whole
   sequence with no cache, used by tests to prove the cached paths equal them.
 
