@@ -219,13 +219,15 @@ def test_smoke_run_writes_json_tables_and_plots(tmp_path, capsys):
 def test_phase_costs_report_every_phase_next_to_its_floor(capsys):
     assert phases.main(["--preset", "tiny", "--floors-only", "pi05", "--runs", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    expected = {"prefill_s", "denoise_step_s", "decode_step_b1_s", "decode_step_b32_s"}
+    expected = {"prefill_s", "denoise_step_s", "decode_step_b1_s", "decode_step_b32_s", "admit_s"}
     assert set(doc["presets"]) == {"tiny", "pi05"}
     assert set(doc["presets"]["pi05"]) == {"floor"}  # far too slow to time on a CPU
     assert set(doc["presets"]["pi05"]["floor"]) == expected
     measured = doc["presets"]["tiny"]["measured"]
     assert expected <= set(measured) and all(v >= 0 for v in measured.values())
-    assert measured["prefill_s"] > 0 and measured["decode_call_b1_s"] > 0
+    assert (
+        measured["prefill_s"] > 0 and measured["decode_call_b1_s"] > 0 and measured["admit_s"] > 0
+    )
 
 
 def test_the_paper_metrics_leave_out_frames_without_a_measured_time():

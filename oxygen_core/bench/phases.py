@@ -2,8 +2,9 @@
 
 `python -m oxygen_core.bench.phases --preset tiny,small` times, with random weights and
 `block_until_ready`, the median of several runs after compiling: a prefill (batch 1), one
-denoise step, and one decode step of the KV pool at buckets 1 and 32 (the step is the
-k=4 call minus the k=0 call, over 4, so the call's fixed cost is reported apart). Presets
+denoise step, one decode step of the KV pool at buckets 1 and 32 (the step is the k=4 call
+minus the k=0 call, over 4, so the call's fixed cost is reported apart) and the admission
+of one request into the pool (its stream prompt through the VLM, the row written). Presets
 listed in --floors-only (default pi05, far too slow for a CPU) get their floors alone.
 """
 
@@ -26,6 +27,7 @@ from oxygen_core.policy import load_policy
 
 DECODE_K = 4
 BUCKETS = (1, 32)
+PROMPT = "Narrate:"  # the benchmark's stream prompt (`runner.py`)
 
 
 def median_s(fn: Callable[[], object], runs: int) -> float:
@@ -68,7 +70,26 @@ def measure(preset: str, runs: int) -> dict[str, float]:
         full = median_s(lambda b=bucket: decode(b, DECODE_K), runs)
         out[f"decode_step_b{bucket}_s"] = max(full - call, 0.0) / DECODE_K
         out[f"decode_call_b{bucket}_s"] = call
+    req = admission_request(policy.tokenizer.encode(PROMPT))
+
+    def admit() -> kv_pool.PoolState:
+        pool[0] = kv_pool.admit(params, cfg, pool[0], 0, cache, req)
+        return pool[0]
+
+    out["admit_s"] = median_s(admit, runs)
     return out
+
+
+def admission_request(prompt: list[int]) -> kv_pool.RowRequest:
+    """A greedy request of `prompt`, as the engine admits one (`Engine._row_request`)."""
+    return kv_pool.RowRequest(
+        prompt=np.asarray(prompt, np.int32),
+        n_prompt=np.int32(len(prompt)),
+        max_tokens=np.int32(DECODE_K),
+        stop_eos=np.bool_(False),
+        temperature=np.float32(0.0),
+        key=np.zeros(2, np.uint32),
+    )
 
 
 def floors(preset: str, floors_of: Callable[[str], Floors]) -> dict[str, float]:
@@ -76,6 +97,9 @@ def floors(preset: str, floors_of: Callable[[str], Floors]) -> dict[str, float]:
     capacity = cfg.prefix_len + 40
     out = {"prefill_s": f.prefill_s(), "denoise_step_s": f.denoise_s(1)}
     out |= {f"decode_step_b{b}_s": f.decode_step_s(b, capacity) for b in BUCKETS}
+    # Admission's stream prompt reads every VLM weight once, as a batch-1 decode step does:
+    # that step is its floor (and the engine's target for it).
+    out["admit_s"] = f.decode_step_s(1, capacity)
     return out
 
 
