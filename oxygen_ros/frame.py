@@ -28,11 +28,6 @@ sends nothing (the robot keeps running the chunk before, gated when it went out)
 throttled warning per finding's reason. After `max_rejections` rejections in a row the
 loop holds the robot, and the safety status reports ERROR until a chunk goes through.
 
-A robot found farther from the running chunk's row at the tick than the gate's jump bound
-was moved by something else (a person, a collision, a simulator's reset): the loop
-forgets the running chunk, so the next one hands over from nothing and is judged from
-the measured state.
-
 The watchdog: when a frame sends no chunk (an input of the robot missing, stale or bad;
 a rejected chunk; a tick refused because the frame before still runs, e.g. a stalled
 engine) and the running chunk's last row comes before the next frame's chunk
@@ -213,9 +208,6 @@ class FrameLoop:
             self._warn(f"blank {slot}", f"camera left blank: {detail}")
         self._last_state = self._measured_state(obs)
         takeover = self._timeline.at(stamp_to_ns(tick.stamp))
-        if self._moved(takeover):  # the robot is not running what the timeline says
-            self._timeline.reset()
-            takeover = self._timeline.at(stamp_to_ns(tick.stamp))
         action = self._engine.act(obs, takeover.handover)
         if self._held.is_set():  # held while act ran (a stall, a stop): this chunk is stale
             return
@@ -296,25 +288,6 @@ class FrameLoop:
         if self._standing or last is None or last >= tick_ns + 2 * self._frame_ns:
             return
         self.hold(reason)
-
-    def _moved(self, takeover: Takeover) -> bool:
-        """Whether the measured state lies farther from the running chunk's row at the tick
-        than a chunk's start may lie from it (the gate's jump bound): something else moved
-        the robot (a person, a collision, a simulator's reset). The next chunk then meets
-        nothing, and its first step is judged from where the robot is."""
-        if self._guard is None or takeover.running is None or self._last_state is None:
-            return False
-        gap = np.abs(self._last_state - takeover.upcoming(1)[0])
-        limits = self._guard.gate.limits
-        if not np.any(gap > limits.jump):
-            return False
-        j = int(np.argmax(gap / limits.jump))
-        self._warn(
-            "moved",
-            f"{limits.names[j]} is {gap[j]:.3g} from where the running chunk has it "
-            f"(jump bound {limits.jump[j]:.3g}): the next chunk meets nothing",
-        )
-        return True
 
     def _measured_state(self, obs: Observation) -> np.ndarray | None:
         """The observation's positions of the commanded joints (None: some is not measured)."""

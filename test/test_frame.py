@@ -770,23 +770,6 @@ def test_a_chunk_with_nothing_running_is_stamped_at_the_first_step_after_its_pub
     assert [list(c.actions)[::2] for c in chunks] == [[0, 1, 2, 3], [10, 11, 12, 13]]
 
 
-def test_a_robot_moved_away_from_its_running_chunk_hands_over_from_nothing():
-    """Measured farther from the running chunk's row at the tick than the jump bound (20
-    here; rate bounds out of the way), the robot was moved by something else: the next
-    frame meets nothing."""
-    gate = chunk_gate(jump=20.0, velocity=1e4, acceleration=1e7)
-    r = rig(act_s=[0.01] * 4, handover="rtc", delays=[0] * 4, chunk_gate=gate)
-    r.assembler.on_instruction("stack")
-    # where the running chunk has the robot at each tick (row 2 of the last one), then not
-    for now_s, a, b in ((10.0, 0.5, -0.5), (10.04, 2, -2), (10.08, 12, 8), (10.12, 50, 18)):
-        r.feed(now_s, a=a, b=b)
-        r.tick(now_s)
-    assert [h is None for h in r.engine.handovers] == [True, False, False, True]
-    moved = [w for w in r.log.warnings if "from where the running chunk has it" in w]
-    assert moved == ["a is 28 from where the running chunk has it (jump bound 20): the "
-                     "next chunk meets nothing"]  # fmt: skip
-
-
 def test_a_stalled_engine_holds_once_from_the_refused_ticks_and_its_stale_chunk_stays_out():
     """Frame 1's act stalls across the ticks at 10.2 and 10.3, which the worker refuses:
     the first finds the running chunk over (its last row at 10.08) and holds; the second
