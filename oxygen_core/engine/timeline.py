@@ -14,11 +14,11 @@ the time its row 0 executes, the tick that computed it) and answers, per frame:
   are out, and the rows it runs one and two periods before them (the lead: what a
   trajectory controller moves from into the first one, and how fast); `Release.with_rows`
   puts the chunk gate's rows in their place (oxygen_core.safety.guard), so what runs is
-  what the gate let through. The rows go out
-  from row d, or from the row after the last the robot had when the running chunk ends
-  within the d steps: the new chunk's rows skipped never exceed the rows the robot ran
-  meanwhile (it stood at the running chunk's last row for the rest, and skipping d would
-  start it d steps into a motion it never made).
+  what the gate let through. The rows go out from row d, or from the row after the last
+  the robot had when the running chunk ends within the d steps: the new chunk's rows
+  skipped never exceed the rows the robot ran meanwhile (it stood at the running chunk's
+  last row for the rest, and skipping d would start it d steps into a motion it never
+  made). With nothing running the whole chunk goes out, stamped when it can arrive.
 - `commit(release, latency_s)`: they went out `latency_s` after the tick: they are what
   runs now, and the latency feeds the engine's delay estimate, its one writer, so an
   "auto" d covers the whole tick-to-publish time the robot sees. Frames that are never
