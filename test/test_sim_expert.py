@@ -1,9 +1,11 @@
 """The scripted expert: it solves every family on fixed seeds and narrates what it does."""
 
+import json
+
 import numpy as np
 import pytest
 
-from oxygen_core.sim import arm
+from oxygen_core.sim import arm, bench
 from oxygen_core.sim.expert import Expert
 from oxygen_core.sim.runner import run_expert, run_expert_episode
 from oxygen_core.sim.tasks import FAMILIES, make_task
@@ -78,3 +80,12 @@ def test_a_failed_grasp_is_retried():
         if task.succeeded(world):
             break
     assert moved and task.succeeded(world)
+
+
+def test_sim_bench_reports_the_expert_on_a_named_seed_range(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    bench.main(["--seeds", "2", "--first-seed", "500000", "--renders", "0", "--json", str(out)])
+    payload = json.loads(out.read_text())
+    assert payload["seeds"] == {"first": 500000, "last": 500001, "range": "test"}
+    assert {f: r["successes"] for f, r in payload["expert"].items()} == dict.fromkeys(FAMILIES, 2)
+    assert "seeds 500000-500001 (test)" in capsys.readouterr().out

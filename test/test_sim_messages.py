@@ -13,6 +13,7 @@ from oxygen_core.sim.arm import JOINT_NAMES
 from oxygen_core.sim.executor import LimitViolations
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
+from oxygen_core.sim.tasks import Contacts
 from oxygen_ros.convert import NS_PER_S, ns_to_stamp
 from oxygen_ros.tools.sim.messages import (
     outcome_msg,
@@ -47,6 +48,9 @@ def test_an_episode_outcome_round_trips_through_its_message():
         instruction="stack the red block",
         policy="model",
         success=True,
+        contacts=Contacts(
+            grasped=True, release_height=0.0625, finger_pushes=4, object_pushes=2, off_table=1
+        ),
         start_ns=1_700_000_001_000_000_000,
         end_ns=1_700_000_009_500_000_001,
         duration_s=8.5,

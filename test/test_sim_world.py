@@ -171,16 +171,19 @@ def test_pick_success_needs_the_object_held_above_the_lift_height():
     assert not task.succeeded(world)
 
 
-def test_put_success_needs_the_object_resting_in_that_bowl():
+def test_put_success_needs_a_grasp_a_release_above_the_rim_and_that_bowl():
     objects = [
         SceneObject("red", "block", np.array([0.4, 0.0, 0.0])),
         SceneObject("blue", "bowl", np.array([0.4, 0.15, 0.0])),
         SceneObject("green", "bowl", np.array([0.4, -0.15, 0.0])),
     ]
     task = _task("put", objects, bowl=1)
-    for bowl, expected in ((1, True), (2, False)):
+    cases = ((1, True, 0.1, True), (2, True, 0.1, False), (1, False, 0.1, False))
+    cases += ((1, True, 0.03, False),)  # released below the rim (0.04)
+    for bowl, grasped, released, expected in cases:
         world = task.new_world()
-        world.objects[0].position = world.objects[bowl].position + [0.0, 0.0, 0.1]
+        world.objects[0].position = world.objects[bowl].position + [0.0, 0.0, released]
+        world.states[0].was_grasped, world.states[0].release_height = grasped, released
         assert not task.succeeded(world)  # still falling
         for _ in range(40):
             world.step(world.joints, DT)
@@ -204,6 +207,7 @@ def test_push_success_is_displacement_in_the_instructed_direction(direction, shi
     )
     world = task.new_world()
     world.objects[0].position[1] += shift
+    world.states[0].finger_pushes = 1
     assert task.succeeded(world) is expected
 
 
@@ -213,8 +217,28 @@ def test_push_success_excludes_carrying():
     )
     world = task.new_world()
     world.objects[0].position[1] += 0.1
+    world.states[0].finger_pushes = 1
+    assert task.succeeded(world)
     world.states[0].was_grasped = True
     assert not task.succeeded(world)
+
+
+def test_push_success_needs_the_fingers_and_every_object_on_the_table():
+    objects = [
+        SceneObject("green", "ball", np.array([0.4, 0.0, 0.0])),
+        SceneObject("red", "block", np.array([0.3, -0.2, 0.0])),
+    ]
+    task = _task("push", objects, direction="left")
+    world = task.new_world()
+    world.objects[0].position[1] += 0.1
+    assert not task.succeeded(world)  # moved 0.1 left, but the fingers never pushed it
+    world.states[0].finger_pushes = 1
+    assert task.succeeded(world)
+    world.objects[1].position[:2] = [0.3, -0.5]  # beyond the table's edge (y -0.45)
+    world.step(world.joints, DT)
+    assert world.off_table(1) and world.objects[1].position[2] < 0.0
+    assert not task.succeeded(world)
+    assert task.contacts(world).off_table == 1
 
 
 @pytest.mark.parametrize("family", FAMILIES)

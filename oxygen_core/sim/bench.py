@@ -1,12 +1,13 @@
 """`oxygen-sim-bench`: how fast the sim renders and how well the scripted expert does.
 
-    oxygen-sim-bench --seeds 50 --size 224 --renders 300 --json out.json
+    oxygen-sim-bench --seeds 50 [--first-seed 400000] --size 224 --renders 300 --json out.json
 
 Renders/s are measured on one mid-episode world per camera (the arm reaching over the
 table), single-threaded, after a warm-up, both per wall second and per CPU second of this
 process (the second is what the renderer costs when other processes share the cores);
-the expert's success rate per family comes from `runner.run_expert` on seeds 0..N-1.
-Prints a markdown table; writes JSON on request.
+the expert's success rate per family comes from `runner.run_expert` on N seeds from
+--first-seed (the dev range's first by default; `--renders 0` skips the renders). Prints
+markdown tables naming the seed range; writes JSON on request.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 from oxygen_core.sim.expert import Expert
 from oxygen_core.sim.render import CAMERAS, Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ, run_expert
+from oxygen_core.sim.seeds import DEV, describe
 from oxygen_core.sim.tasks import FAMILIES, make_task
 
 
@@ -49,17 +51,23 @@ def renders_per_second(size: int, count: int) -> dict[str, dict[str, float]]:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="oxygen-sim-bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=50, help="expert episodes per family")
+    p.add_argument("--first-seed", type=int, default=DEV.start)
     p.add_argument("--size", type=int, default=224, help="image width and height")
     p.add_argument("--renders", type=int, default=300, help="timed renders per camera")
     p.add_argument("--control-hz", type=float, default=DEFAULT_CONTROL_HZ)
     p.add_argument("--json", type=Path, help="write the results here")
     args = p.parse_args(argv)
 
-    rates = renders_per_second(args.size, args.renders)
-    results = run_expert(FAMILIES, list(range(args.seeds)), args.control_hz)
-    print(f"| camera | renders per wall s at {args.size}x{args.size} | per CPU s |\n|---|---|---|")
+    rates = renders_per_second(args.size, args.renders) if args.renders else {}
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    results = run_expert(FAMILIES, list(seeds), args.control_hz)
+    if rates:
+        print(f"| camera | renders per wall s at {args.size}x{args.size} | per CPU s |")
+        print("|---|---|---|")
     for camera, rate in rates.items():
         print(f"| {camera} | {rate['wall']:.0f} | {rate['cpu']:.0f} |")
+    seed_range = describe(seeds)
+    print(f"\nexpert, seeds {seeds.start}-{seeds.stop - 1} ({seed_range['range']})")
     print("\n| family | expert success | mean time to success (sim s) | failed seeds |")
     print("|---|---|---|---|")
     summary = {}
@@ -77,7 +85,12 @@ def main(argv: list[str] | None = None) -> None:
         shown = f"{mean_time:.2f}" if mean_time is not None else "-"
         print(f"| {family} | {len(wins)}/{len(episodes)} | {shown} | {failed or '-'} |")
     if args.json:
-        payload = {"size": args.size, "renders_per_s": rates, "expert": summary}
+        payload = {
+            "size": args.size,
+            "renders_per_s": rates,
+            "seeds": seed_range,
+            "expert": summary,
+        }
         args.json.write_text(json.dumps(payload, indent=2))
 
 

@@ -10,6 +10,7 @@ import dataclasses
 
 from oxygen_core.sim.executor import LimitViolations
 from oxygen_core.sim.seam import SeamSummary
+from oxygen_core.sim.tasks import Contacts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Outcome:
     instruction: str
     policy: str
     success: bool
+    contacts: Contacts  # how the target got where it is (grasp, release, pushes)
     start_ns: int
     end_ns: int
     duration_s: float

@@ -29,7 +29,15 @@ from __future__ import annotations
 import numpy as np
 
 from oxygen_core.sim import arm, raycast
-from oxygen_core.sim.scene import BOWL_HEIGHT, BOWL_RADIUS, BOWL_RIM, COLOURS, SceneObject
+from oxygen_core.sim.scene import (
+    BOWL_HEIGHT,
+    BOWL_RADIUS,
+    BOWL_RIM,
+    COLOURS,
+    TABLE_X,
+    TABLE_Y,
+    SceneObject,
+)
 from oxygen_core.sim.world import World
 
 CAMERAS = ("base", "wrist")
@@ -39,7 +47,6 @@ BASE_FOV = 38.0  # degrees, horizontal
 WRIST_FOV = 80.0
 WRIST_MOUNT = (0.03, -0.06)  # (along the tool axis from the wrist, along tool x) in metres
 WRIST_LOOK_BEYOND = 0.12  # the wrist camera aims this far past the grip point
-TABLE_X, TABLE_Y = (-0.15, 0.75), (-0.45, 0.45)
 TABLE_MIDDLE = (np.mean(TABLE_X), np.mean(TABLE_Y))
 TABLE_HALF = ((TABLE_X[1] - TABLE_X[0]) / 2, (TABLE_Y[1] - TABLE_Y[0]) / 2)
 TABLE_COLOUR = np.array([186, 160, 122], np.float32)

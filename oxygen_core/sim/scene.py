@@ -29,6 +29,10 @@ BOWL_HEIGHT = 0.04  # rim above the bowl's bottom
 BOWL_RIM = float(np.sqrt(BOWL_RADIUS**2 - (BOWL_RADIUS - BOWL_HEIGHT) ** 2))  # rim radius
 BOWL_FLOOR = 0.006  # an object inside rests this far above the bowl's bottom
 
+# The table top (z = 0); an object whose centre leaves it falls to the floor.
+TABLE_X, TABLE_Y = (-0.15, 0.75), (-0.45, 0.45)
+FLOOR_Z = -0.75
+
 # The region objects are placed in: inside the arm's reach, clear of its base.
 WORKSPACE_X = (0.28, 0.54)
 WORKSPACE_Y = (-0.24, 0.24)
@@ -67,6 +71,11 @@ class SceneObject:
     @property
     def centre(self) -> np.ndarray:
         return self.position + np.array([0.0, 0.0, self.height / 2])
+
+
+def over_table(xy: np.ndarray) -> bool:
+    """Whether a point (x, y) lies over the table top."""
+    return bool(TABLE_X[0] < xy[0] < TABLE_X[1] and TABLE_Y[0] < xy[1] < TABLE_Y[1])
 
 
 def sample_position(

@@ -1,9 +1,17 @@
 """Task families: a seeded scene, an instruction string, and a success check on the world.
 
     pick  "pick up the <colour> <shape>"                 held with its underside >= LIFT_HEIGHT
-    put   "put the <colour> <shape> in the <colour> bowl" resting inside that bowl, released
-    push  "push the <colour> <shape> to the left|right"  resting on the table, never grasped,
-                                                          moved >= PUSH_DISTANCE along +-y
+    put   "put the <colour> <shape> in the <colour> bowl" grasped, released with its
+                                                          underside above the bowl's rim,
+                                                          resting inside that bowl
+    push  "push the <colour> <shape> to the left|right"  pushed by the fingers, never
+                                                          grasped, resting on the table,
+                                                          moved >= PUSH_DISTANCE along +-y,
+                                                          no object knocked off the table
+
+Each condition names how the task is done, not only where the target ends up: a put the
+fingers slid along the table (the bowl's wall stops it anyway, `contacts`) or a push
+done by carrying the target fails. `Task.contacts` is what the episode's record keeps.
 
 Left and right are the robot's (world +y is left); the base camera faces the robot, so the
 robot's left is the image's right. The target is always a block or a ball (bowls receive
@@ -21,6 +29,7 @@ import dataclasses
 import numpy as np
 
 from oxygen_core.sim.scene import (
+    BOWL_HEIGHT,
     COLOURS,
     GRASPABLE,
     SHAPES,
@@ -65,13 +74,41 @@ class Task:
         i = self.target
         obj, state = world.objects[i], world.states[i]
         if self.family == "pick":
-            return state.held and obj.position[2] >= LIFT_HEIGHT
+            return bool(state.held and obj.position[2] >= LIFT_HEIGHT)
         if self.family == "put":
-            return world.resting(i) and state.support == self.bowl
+            rim = world.objects[self.bowl].position[2] + BOWL_HEIGHT
+            released_above = state.release_height >= rim - 1e-9  # nan (never): False
+            in_bowl = world.resting(i) and state.support == self.bowl
+            return bool(state.was_grasped and released_above and in_bowl)
         moved = obj.position[:2] - self.objects[i].position[:2]
         along = float(moved @ PUSH_DIRECTIONS[self.direction])
-        on_table = world.resting(i) and state.support is None
-        return on_table and not state.was_grasped and along >= PUSH_DISTANCE
+        on_table = world.resting(i) and state.support is None and not world.off_table(i)
+        by_fingers = state.finger_pushes > 0 and not state.was_grasped
+        all_on = not any(world.off_table(j) for j in range(len(world.objects)))
+        return bool(on_table and by_fingers and all_on and along >= PUSH_DISTANCE)
+
+    def contacts(self, world: World) -> Contacts:
+        """What the episode did to the target and the scene, for its record."""
+        state = world.states[self.target]
+        return Contacts(
+            grasped=state.was_grasped,
+            release_height=state.release_height,
+            finger_pushes=state.finger_pushes,
+            object_pushes=world.object_pushes,
+            off_table=sum(world.off_table(j) for j in range(len(world.objects))),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Contacts:
+    """An episode's contacts as its record keeps them (the episode message's fields), so
+    a success can be audited: how the target got where it is."""
+
+    grasped: bool  # the fingers held the target at some point
+    release_height: float  # the target's underside (m) at its last release; nan: never
+    finger_pushes: int  # control steps in which the fingers pushed the target
+    object_pushes: int  # pushes of one object by another (any objects)
+    off_table: int  # objects that left the table
 
 
 def make_task(family: str, seed: int) -> Task:

@@ -1,21 +1,29 @@
-"""The kinematic tabletop world: arm servos, grasping by attachment, falling, pushing.
+"""The kinematic tabletop world: arm servos, grasping by attachment, falling, contacts.
 
-No physics engine: each `step` moves the joints towards their targets within the limits
-(`arm.limit_step`), cut short where the fingertips would go below the table top (a real arm
-stops on the table; a policy that pushes down must not end up inside it), then applies
-four rules in a fixed order, which is all the tasks need:
+No physics engine (docs/DESIGN.md says why): each `step` moves the joints towards their
+targets within the limits (`arm.limit_step`), cut short where the fingertips would go below
+what is under them (the table top; the top of an object narrower fingers come down on; a
+held object's underside stops at the table), then applies five rules in a fixed order:
 
 1. grasp: a free object lies between the fingertips (its centre within `GRASP_TOLERANCE` of
    the grip point sideways, the grip point inside its vertical extent) and the closing
    fingers reach its width: it is attached, and the fingers stop at its width (so the
    gripper joint reports a held object, as a real gripper's position does);
-2. release: the gripper opens wider than the held object: it is detached and falls;
-3. fall: a free object above its support drops under gravity and comes to rest on the
-   highest support under its centre: the floor of a bowl, the top of a block or ball, or
-   the table;
-4. push: the closed fingers (a vertical finger column of radius `PUSHER_RADIUS`) overlap a
-   resting object's footprint at its height: the object is moved out along the line from
-   the fingers to its centre, just far enough to touch. Objects do not push each other.
+2. release: the gripper opens wider than the held object: it is detached (its underside
+   height is recorded) and falls;
+3. carry: a held object moves with the fingers and pushes what it meets on the table;
+4. fall: a free object above its support drops under gravity and comes to rest on the
+   highest surface under its centre at or below its underside: the floor of a bowl (only
+   from above: one straddling the wall tips in or out), the top of a block or ball, the
+   table, or the floor beyond the table's edge;
+5. push: closed fingers (a vertical finger column of radius `PUSHER_RADIUS`) overlapping a
+   resting object's footprint at its height move it out along the line from the fingers
+   to its centre, just far enough to touch (fingers inside a bowl push its wall from
+   within); open fingers wider than an object go around it. A pushed object pushes the
+   objects on the table it meets in turn (`contacts.chain`), and carries what rests on it.
+
+Each object's state records what a success check must not take on trust: whether it was
+ever grasped, where it was released, how often the fingers pushed it.
 
 The world is driven with joint targets at the control rate; sim time advances by dt.
 """
@@ -24,11 +32,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
-from oxygen_core.sim import arm
-from oxygen_core.sim.scene import BOWL_FLOOR, BOWL_RIM, SceneObject
+from oxygen_core.sim import arm, contacts
+from oxygen_core.sim.scene import (
+    BOWL_FLOOR,
+    BOWL_HEIGHT,
+    BOWL_RIM,
+    FLOOR_Z,
+    SceneObject,
+    over_table,
+)
 
 GRASP_TOLERANCE = 0.02  # sideways offset of an object's centre from the grip point (m)
 PUSHER_RADIUS = 0.015  # the closed fingers seen from above, as a circle (m)
@@ -43,6 +59,8 @@ class ObjectState:
     was_grasped: bool = False
     fall_speed: float = 0.0
     support: int | None = None  # index of the object it rests on; None: the table
+    release_height: float = float("nan")  # its underside (m) at its last release
+    finger_pushes: int = 0  # control steps in which the fingers pushed it
 
 
 class World:
@@ -53,6 +71,7 @@ class World:
         self.states = [ObjectState() for _ in objects]
         self.joints = np.array(joints, np.float64)
         self.time = 0.0
+        self.object_pushes = 0  # pushes of one object by another, all objects, so far
         self._grip_offset = np.zeros(3)  # held object's bottom centre in the tool frame
         self._held_yaw_offset = 0.0
         self.pose = arm.forward(self.joints)
@@ -67,7 +86,7 @@ class World:
         if targets.shape != (arm.NUM_JOINTS,) or not np.all(np.isfinite(targets)):
             raise ValueError(f"joint targets must be {arm.NUM_JOINTS} finite numbers: {targets}")
         before = self.joints
-        self.joints = _stopped_by_table(before, self.pose, arm.limit_step(before, targets, dt))
+        self.joints = self._stopped(before, arm.limit_step(before, targets, dt))
         held = self.held
         if held is not None:
             # The fingers cannot close through the object they hold.
@@ -77,10 +96,37 @@ class World:
             self._try_grasp(before[6])
         elif self.pose.gap > self.objects[held].width + 1e-9:
             self.states[held].held = False
+            self.states[held].release_height = float(self.objects[held].position[2])
         self._carry()
         self._fall(dt)
         self._push()
         self.time += dt
+
+    def off_table(self, index: int) -> bool:
+        """Whether object `index` has left the table (pushed over its edge)."""
+        return not self.states[index].held and not over_table(self.objects[index].position[:2])
+
+    def _stopped(self, before: np.ndarray, after: np.ndarray) -> np.ndarray:
+        """The servo step from `before` to `after` cut short where the fingertips meet what
+        is under them when it starts: the table (a held object's underside stops there)
+        and the objects the finger column is over, each at the height the fingers come
+        down to from where they are (a bowl entered from above: its floor throughout)."""
+        pose, held = self.pose, self.held
+        hang = 0.0 if held is None else pose.grip[2] - self.objects[held].position[2]
+        under = []
+        for i, obj in enumerate(self.objects):
+            stop = contacts.finger_stop(obj, pose.grip[:2], PUSHER_RADIUS)
+            if i != held and pose.gap < obj.width and stop is not None:
+                if pose.grip[2] >= stop - 1e-9:
+                    under.append((obj, stop))
+
+        def floor(grip: np.ndarray) -> float:
+            meets = [
+                s for o, s in under if contacts.finger_stop(o, grip[:2], PUSHER_RADIUS) is not None
+            ]
+            return max([max(hang, 0.0), *meets])
+
+        return _stopped_by(before, pose, after, floor)
 
     def _try_grasp(self, gripper_before: float) -> None:
         gap_before = gripper_before * arm.MAX_GAP
@@ -115,20 +161,23 @@ class World:
         obj = self.objects[held]
         obj.position = self.pose.grip + self.pose.tool_rotation @ self._grip_offset
         obj.yaw = self._tool_yaw() + self._held_yaw_offset
+        self._chain([held])
 
     def support_height(self, index: int) -> tuple[float, int | None]:
-        """Where object `index` would rest if dropped now: (height of its underside, support)."""
+        """Where object `index` would rest if dropped now: (height of its underside, support).
+        Only surfaces at or below its underside count: nothing is lifted onto a support."""
         obj = self.objects[index]
-        best: tuple[float, int | None] = (0.0, None)
+        best: tuple[float, int | None] = (0.0 if over_table(obj.position[:2]) else FLOOR_Z, None)
         for j, other in enumerate(self.objects):
-            if j == index or self.states[j].held or other.position[2] > obj.position[2]:
+            if j == index or self.states[j].held:
                 continue
             distance = np.hypot(*(obj.position[:2] - other.position[:2]))
             if other.shape == "bowl":
-                top = other.position[2] + BOWL_FLOOR if distance < BOWL_RIM else None
+                inside = contacts.inside_bowl(obj, other)
+                top = other.position[2] + BOWL_FLOOR if inside else None
             else:
                 top = other.position[2] + other.height if distance < other.radius else None
-            if top is not None and top > best[0]:
+            if top is not None and best[0] < top <= obj.position[2] + 1e-9:
                 best = (top, j)
         return best
 
@@ -136,6 +185,8 @@ class World:
         for i, (obj, state) in enumerate(zip(self.objects, self.states, strict=True)):
             if state.held:
                 continue
+            if not self.resting(i):
+                self._tip_off_walls(obj)
             rest, support = self.support_height(i)
             if obj.position[2] <= rest + 1e-9:
                 obj.position[2], state.fall_speed, state.support = rest, 0.0, support
@@ -145,26 +196,44 @@ class World:
             if obj.position[2] == rest:
                 state.fall_speed, state.support = 0.0, support
 
+    def _tip_off_walls(self, obj: SceneObject) -> None:
+        """A falling object straddling a bowl's wall below it tips in or out."""
+        for bowl in self.objects:
+            if bowl.shape == "bowl" and bowl.position[2] + BOWL_HEIGHT <= obj.position[2] + 1e-9:
+                obj.position[:2] += contacts.wall_deflection(obj, bowl)
+
     def resting(self, index: int) -> bool:
         state = self.states[index]
         return not state.held and state.fall_speed == 0.0
 
     def _push(self) -> None:
+        """Closed fingers move the objects their column overlaps; those push on in turn."""
         grip = self.pose.grip
         finger_top = grip[2] + arm.FINGER_LENGTH
+        pushed = []
         for i, (obj, state) in enumerate(zip(self.objects, self.states, strict=True)):
             if state.held or self.pose.gap >= obj.width:
                 continue  # open fingers straddle an object instead of pushing it
-            if finger_top < obj.position[2] or grip[2] > obj.position[2] + obj.height:
+            if finger_top <= obj.position[2] or grip[2] >= obj.position[2] + obj.height - 1e-9:
                 continue
-            offset = obj.position[:2] - grip[:2]
-            distance = float(np.hypot(*offset))
-            reach = obj.radius + PUSHER_RADIUS
-            if distance >= reach:
+            shift = _finger_shift(obj, grip[:2])
+            if shift is None:
                 continue
-            direction = offset / distance if distance > 1e-9 else np.array([1.0, 0.0])
-            obj.position[:2] = grip[:2] + direction * reach
-            self._drag_contents(i, direction * (reach - distance))
+            obj.position[:2] += shift
+            state.finger_pushes += 1
+            self._drag_contents(i, shift)
+            pushed.append(i)
+        self._chain(pushed)
+
+    def _chain(self, movers: list[int]) -> None:
+        """The pushes between objects that `movers` start, with what rests on each."""
+        on_table = [
+            s.support is None and not s.held and self.resting(i) and not self.off_table(i)
+            for i, s in enumerate(self.states)
+        ]
+        for _, pushed, shift in contacts.chain(self.objects, on_table, movers, self.held):
+            self.object_pushes += 1
+            self._drag_contents(pushed, shift)
 
     def _drag_contents(self, index: int, shift: np.ndarray) -> None:
         """Objects resting on a pushed object move with it."""
@@ -174,23 +243,42 @@ class World:
                 self._drag_contents(j, shift)
 
 
-def _stopped_by_table(
-    before: np.ndarray, pose: arm.ArmPose, after: np.ndarray, halvings: int = 12
+def _finger_shift(obj: SceneObject, grip_xy: np.ndarray) -> np.ndarray | None:
+    """How far the finger column at `grip_xy` moves `obj` sideways, None where it misses:
+    out to touching from outside, or (fingers inside a bowl) its wall out to touching them
+    from within."""
+    offset = obj.position[:2] - grip_xy
+    distance = float(np.hypot(*offset))
+    direction = offset / distance if distance > 1e-9 else np.array([1.0, 0.0])
+    if obj.shape == "bowl" and distance < BOWL_RIM:
+        inner = BOWL_RIM - PUSHER_RADIUS
+        return -direction * (distance - inner) if distance > inner else None
+    reach = obj.radius + PUSHER_RADIUS
+    return direction * (reach - distance) if distance < reach else None
+
+
+def _stopped_by(
+    before: np.ndarray,
+    pose: arm.ArmPose,
+    after: np.ndarray,
+    floor: Callable[[np.ndarray], float],
+    halvings: int = 12,
 ) -> np.ndarray:
     """The arm joints of a servo step from `before` (whose pose is `pose`) cut short where
-    the grip point (the fingertips) reaches the table top, by bisection on the fraction of
-    the step; the gripper moves as commanded. A step that starts below the top (a world
+    the grip point (the fingertips) reaches `floor(grip)`, by bisection on the fraction of
+    the step; the gripper moves as commanded. A step that starts below its floor (a world
     built there) is left as it is."""
-    if arm.forward(after).grip[2] >= 0.0 or pose.grip[2] < 0.0:
+
+    def clear(q: np.ndarray) -> bool:
+        grip = arm.forward(q).grip
+        return grip[2] >= floor(grip)
+
+    if clear(after) or pose.grip[2] < floor(pose.grip):
         return after
     low, high = 0.0, 1.0
     for _ in range(halvings):
         mid = (low + high) / 2
-        low, high = (
-            (mid, high)
-            if arm.forward(before + mid * (after - before)).grip[2] >= 0.0
-            else (low, mid)
-        )
+        low, high = (mid, high) if clear(before + mid * (after - before)) else (low, mid)
     stopped = before + low * (after - before)
     stopped[arm.ARM_DOF :] = after[arm.ARM_DOF :]
     return stopped

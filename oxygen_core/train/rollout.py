@@ -49,7 +49,7 @@ from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
 from oxygen_core.sim.seam import SeamMeter, SeamSummary
 from oxygen_core.sim.success import SuccessRate
-from oxygen_core.sim.tasks import make_task
+from oxygen_core.sim.tasks import Contacts, make_task
 from oxygen_core.sim.world import World
 from oxygen_core.train import locate
 from oxygen_core.train.baseline_actor import BaselineActor
@@ -95,6 +95,7 @@ class Outcome:
     success: bool
     steps: int
     texts: tuple[Text, ...]
+    contacts: Contacts
     seams: SeamSummary
     overlap: Overlap
     plans: tuple[bool, ...] = ()  # per frame of a two-stage policy: its plan was right
@@ -194,6 +195,7 @@ def run_episode(
         success,
         steps=step + 1,
         texts=tuple(texts),
+        contacts=task.contacts(world),
         seams=meter.summary(),
         overlap=_summarise_gaps(gaps),
         plans=tuple(plans),

@@ -229,6 +229,7 @@ class SimLoop:
             instruction=ep.task.instruction,
             policy=self.cfg.policy,
             success=ep.success,
+            contacts=ep.task.contacts(ep.world),
             start_ns=ep.start_ns,
             end_ns=ep.end_ns,
             duration_s=(ep.end_ns - ep.start_ns) / _NS,

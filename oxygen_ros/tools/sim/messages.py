@@ -32,6 +32,7 @@ from oxygen_core.sim.arm import JOINT_NAMES
 from oxygen_core.sim.executor import LimitViolations, Trajectory
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
+from oxygen_core.sim.tasks import Contacts
 from oxygen_ros import convert
 from oxygen_ros.convert import NS_PER_S, ns_to_stamp, stamp_to_ns
 from oxygen_ros.msg import EpisodeOutcome
@@ -139,6 +140,11 @@ def outcome_msg(o: Outcome) -> EpisodeOutcome:
         instruction=o.instruction,
         policy=o.policy,
         success=bool(o.success),
+        grasped=bool(o.contacts.grasped),
+        release_height=float(o.contacts.release_height),
+        finger_pushes=o.contacts.finger_pushes,
+        object_pushes=o.contacts.object_pushes,
+        off_table=o.contacts.off_table,
         start=ns_to_stamp(o.start_ns),
         duration_s=float(o.duration_s),
         time_limit_s=float(o.time_limit_s),
@@ -178,6 +184,13 @@ def outcome_of(msg: EpisodeOutcome) -> Outcome:
         instruction=msg.instruction,
         policy=msg.policy,
         success=msg.success,
+        contacts=Contacts(
+            grasped=msg.grasped,
+            release_height=msg.release_height,
+            finger_pushes=msg.finger_pushes,
+            object_pushes=msg.object_pushes,
+            off_table=msg.off_table,
+        ),
         start_ns=stamp_to_ns(msg.start),
         end_ns=stamp_to_ns(msg.header.stamp),
         duration_s=msg.duration_s,
