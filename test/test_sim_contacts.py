@@ -7,7 +7,7 @@ import pytest
 
 from oxygen_core.sim import arm
 from oxygen_core.sim.scene import BALL_RADIUS, BLOCK_SIDE, BOWL_FLOOR, BOWL_RIM, SceneObject
-from oxygen_core.sim.tasks import Task
+from oxygen_core.sim.tasks import Task, make_task
 from oxygen_core.sim.world import PUSHER_RADIUS, World
 
 DT = 0.05
@@ -145,3 +145,29 @@ def test_a_put_over_the_rim_succeeds_and_records_the_release():
     record = task.contacts(world)
     assert record.grasped and record.release_height == pytest.approx(0.06)
     assert record.object_pushes == 0 and record.off_table == 0
+
+
+def _slide(world, start_xy, end_xy):
+    """Closed fingers lowered at `start_xy` and slid along the table to `end_xy`."""
+    _drive(world, (*start_xy, 0.15), 0.0, steps=5)
+    _drive(world, (*start_xy, 0.012), 0.0, steps=5)
+    _drive(world, (*end_xy, 0.012), 0.0, steps=5)
+
+
+@pytest.mark.parametrize("seed", range(400_000, 400_006))
+def test_neither_put_exploit_wins_on_real_scenes(seed):
+    """The two scripted exploits of the old world, on dev scenes: closed fingers slide the
+    target at the bowl's centre, or the bowl over the target; neither ends in a put."""
+    task = make_task("put", seed)
+    target, bowl = (task.objects[k].position[:2] for k in (task.target, task.bowl))
+    way = (bowl - target) / np.linalg.norm(bowl - target)
+    reach = task.objects[task.target].radius + PUSHER_RADIUS + 0.02
+    slides = [
+        (target - way * reach, bowl + way * 0.02),
+        (bowl + way * (BOWL_RIM + PUSHER_RADIUS + 0.02), target - way * 0.02),
+    ]
+    for start, end in slides:
+        world = task.new_world()
+        _slide(world, start, end)
+        assert world.states[task.target].support is None
+        assert world.object_pushes > 0 and not task.succeeded(world)
