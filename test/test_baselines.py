@@ -18,6 +18,7 @@ from oxygen_core.sim.success import SuccessRate
 from oxygen_core.sim.tasks import FAMILIES, make_task
 from oxygen_core.train import cli, dagger, rollout
 from oxygen_core.train.baseline_actor import BaselineActor
+from oxygen_ros.tools.sim.loop import SimConfig, SimLoop
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMITS = limits_from_files(arm.JOINT_NAMES, ROOT / "config" / "sim_demo.yaml")
@@ -113,3 +114,26 @@ def test_train_eval_needs_a_checkpoint_or_a_baseline(capsys):
     with pytest.raises(SystemExit):
         cli.eval_main(["--baseline", "hold", "--with-baselines"])
     assert "--with-baselines runs them next to a --checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("family", "seed"), [("push", 0), ("pick", 0)])
+def test_a_baseline_the_sim_runs_equals_the_in_process_one(family, seed):
+    """oxygen-sim (policy: blind) sends the same chunks at the same ticks as the in-process
+    loop does, so the episode ends the same way at the same step."""
+    actor = BaselineActor("blind", execute=2, horizon=10)
+    reference = rollout.run_episode(actor, family, seed, 2, Renderer(16, 16), limits=LIMITS)
+    cfg = SimConfig(((family, seed),), "blind", camera_size=16, baseline_execute_steps=2)
+    loop = SimLoop(cfg, _Discard())
+    while loop.tick():
+        pass
+    (outcome,) = loop.outcomes
+    assert (outcome.success, outcome.steps) == (reference.success, reference.steps)
+    assert repr(outcome.contacts) == repr(reference.contacts)  # nan: never released
+    assert outcome.rejected == {} and outcome.limits == reference.limits
+
+
+class _Discard:
+    """A SimPort that drops what the sim publishes."""
+
+    def publish(self, key, msg, time_ns) -> None:
+        pass

@@ -234,8 +234,14 @@ def test_sim_inputs_are_checked(bags: Path) -> None:
     assert _error(bags, expert_only_bags) == (
         "configurations.fast: policy expert runs sim inputs only and there are none"
     )
-    bad_policy = _base(fast={"params": str(TINY), "policy": "random"})
-    assert _error(bags, bad_policy) == "configurations.fast.policy: must be one of model, expert"
+    bad_policy = _base(fast={"params": str(TINY), "policy": "smart"})
+    assert _error(bags, bad_policy) == (
+        "configurations.fast.policy: must be one of model, expert, hold, random, blind"
+    )
+    baseline = _base(fast={"params": str(TINY), "policy": "blind"})
+    assert _error(bags, baseline) == (
+        "configurations.fast: policy blind runs sim inputs only and there are none"
+    )
 
 
 # --------------------------------------------------------------------------- markers
@@ -271,5 +277,5 @@ def test_the_bundled_example_manifests() -> None:
     assert [t.id for t in mixed] == [
         *(f"{i}/oxygen" for i in ["sim_bag", *sims]),
         *(f"{i}/isolated" for i in ["sim_bag", *sims]),
-        *(f"{i}/expert" for i in sims),
+        *(f"{i}/{baseline}" for baseline in ("expert", "hold", "random", "blind") for i in sims),
     ]

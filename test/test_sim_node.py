@@ -431,6 +431,22 @@ def test_sim_eval_expert_succeeds_in_every_family_over_topics(tmp_path):
     assert (out / "episodes.png").is_file() and (out / "output_bag" / "metadata.yaml").is_file()
 
 
+@pytest.mark.slow
+def test_sim_eval_runs_a_baseline_over_topics_with_the_params_horizons(tmp_path):
+    out = tmp_path / "hold"
+    args = ["--policy", "hold", "--families", "pick", "--episodes", "1", "--rtf", "8"]
+    assert evaluate.main([*args, "--camera-size", "16", "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["policy"] == "hold" and report["success"]["all"]["successes"] == 0
+    (episode,) = report["episodes"]
+    # config/sim.yaml executes 2 of 4 rows a frame: a chunk every other tick.
+    assert episode["chunks"] == episode["steps"] // 2 + 1
+    assert episode["contacts"] == {
+        "grasped": False, "release_height": None, "finger_pushes": 0, "object_pushes": 0,
+        "off_table": 0,
+    }  # fmt: skip
+
+
 def test_shipped_sim_bag_is_a_replay_input_for_the_sim_params(tmp_path):
     root = Path(__file__).resolve().parents[1]
     bag, params = root / "data" / "sim_bag", root / "config" / "sim.yaml"

@@ -25,10 +25,11 @@ A sim input's seeds start at `start`, by default the dev range's first
 and are cut into tasks of `per_task` seeds (default: all in one); each
 task is one oxygen-sim-eval run of that family on its seeds (`rtf` and `camera_size` as
 its --rtf and --camera-size). A configuration's `policy` is `model` (default: the node
-runs with the params and overrides) or `expert`: the sim's scripted expert drives and no
-node runs, the reference column the model configurations are compared against. An
-expert configuration meets only the sim inputs (a bag has nothing to replay without a
-model), and the sweep does not multiply it (it has no node to set parameters of).
+runs with the params and overrides), `expert` (the sim's scripted expert drives and no
+node runs: the reference column) or a baseline, `hold`, `random` or `blind` (the sim
+runs it the same way: the floor columns). A configuration without a model meets only the
+sim inputs (a bag has nothing to replay without a model), and the sweep does not
+multiply it (it has no node to set parameters of).
 """
 
 from __future__ import annotations
@@ -51,10 +52,11 @@ from oxygen_ros.params import Settings
 from oxygen_ros.tools.configure import load_settings
 from oxygen_ros.tools.replay_job import check_bag
 from oxygen_ros.tools.sim.evaluate import check_params
+from oxygen_ros.tools.sim.loop import SIM_DRIVEN
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]*$")  # a folder name in the output tree
 _PATH_PARAMETERS = ("checkpoint_dir", "tokenizer_path")  # overrides that name files
-POLICIES = ("model", "expert")
+POLICIES = ("model", *SIM_DRIVEN)
 
 
 class ManifestError(ValueError):
@@ -77,7 +79,7 @@ class Configuration:
     params: Path  # absolute
     overrides: tuple[tuple[str, str], ...]  # (parameter, value as `-p name:=value` takes it)
     resources: Resources
-    policy: str = "model"  # "expert": the sim's scripted expert, no node (sim inputs only)
+    policy: str = "model"  # or one the sim runs (SIM_DRIVEN): no node, sim inputs only
 
     def override_dict(self) -> dict[str, str]:
         return dict(self.overrides)
@@ -169,7 +171,9 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
         key = f"configurations.{config.name}"
         met = [i for i in inputs if meets(i, config)]
         if not met:
-            raise where.error(key, "policy expert runs sim inputs only and there are none")
+            raise where.error(
+                key, f"policy {config.policy} runs sim inputs only and there are none"
+            )
         try:
             for bag in (i for i in met if isinstance(i, BagInput)):
                 check_bag(bag.path, names, node.node.missing_camera)

@@ -1,6 +1,7 @@
 """`oxygen-sim-eval`: closed-loop evaluation of the oxygen node on the simulated tabletop.
 
-    oxygen-sim-eval [--params config/sim.yaml] [--policy model|expert] [--mode oxygen]
+    oxygen-sim-eval [--params config/sim.yaml] [--policy model|expert|hold|random|blind]
+                    [--mode oxygen]
                     [--families pick,put,push] [--episodes 2] [--seed 400000]
                     [--rtf 0.5] [--camera-size 224] [--camera-rate 10]
                     [--command-delay-steps 0] [--out DIR]
@@ -11,7 +12,9 @@ real oxygen node is started as `oxygen-demo` starts it (`demo.start_node`: the p
 use_sim_time, autostart, and `engine_mode` from --mode), and its ~/joint_trajectory is
 what the sim executes. The sim holds the first episode until the node is active. With
 `--policy expert` no node runs: the scripted expert drives through the same sim node and
-executor, the reference the model is measured against.
+executor, the reference the model is measured against. `--policy hold|random|blind` runs
+a baseline the same way (`oxygen_core.sim.baselines`, its chunks at the params file's
+execute and action horizons): the floors the model's figure is read against.
 
 This process records, on sim time, the node's outputs, the sim's /sim topics and its joint
 states into DIR/output_bag (tools.live.OutputRecorder, tools.bagio; the joint states let
@@ -50,6 +53,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import Image
 
+from oxygen_core.config import model_preset
 from oxygen_core.sim.arm import JOINT_NAMES
 from oxygen_core.sim.seeds import DEV
 from oxygen_core.sim.tasks import FAMILIES, TIME_LIMITS
@@ -64,7 +68,7 @@ from oxygen_ros.tools.live import OutputRecorder, wait_until
 from oxygen_ros.tools.node_process import start_node, stop_node
 from oxygen_ros.tools.replay_job import OUTPUT_BAG, OutputSink
 from oxygen_ros.tools.sim import report as sim_report
-from oxygen_ros.tools.sim.loop import episode_order
+from oxygen_ros.tools.sim.loop import SIM_DRIVEN, episode_order
 from oxygen_ros.tools.sim.messages import SIM_TOPICS
 from oxygen_ros.tools.sim.node import QOS
 from oxygen_ros.tools.sim.record import families_arg
@@ -73,6 +77,7 @@ ROOT = Path(__file__).resolve().parents[3]  # oxygen_ros/tools/sim/evaluate.py
 SIM_PARAMS = ROOT / "config" / "sim.yaml"
 _STATUS_PERIOD_S = 5.0
 _RECORDED_SIM_KEYS = ("episode", "narration", "memory", "joint_states")
+POLICIES = ("model", *SIM_DRIVEN)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -80,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="oxygen-sim-eval", description=__doc__.split("\n\n")[0].strip()
     )
     parser.add_argument("--params", type=Path, default=SIM_PARAMS, help="node params YAML")
-    parser.add_argument("--policy", choices=("model", "expert"), default="model")
+    parser.add_argument("--policy", choices=POLICIES, default="model")
     parser.add_argument("--mode", choices=("oxygen", "shared", "isolated"), default="oxygen")
     parser.add_argument("--families", type=families_arg, default=FAMILIES)
     parser.add_argument("--episodes", type=int, default=2, help="episodes per family")
@@ -91,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
         help="first seed (default: the dev range's first, oxygen_core.sim.seeds)",
     )
     parser.add_argument(
-        "--rtf", type=float, default=None, help="real-time factor (default 0.5; expert 2)"
+        "--rtf", type=float, default=None, help="real-time factor (default 0.5; no model: 2)"
     )
     parser.add_argument("--camera-size", type=int, default=224)
     parser.add_argument("--camera-rate", type=float, default=10.0, help="Hz")
@@ -245,12 +250,12 @@ class SimEvalSpec:
     sim tasks, which call `run_sim_eval` in their worker process)."""
 
     params: Path = SIM_PARAMS
-    policy: str = "model"  # or "expert": no node runs
+    policy: str = "model"  # or one the sim runs itself (SIM_DRIVEN): no node runs
     overrides: Mapping[str, object] = dataclasses.field(default_factory=dict)  # node -p's
     families: tuple[str, ...] = FAMILIES
     episodes: int = 2  # per family
     seed: int = DEV.start  # the first seed: the dev range's (oxygen_core.sim.seeds)
-    rtf: float | None = None  # None: 0.5 for the model, 2 for the expert
+    rtf: float | None = None  # None: 0.5 for the model, 2 for a policy the sim runs
     camera_size: int = 224
     camera_rate: float = 10.0
     command_delay_steps: int = 0  # the sim's trajectory latency in control periods
@@ -261,18 +266,22 @@ class SimEvalSpec:
 
     @property
     def real_time_factor(self) -> float:
-        return self.rtf or (2.0 if self.policy == "expert" else 0.5)
+        return self.rtf or (0.5 if self.policy == "model" else 2.0)
 
 
-def sim_parameters(spec: SimEvalSpec, names: TopicNames, control_hz: float) -> dict:
-    """The sim node's parameters: the node's topics and control rate, the run's episodes."""
+def sim_parameters(spec: SimEvalSpec, names: TopicNames, settings: Settings) -> dict:
+    """The sim node's parameters: the node's topics, control rate and horizons (a
+    baseline's chunks), the run's episodes."""
     cameras = dict(zip(("base_camera_topic", "wrist_camera_topic"), names.cameras, strict=False))
+    node = settings.node
     return {
         "families": list(spec.families),
         "seed": spec.seed,
         "episodes": spec.episodes,
-        "policy": "expert" if spec.policy == "expert" else "external",
-        "control_rate_hz": float(control_hz),
+        "policy": "external" if spec.policy == "model" else spec.policy,
+        "baseline_execute_steps": node.execute_horizon,
+        "baseline_horizon": node.action_horizon or model_preset(node.preset).action_horizon,
+        "control_rate_hz": float(node.control_rate_hz),
         "real_time_factor": float(spec.real_time_factor),
         "camera_size": spec.camera_size,
         "camera_rate_hz": float(spec.camera_rate),
@@ -310,14 +319,14 @@ def run_sim_eval(spec: SimEvalSpec, out: Path) -> dict[str, Path]:
     if (out / OUTPUT_BAG).exists():
         raise FileExistsError(f"{out / OUTPUT_BAG} exists: choose a new --out folder")
     settings, names = load_checked(spec.params, spec.overrides)
-    if spec.policy not in ("model", "expert"):
-        raise ValueError(f"policy must be model or expert, got {spec.policy!r}")
+    if spec.policy not in POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {spec.policy!r}")
     if spec.episodes < 1 or spec.real_time_factor <= 0:
         raise ValueError("--episodes must be >= 1 and --rtf > 0")
     out.mkdir(parents=True, exist_ok=True)
     rtf = spec.real_time_factor
     order = episode_order(spec.families, spec.seed, spec.episodes)
-    sim_params = sim_parameters(spec, names, settings.node.control_rate_hz)
+    sim_params = sim_parameters(spec, names, settings)
     record = {t.topic: msgtype(t.msg_class) for t in SIM_TOPICS if t.key in _RECORDED_SIM_KEYS}
     if spec.policy == "model":
         record.update(names.outputs())

@@ -17,7 +17,10 @@ Each `tick` at sim time t:
    rejected one is counted by the executor's `Rejection.kind` and the arm keeps its
    current command. With the expert, its targets for this tick are wrapped as a one-point
    trajectory and go the same way (and are published, with its narration and memory
-   lines, on /sim/expert/...);
+   lines, on /sim/expert/...). With a baseline (`oxygen_core.sim.baselines`: hold,
+   random, blind), every `baseline_execute_steps` ticks its chunk of `baseline_horizon`
+   rows from the measured joints goes the same way, as the in-process evaluation's
+   `BaselineActor` sends it: the floor a policy's figure is read against, on this path;
 4. success or the time limit ends the episode (checked after the policy saw the world, as
    `oxygen_core.sim.runner` does); otherwise the executor's command at t goes into the seam
    meter and the world steps one period. The executor counts, as a controller would, the
@@ -37,8 +40,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import numpy as np
 from trajectory_msgs.msg import JointTrajectory
 
+from oxygen_core.sim import baselines
 from oxygen_core.sim.arm import GRIPPER
 from oxygen_core.sim.executor import TrajectoryExecutor
 from oxygen_core.sim.expert import Expert
@@ -51,7 +56,8 @@ from oxygen_ros import convert
 from oxygen_ros.convert import NS_PER_S as _NS
 from oxygen_ros.tools.sim import messages as m
 
-POLICIES = ("external", "expert")
+SIM_DRIVEN = ("expert", *baselines.NAMES)  # policies the sim runs itself (no node)
+POLICIES = ("external", *SIM_DRIVEN)
 _INSTRUCTION_PERIOD_NS = _NS
 _INBOX_MAX = 16  # trajectories waiting for the next tick; a policy sends about one a frame
 
@@ -67,12 +73,19 @@ class SimConfig:
     camera_size: int = 224
     start_s: float = 1.0  # sim time of the first tick (a zero stamp would mean "now")
     command_delay_steps: int = 0  # ticks a received trajectory waits for the controller
+    baseline_execute_steps: int = 2  # a baseline's chunk every this many ticks ...
+    baseline_horizon: int = 10  # ... of this many rows (the node's execute and action horizons)
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy {self.policy!r} is not one of {POLICIES}")
         if not self.episodes:
             raise ValueError("no episodes to run")
+        if not 1 <= self.baseline_execute_steps <= self.baseline_horizon:
+            raise ValueError(
+                f"need 1 <= baseline_execute_steps ({self.baseline_execute_steps}) <= "
+                f"baseline_horizon ({self.baseline_horizon})"
+            )
         if self.command_delay_steps < 0:
             raise ValueError(f"command_delay_steps must be >= 0, got {self.command_delay_steps}")
         for family, _ in self.episodes:
@@ -120,6 +133,7 @@ class _Episode:
     max_steps: int  # world steps until the time limit
     seams: SeamMeter
     expert: Expert | None
+    baseline: baselines.Baseline | None
     steps: int = 0
     accepted: int = 0
     rejected: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
@@ -182,6 +196,8 @@ class SimLoop:
         self._port.publish("clock", m.clock_msg(t), t)
         if ep.expert is not None:
             self._expert_acts(ep, t)
+        elif ep.baseline is not None:
+            self._baseline_acts(ep, t)
         else:
             self._drain_inbox(ep, t)
         success = bool(ep.task.succeeded(ep.world))
@@ -203,6 +219,10 @@ class SimLoop:
         task = make_task(family, seed)
         world = task.new_world()
         expert = Expert(task, world) if self.cfg.policy == "expert" else None
+        baseline = None
+        if self.cfg.policy in baselines.NAMES:
+            baseline = baselines.make_baseline(self.cfg.policy)
+            baseline.reset(task.instruction)
         self.episode = _Episode(
             index=self._next,
             task=task,
@@ -212,6 +232,7 @@ class SimLoop:
             max_steps=int(round(task.time_limit * _NS / self.cfg.period_ns)),
             seams=SeamMeter(self._dt, gripper=GRIPPER),
             expert=expert,
+            baseline=baseline,
             next_instruction_ns=self.now_ns + _INSTRUCTION_PERIOD_NS,
         )
         self._next += 1
@@ -277,6 +298,15 @@ class SimLoop:
         msg = m.trajectory_msg([0.0], out.targets[None, :], t)
         self._port.publish("expert_trajectory", msg, t)
         self._apply(ep, msg, t)
+
+    def _baseline_acts(self, ep: _Episode, t: int) -> None:
+        step = (t - ep.start_ns) // self.cfg.period_ns
+        if step % self.cfg.baseline_execute_steps:
+            return
+        # float32 in and out, as a node's Observation and ActionChunk carry them.
+        state = ep.world.joints.astype(np.float32).astype(np.float64)
+        rows = ep.baseline.chunk(state, step, self.cfg.baseline_horizon).astype(np.float32)
+        self._apply(ep, m.trajectory_msg(list(np.arange(len(rows)) * self._dt), rows, t), t)
 
     def _drain_inbox(self, ep: _Episode, t: int) -> None:
         """Every trajectory whose delay is over (received since the last tick when there is

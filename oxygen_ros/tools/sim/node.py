@@ -1,7 +1,7 @@
 """`oxygen-sim`: the simulated tabletop as a ROS 2 robot that a policy drives over topics.
 
     oxygen-sim --ros-args -p families:=[pick,put,push] -p episodes:=2 -p seed:=0 \\
-        -p real_time_factor:=0.5 -p policy:=external|expert
+        -p real_time_factor:=0.5 -p policy:=external|expert|hold|random|blind
 
 It owns sim time: each tick of `loop.SimLoop` advances it by one control period and
 publishes it on /clock, so a node with use_sim_time (the oxygen node) runs on it. Ticks are
@@ -12,9 +12,11 @@ longer than its share) runs at once, and the achieved factor is logged at the en
 Trajectories arrive on `trajectory_topic` (the oxygen node's ~/joint_trajectory) on the
 executor thread and are handed to the loop, which applies them at its next tick; the loop
 runs on its own thread. With `policy: expert` nothing is subscribed: the scripted expert
-drives through the same executor path. `wait_for_peers_s` > 0 holds the first episode
-until a node subscribes to the instruction topic and publishes trajectories (the oxygen
-node does both once active), so no instruction is lost. After the last episode the node
+drives through the same executor path; so does a baseline (hold, random, blind: chunks of
+`baseline_horizon` rows every `baseline_execute_steps` ticks, `loop`). `wait_for_peers_s`
+> 0 holds the first episode until a node subscribes to the instruction topic and
+publishes trajectories (the oxygen node does both once active), so no instruction is
+lost. After the last episode the node
 logs the run's figures (success per family, seams, rejections, points over the arm's
 limits, renders per second) and, with `exit_when_done`, exits.
 """
@@ -54,9 +56,11 @@ PARAMETERS: tuple[ParamDoc, ...] = (
         "policy",
         "external",
         "external: trajectories from trajectory_topic (the oxygen node); expert: the "
-        "scripted expert drives.",
+        "scripted expert drives; hold, random, blind: that image-free baseline drives.",
         choices=POLICIES,
     ),
+    ParamDoc("baseline_execute_steps", 2, "A baseline's chunk every this many ticks."),
+    ParamDoc("baseline_horizon", 10, "Rows in a baseline's chunk."),
     ParamDoc("control_rate_hz", 20.0, "Ticks of sim time per second (one control period each)."),
     ParamDoc("real_time_factor", 1.0, "Sim seconds per wall second (below 1: slower)."),
     ParamDoc("camera_size", 224, "Width and height of the rendered camera images."),
@@ -94,6 +98,8 @@ class SimNode(Node):
             camera_rate_hz=p["camera_rate_hz"],
             camera_size=p["camera_size"],
             command_delay_steps=p["command_delay_steps"],
+            baseline_execute_steps=p["baseline_execute_steps"],
+            baseline_horizon=p["baseline_horizon"],
         )
         if not p["real_time_factor"] > 0:
             raise ValueError(f"real_time_factor must be > 0, got {p['real_time_factor']}")

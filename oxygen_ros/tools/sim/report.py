@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,13 @@ def _inside(o: Outcome, time_ns: int) -> bool:
     return o.start_ns <= time_ns <= o.end_ns
 
 
+def _contacts(o: Outcome) -> dict[str, Any]:
+    """How the target got where it is (JSON: a never-released target's height is null)."""
+    c = dataclasses.asdict(o.contacts)
+    c["release_height"] = None if math.isnan(c["release_height"]) else c["release_height"]
+    return c
+
+
 def episode_entry(o: Outcome, collector: Any, model: bool) -> dict[str, Any]:
     """One episode of report.json."""
     if model:
@@ -82,6 +90,7 @@ def episode_entry(o: Outcome, collector: Any, model: bool) -> dict[str, Any]:
         "seed": o.seed,
         "instruction": o.instruction,
         "success": o.success,
+        "contacts": _contacts(o),
         "time_to_success_s": round(o.duration_s, 6) if o.success else None,
         "duration_s": round(o.duration_s, 6),
         "steps": o.steps,
