@@ -46,6 +46,7 @@ setup(
             "oxygen-sros2-policy=oxygen_ros.tools.sros2_policy:main",
             "oxygen-bag-recover=oxygen_ros.tools.bag_recover:main",
             "oxygen-limit-check=oxygen_ros.tools.limit_check:main",
+            "oxygen-bag-to-lerobot=oxygen_ros.tools.lerobot_export:main",
         ],
     },
 )
