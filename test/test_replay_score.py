@@ -236,7 +236,8 @@ def test_the_shipped_policy_scores_on_the_sim_bag_as_in_the_in_process_check(tmp
     expected = grounding.open_loop(policy, data, list(steps), [(seed, f) for f in steps.values()])
 
     score = report["score"]
-    assert score["frames_scored"] == expected.chunks == len(steps) == report["frames"] - 1
+    assert score["frames_scored"] == expected.chunks == len(steps)
+    assert report["frames"] - 1 <= len(steps) <= report["frames"]  # the last may lie past it
     assert score["rows_scored"] == expected.rows.tolist()
     for k, joint in enumerate(score["joints"]):
         np.testing.assert_allclose(score["mae"][joint], expected.mae[:, k], rtol=1e-5, atol=1e-7)

@@ -36,6 +36,10 @@ ARRIVED = 0.004  # grip point within this of the goal (m) ...
 CAUGHT_UP = 0.02  # ... and every joint within this of its target (rad)
 PUSH_HEIGHT = 0.012  # grip point height while pushing: the finger column spans the object
 PUSH_OVERSHOOT = 0.02  # push this much past PUSH_DISTANCE
+# The target's underside this far above the bowl's rim at release: a put succeeds only if
+# released above the rim, and a policy that learns the expert's release point needs room
+# for its own error in height.
+RELEASE_CLEARANCE = 0.03
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,7 +219,8 @@ def _script(task: Task) -> list[Move | Grip]:
         return np.array([*w.objects[b].position[:2], HOVER])
 
     def release_point(w: World) -> np.ndarray:
-        drop = w.objects[b].position[2] + BOWL_HEIGHT + 0.015 + w.objects[i].height / 2
+        rim = w.objects[b].position[2] + BOWL_HEIGHT
+        drop = rim + RELEASE_CLEARANCE + w.objects[i].height / 2
         return np.array([*w.objects[b].position[:2], drop])
 
     def in_bowl(w: World) -> bool:
