@@ -30,7 +30,7 @@ setup(
             "oxygen-verify=oxygen_core.engine.verify:main",
             "oxygen-bench=oxygen_core.bench.cli:main",
             "oxygen-sim-bench=oxygen_core.sim.bench:main",
-            "oxygen-train=oxygen_core.train.recipe:main",
+            "oxygen-train=oxygen_ros.tools.train:main",
             "oxygen-train-eval=oxygen_core.train.cli:eval_main",
             "oxygen-train-dagger=oxygen_core.train.dagger:main",
             "oxygen-train-average=oxygen_core.train.average:main",

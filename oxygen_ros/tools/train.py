@@ -1,0 +1,116 @@
+"""`oxygen-train`: oxygen_core's trainer, plus training from rosbag2 recordings.
+
+    oxygen-train --bags DIR [DIR ...] [--params config/sim.yaml] --out CKPT --robot sim ...
+    oxygen-train ...                      # anything else: oxygen_core.train.recipe.main
+
+oxygen_core must not read bags (it runs without ROS), so the bags are read here: each
+bag's records (`bag_records`, the node's topics and conversions from --params) become the
+trainer's episodes file under --work, `bags-<digest>-<size>.npz` (the digest is of the bag
+folders, their metadata.yaml, the params file and the chunk horizon, so a rerun with the
+same arguments reads no bag and resumes), which the run trains on as it would train on
+`--episodes FILE`: norm stats and tokenizer fitted on it, the same checkpoint written.
+Every other flag is oxygen-train's; with --episodes-only the file is written and printed
+(another run's --add-episodes). Bags have no grounding rows, so a two-stage robot (one
+that plans from the "Target:" row, e.g. the default sim_plan) cannot train on them alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from oxygen_core.train import cli, recipe
+from oxygen_core.train import dataset as D
+from oxygen_ros.params import ConfigError
+from oxygen_ros.tools.bag_records import BagError, Sources, bag_records, sources
+
+DEFAULT_PARAMS = "config/sim.yaml"  # oxygen-sim-record's topics
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console script `oxygen-train`: --bags here, everything else as oxygen_core's."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ours, rest = _parser().parse_known_args(argv)
+    if {"-h", "--help"} & set(argv):
+        print(_parser().format_help())
+    if ours.bags is None:
+        if ours.params is not None:
+            raise SystemExit("oxygen-train: --params names the topics of --bags: give --bags")
+        recipe.main(argv)
+        return
+    if any(a == recipe.RECIPE_FLAG or a.startswith(f"{recipe.RECIPE_FLAG}=") for a in rest):
+        raise SystemExit("oxygen-train: --bags trains one run: a recipe's stages name their data")
+    args = cli.train_args(rest)
+    if args.episodes:
+        raise SystemExit("oxygen-train: give --bags or --episodes, not both")
+    robot, cfg = cli.presets(args)
+    if robot.plan_prompt is not None or (args.ground_steps and not args.ground_scenes):
+        raise SystemExit(
+            f"oxygen-train --bags: bags hold no grounding rows, which --robot {args.robot} "
+            "or --ground-steps without --ground-scenes trains on (use --robot sim or sim_grip)"
+        )
+    params = Path(ours.params or DEFAULT_PARAMS)
+    try:
+        src = sources(params)
+        args.episodes = str(episodes_file(ours.bags, src, cfg, robot, Path(args.work)))
+    except (BagError, ConfigError, FileNotFoundError) as error:
+        raise SystemExit(f"oxygen-train: {error}") from None
+    if args.episodes_only:
+        print(args.episodes)
+        return
+    cli.run_training(args)
+
+
+def episodes_file(bags: Sequence[Path], src: Sources, cfg, robot, work: Path) -> Path:
+    """The bags' records as the trainer's episodes file in `work` (written unless there)."""
+    state, action = len(src.settings.node.joint_names), len(src.action_names)
+    if (state, action) != (robot.state_dim, robot.action_dim):
+        raise BagError(
+            f"{src.params}: {state} joint_names and {action} action columns, but robot "
+            f"{robot.name} has state_dim {robot.state_dim} and action_dim {robot.action_dim}"
+        )
+    size, horizon = cfg.vision.image_size, cfg.action_horizon
+    path = work / f"bags-{_digest(bags, src.params, horizon)}-{size}.npz"
+    if path.exists():
+        return path
+    records = [r for bag in bags for r in bag_records(bag, src, horizon, size)]
+    data = D.collect(records, cfg)
+    print(f"{len(data)} steps of {len(set(data.episode))} episodes from {len(bags)} bag(s)")
+    work.mkdir(parents=True, exist_ok=True)
+    data.save(path)
+    return path
+
+
+def _digest(bags: Sequence[Path], params: Path, horizon: int) -> str:
+    """What the episodes file depends on: the bags (folder and metadata.yaml, which lists
+    its files and message counts), the params file and the chunk horizon."""
+    for bag in bags:
+        if not (bag / "metadata.yaml").is_file():
+            raise BagError(f"{bag} is no rosbag2 folder (no metadata.yaml)")
+    content = {
+        "bags": [[str(b.resolve()), (b / "metadata.yaml").read_text()] for b in bags],
+        "params": params.read_text(),
+        "horizon": horizon,
+    }
+    return hashlib.sha256(json.dumps(content).encode()).hexdigest()[:16]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="oxygen-train",
+        usage="oxygen-train --bags DIR [DIR ...] [--params FILE] FLAGS (oxygen-train's, below)",
+        description="train on rosbag2 recordings",
+        allow_abbrev=False,
+        add_help=False,
+    )
+    p.add_argument("--bags", nargs="+", type=Path, metavar="DIR", help="rosbag2 folders")
+    p.add_argument(
+        "--params",
+        metavar="FILE",
+        help=f"the node's params file: its topics and training.* (default {DEFAULT_PARAMS})",
+    )
+    return p
