@@ -491,7 +491,7 @@ def base_policy(args: argparse.Namespace) -> Policy | None:
 def eval_main(argv: list[str] | None = None) -> None:
     """oxygen-train-eval: a checkpoint's policy (and with --with-baselines, the baselines
     next to it) or one baseline alone, in closed loop on --first-seed's seeds."""
-    parser = _eval_parser()
+    parser = eval_parser()
     args = parser.parse_args(argv)
     if (args.checkpoint is None) == (args.baseline is None):
         parser.error("give --checkpoint or --baseline (one of them)")
@@ -515,7 +515,7 @@ def eval_main(argv: list[str] | None = None) -> None:
         said = grounding.answers(policy, held_out, args.open_loop)
         print(json.dumps({**{part: g.row() for part, g in result.items()}, "answers": said}))
         return
-    runs = {"policy": closed_loop(args, _eval_engine(args, policy), seeds, camera)}
+    runs = {"policy": closed_loop(args, eval_engine(args, policy), seeds, camera)}
     if args.with_baselines:
         horizon = policy.config.action_horizon
         for name in BASELINES:
@@ -524,7 +524,7 @@ def eval_main(argv: list[str] | None = None) -> None:
     _report(args, seeds, runs)
 
 
-def _eval_engine(args: argparse.Namespace, policy: Policy):
+def eval_engine(args: argparse.Namespace, policy: Policy):
     """The engine oxygen-train-eval runs the policy on (narration and memory streams)."""
     streams = (
         StreamConfig("narration", "Narrate:", max_tokens=args.max_tokens, every_frames=5),
@@ -630,7 +630,7 @@ def _gate_limits(args: argparse.Namespace) -> JointLimits | None:
         raise SystemExit(f"--limits-params {args.limits_params}: {error}") from error
 
 
-def _eval_parser() -> argparse.ArgumentParser:
+def eval_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="oxygen-train-eval", description="a trained policy in closed loop in the sim"
     )
