@@ -32,6 +32,7 @@ setup(
             "oxygen-sim-bench=oxygen_core.sim.bench:main",
             "oxygen-train=oxygen_ros.tools.train:main",
             "oxygen-train-eval=oxygen_core.train.cli:eval_main",
+            "oxygen-latency-sweep=oxygen_core.train.latency_sweep:main",
             "oxygen-train-dagger=oxygen_core.train.dagger:main",
             "oxygen-train-average=oxygen_core.train.average:main",
             "oxygen-node=oxygen_ros.node:main",

@@ -112,8 +112,14 @@ def _cached_sim(
 
 
 def split(data: D.Episodes, every: int) -> tuple[D.Episodes, D.Episodes]:
-    """Whole episodes held out for validation: every `every`-th episode in order."""
+    """Whole episodes held out for validation: every `every`-th episode in order. Fewer
+    than `every` episodes hold none out: a one-line error says so."""
     names = list(dict.fromkeys(data.episode))
+    if len(names) < every:
+        raise ValueError(
+            f"{len(names)} episodes hold none out for validation at --val-every-episode "
+            f"{every}: lower it or give more episodes"
+        )
     held = {n for i, n in enumerate(names) if i % every == every - 1}
     val = np.asarray([e in held for e in data.episode])
     return data.select(~val), data.select(val)
@@ -168,8 +174,12 @@ def prepare(
 
 
 def train_main(argv: list[str] | None = None) -> None:
-    """oxygen-train without --recipe: one run from its flags."""
-    run_training(train_args(argv))
+    """oxygen-train without --recipe: one run from its flags; data that cannot train (no
+    episode the expert completed, none held out) fails in one line."""
+    try:
+        run_training(train_args(argv))
+    except ValueError as error:
+        raise SystemExit(f"oxygen-train: {error}") from None
 
 
 def train_args(

@@ -62,7 +62,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.episodes_only:
         print(args.episodes)
         return
-    cli.run_training(args)
+    try:
+        cli.run_training(args)
+    except ValueError as error:  # e.g. too few episodes to hold any out
+        raise SystemExit(f"oxygen-train: {error}") from None
 
 
 def episodes_file(bags: Sequence[Path], src: Sources, cfg, robot, work: Path) -> Path:
