@@ -138,6 +138,9 @@ def test_episodes_only_writes_one_familys_episodes_for_another_runs_add_episodes
         [*common, "--out", "unused", "--families", "pick", "--add-episodes", str(written)]
     )
     assert sorted(set(cli._episodes(args, CFG).episode)) == ["pick/0", "push/7"]
+    one = [*common, "--families", "push", "--first-seed", "7", "--out", str(tmp_path / "ck")]
+    with pytest.raises(SystemExit, match="1 episodes hold none out for validation"):
+        cli.train_main(one)
 
 
 def test_seeds_the_expert_fails_on_all_give_a_clear_error():
