@@ -155,21 +155,27 @@ def test_without_trajectories_or_outcomes_the_next_state_and_instructions_serve(
 ) -> None:
     """Every episode has its own instruction, and the sim's arm reaches each command one
     period later: the fallbacks give the same frames and actions for the arm, but for
-    the last frame of an episode that another follows (its next joint state is the
-    reset: no action), and the gripper (its command is an open/close setpoint that the
-    servo follows at 2 /s)."""
+    the gripper (its command is an open/close setpoint that the servo follows at 2 /s)
+    and an episode's last frame when no joint state of its episode follows it (the next
+    one is the reset, or the bag ends: no action)."""
     bare = _copy_without(tmp_path / "bare", "/sim/expert/joint_trajectory", "/sim/episode")
     summary = export([bare], tmp_path / "bare_out", PARAMS)
     got, want = (
         pq.read_table(d / "data/chunk-000/file-000.parquet").to_pydict()
         for d in (tmp_path / "bare_out", dataset)
     )
-    lengths = np.bincount(want["episode_index"])
-    lasts = np.cumsum(lengths)[:-1] - 1  # the last frames of the episodes another follows
-    kept = [i for i in range(len(want["index"])) if i not in lasts]
-    assert (summary.episodes, summary.frames) == (len(lengths), len(kept))
-    assert got["frame_index"] == [i for n in [*(lengths[:-1] - 1), lengths[-1]] for i in range(n)]
+    want_lengths = np.bincount(want["episode_index"])
+    got_lengths = np.bincount(got["episode_index"], minlength=len(want_lengths))
+    lost = want_lengths - got_lengths
+    assert summary.episodes == len(want_lengths) and summary.frames == len(got["index"])
+    assert set(lost) <= {0, 1}
+    kept = [
+        i
+        for i, (e, k) in enumerate(zip(want["episode_index"], want["frame_index"], strict=True))
+        if k < got_lengths[e]
+    ]
     assert got["episode_index"] == [want["episode_index"][i] for i in kept]
+    assert got["frame_index"] == [want["frame_index"][i] for i in kept]
     assert got["observation.state"] == [want["observation.state"][i] for i in kept]
     arm = JOINTS.index("gripper")
     got_action, want_action = np.asarray(got["action"]), np.asarray(want["action"])[kept]

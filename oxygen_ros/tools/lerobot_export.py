@@ -59,12 +59,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from oxygen_ros.convert import NS_PER_S, InputError, image_to_rgb, stamp_to_ns
+from oxygen_ros.convert import NS_PER_S, InputError, image_to_rgb
 from oxygen_ros.params import ConfigError, commanded_names
 from oxygen_ros.tools.bagio import BagMessage, BagReadError, bag_topics, from_cdr, read_bag
 from oxygen_ros.tools.configure import load_settings
 from oxygen_ros.tools.replay_job import instructions
-from oxygen_ros.tools.score_targets import JOINT_STATE, TRAJECTORY, _columns, _states
+from oxygen_ros.tools.score_targets import (
+    JOINT_STATE,
+    TRAJECTORY,
+    measured_states,
+    message_time,
+    trajectory_columns,
+)
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000  # files per chunk folder (LeRobot's DEFAULT_CHUNK_SIZE)
@@ -197,11 +203,6 @@ def check_topics(bag: Path, src: Sources, action_topic: str | None) -> str | Non
     return found[0] if found else None
 
 
-def _stamp(msg: Any, message: BagMessage) -> int:
-    """The header stamp, or the log time for a zero stamp (as score_targets reads them)."""
-    return stamp_to_ns(msg.header.stamp) or message.time_ns
-
-
 def plan_bag(
     bag: Path, src: Sources, action_topic: str | None, fps: int | None
 ) -> tuple[list[Episode], int]:
@@ -213,13 +214,14 @@ def plan_bag(
     kept: dict[str, list[BagMessage]] = {}
     for message in read_bag(bag, topics):
         if message.topic in stamps:
-            stamps[message.topic].append(_stamp(from_cdr(message.data, message.msgtype), message))
+            msg = from_cdr(message.data, message.msgtype)
+            stamps[message.topic].append(message_time(msg, message))
         else:
             kept.setdefault(message.topic, []).append(message)
     for camera, times in stamps.items():
         if not times:
             raise ExportError(f"{bag} topic {camera} holds no messages")
-    states, _ = _states(kept.get(src.joint_state, []), src.state_names)
+    states, _ = measured_states(kept.get(src.joint_state, []), src.state_names)
     if not states:
         raise ExportError(f"{bag} topic {src.joint_state} holds no usable JointState")
     state = Series.of(states, len(src.state_names))
@@ -228,10 +230,10 @@ def plan_bag(
         if not len(action.times):
             raise ExportError(f"{bag} topic {action_topic} holds no usable JointTrajectory")
     else:
-        commands, _ = _states(kept.get(src.joint_state, []), src.action_names)
+        commands, _ = measured_states(kept.get(src.joint_state, []), src.action_names)
         action, next_state = Series.of(commands, len(src.action_names)), True
     ends = sorted(
-        _stamp(from_cdr(m.data, m.msgtype), m)
+        message_time(from_cdr(m.data, m.msgtype), m)
         for m in kept.get(EPISODE_TOPIC, [])
         if m.msgtype == EPISODE_OUTCOME
     )
@@ -252,9 +254,8 @@ def _trajectories(messages: Sequence[BagMessage], names: Sequence[str]) -> Serie
         if not msg.points:
             continue
         try:
-            pairs.append(
-                (_stamp(msg, message), _columns(msg.joint_names, msg.points[0].positions, names))
-            )
+            positions = trajectory_columns(msg.joint_names, msg.points[0].positions, names)
+            pairs.append((message_time(msg, message), positions))
         except InputError:
             continue
     return Series.of(pairs, len(names))

@@ -218,7 +218,7 @@ def read_commands(
         recorded = [r for _, _, r in points]
         rows = [p for _, p, _ in points]
     else:
-        states, skipped = _states(messages, names)
+        states, skipped = measured_states(messages, names)
         recorded = [t for t, _ in states]
         times = [t - period_ns for t in recorded]  # the command of one period before
         rows = [p for _, p in states]
@@ -227,7 +227,7 @@ def read_commands(
     return Commands(topic, KINDS[msgtype], series, skipped)
 
 
-def _message_time(msg: Any, message: BagMessage) -> int:
+def message_time(msg: Any, message: BagMessage) -> int:
     """The header stamp, or the log time for a zero stamp."""
     return stamp_to_ns(msg.header.stamp) or message.time_ns
 
@@ -242,12 +242,12 @@ def _trajectory_points(
     skipped: dict[str, int] = {}
     for message in messages:
         msg = from_cdr(message.data, message.msgtype)
-        start = _message_time(msg, message)
+        start = message_time(msg, message)
         try:
             new = [
                 (
                     start + stamp_to_ns(p.time_from_start),
-                    _columns(msg.joint_names, p.positions, names),
+                    trajectory_columns(msg.joint_names, p.positions, names),
                     start,
                 )
                 for p in msg.points
@@ -264,7 +264,7 @@ def _trajectory_points(
     return points, skipped
 
 
-def _columns(
+def trajectory_columns(
     joint_names: Sequence[str], positions: Sequence[float], names: Sequence[str]
 ) -> np.ndarray:
     """A trajectory point's positions in `names` order (InputError when one is missing or
@@ -283,7 +283,7 @@ def _columns(
     return row
 
 
-def _states(
+def measured_states(
     messages: Iterable[BagMessage], names: Sequence[str]
 ) -> tuple[list[tuple[int, np.ndarray]], dict[str, int]]:
     """(measured time, positions) of every usable JointState; unusable ones by reason."""
@@ -291,7 +291,7 @@ def _states(
     for message in messages:
         msg = from_cdr(message.data, message.msgtype)
         try:
-            states.append((_message_time(msg, message), joint_positions(msg, names)))
+            states.append((message_time(msg, message), joint_positions(msg, names)))
         except InputError as error:
             skipped[str(error)] = skipped.get(str(error), 0) + 1
     return states, skipped
