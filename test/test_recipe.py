@@ -29,7 +29,7 @@ def _tiny(tmp_path: Path, second: dict | None = None) -> dict:
         "defaults": {**TINY, "families": ["pick"], "seeds": 2, "val-every-episode": 2},
         "stages": {
             "first": {"steps": 2},
-            "extra": {"episodes-only": True, "families": ["push"], "seeds": 1, "first-seed": 5},
+            "extra": {"episodes-only": True, "families": ["push"], "seeds": 1, "first-seed": 7},
             "second": second or {"init-from": "first", "add-episodes": ["extra"], "steps": 0},
         },
         "average": ["first", "second"],
@@ -62,7 +62,7 @@ def test_a_tiny_recipe_trains_its_stages_and_averages_them(tmp_path, capsys):
     assert [s["recipe"]["stage"] for s in stages] == ["first", "second"]
     assert stages[0]["train"]["steps"] == 2 and stages[0]["init_from"] is None
     assert stages[1]["init_from"] == str(first)
-    [extra] = recipe.train_dir(work, "extra").glob("episodes-5+1-push-32-*.npz")
+    [extra] = recipe.train_dir(work, "extra").glob("episodes-7+1-push-32-*.npz")
     assert stages[1]["add_episodes"] == [str(extra)]
     for got, want in zip(_leaves(out), _leaves(first), strict=True):
         np.testing.assert_allclose(got, want, atol=1e-6)
