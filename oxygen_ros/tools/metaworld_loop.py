@@ -51,6 +51,7 @@ from oxygen_core.metaworld.tasks import MT10_TASKS, Narrator, instruction
 from oxygen_ros import convert
 from oxygen_ros.convert import NS_PER_S, ns_to_stamp, stamp_to_ns
 from oxygen_ros.msg import ActionChunk
+from oxygen_ros.tools.sim_host import SimTopic
 
 POLICIES = ("external", "expert")
 CONTROL_PERIOD_NS = 12_500_000  # the env's step: MuJoCo's 2.5 ms x frame skip 5 (80 Hz)
@@ -58,53 +59,42 @@ _PERIOD_TOLERANCE_NS = 1_000  # a chunk's control_period may differ by rounding 
 _INBOX_MAX = 16  # chunks waiting for the next tick; a policy sends about one a frame
 
 
-@dataclasses.dataclass(frozen=True)
-class Topic:
-    """One row: a key the loop publishes by, its default topic and message class."""
-
-    key: str
-    topic: str
-    msg_class: type
-    doc: str
-    parameter: str | None = None  # the node parameter that renames it
-
-
 # The outcome goes out as std_msgs/String JSON: oxygen_ros/EpisodeOutcome (msg/, which this
 # tool may not change) holds the tabletop's fields (family, contacts, seams), not these.
-TOPICS: tuple[Topic, ...] = (
-    Topic("clock", "/clock", Clock, "sim time, one env step per tick"),
-    Topic(
+TOPICS: tuple[SimTopic, ...] = (
+    SimTopic("clock", "/clock", Clock, "sim time, one env step per tick"),
+    SimTopic(
         "camera",
         "/metaworld/corner2/image_raw",
         Image,
         "corner2 camera, rgb8, upright",
         parameter="camera_topic",
     ),
-    Topic(
+    SimTopic(
         "state",
         "/metaworld/state",
         JointState,
         f"the policy's state {list(STATE_NAMES)} (m; opening 0..1)",
         parameter="state_topic",
     ),
-    Topic(
+    SimTopic(
         "joints",
         "/metaworld/joint_states",
         JointState,
         "the Sawyer's arm joints (rad) and fingers (m)",
         parameter="joint_state_topic",
     ),
-    Topic(
+    SimTopic(
         "instruction",
         "/oxygen/instruction",
         String,
         "the episode's instruction, at its start and every second",
         parameter="instruction_topic",
     ),
-    Topic("episode", "/metaworld/episode", String, "one JSON outcome per finished episode"),
-    Topic("narration", "/metaworld/narration", String, "the episode's phase, on change"),
-    Topic("memory", "/metaworld/memory", String, "a line per phase reached"),
-    Topic(
+    SimTopic("episode", "/metaworld/episode", String, "one JSON outcome per finished episode"),
+    SimTopic("narration", "/metaworld/narration", String, "the episode's phase, on change"),
+    SimTopic("memory", "/metaworld/memory", String, "a line per phase reached"),
+    SimTopic(
         "expert_chunk",
         "/metaworld/expert/action_chunk",
         ActionChunk,

@@ -21,18 +21,13 @@ reads the instruction and publishes chunks are there.
 from __future__ import annotations
 
 import collections
-import threading
-import time
 from typing import Any
-
-from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from oxygen_core.metaworld.tasks import MT10_TASKS
 from oxygen_ros import ros_args
 from oxygen_ros.msg import ActionChunk
 from oxygen_ros.ros_args import ParamDoc
-from oxygen_ros.spin import CannotStart, Hosted, run_node
+from oxygen_ros.spin import Hosted, run_node
 from oxygen_ros.tools.metaworld_loop import (
     ACTION_TOPIC,
     CONTROL_PERIOD_NS,
@@ -42,12 +37,9 @@ from oxygen_ros.tools.metaworld_loop import (
     MetaWorldLoop,
     episode_order,
 )
+from oxygen_ros.tools.sim_host import HOST_PARAMETERS, SimHost, hosted, topic_parameters
 
 NODE_NAME = "oxygen_metaworld_sim"
-# Reliable writers serve reliable and best-effort readers alike (the oxygen node reads
-# sensors best effort, instructions reliably).
-QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-_POLL_S = 0.05
 
 PARAMETERS: tuple[ParamDoc, ...] = (
     ParamDoc("tasks", list(MT10_TASKS), "MT10 tasks, run interleaved seed by seed."),
@@ -60,60 +52,31 @@ PARAMETERS: tuple[ParamDoc, ...] = (
         "policy drives.",
         choices=POLICIES,
     ),
-    ParamDoc("real_time_factor", 1.0, "Sim seconds per wall second (below 1: slower)."),
     ParamDoc("camera_size", 224, "Width and height of the corner2 images.", span=(16, 1024)),
     ParamDoc("camera_rate_hz", 20.0, "Camera frames per sim second (80 Hz / a whole number)."),
     ParamDoc("action_topic", ACTION_TOPIC, "ActionChunk input (external policy)."),
-    ParamDoc(
-        "wait_for_peers_s",
-        0.0,
-        "Hold the first episode up to this long for an outcome subscriber and the policy "
-        "(0: start at once).",
-    ),
-    ParamDoc("exit_when_done", True, "Exit after the last episode (false: spin on)."),
-    *(ParamDoc(t.parameter, t.topic, f"Topic: {t.doc}.") for t in TOPICS if t.parameter),
+    *HOST_PARAMETERS,
+    *topic_parameters(TOPICS),
 )
 
 
-class MetaWorldSimNode(Node):
-    """Publishers from TOPICS, the chunk subscription, and the loop's thread."""
+class MetaWorldSimNode(SimHost):
+    """Meta-World's loop behind the host's publishers, subscription and pacing."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(NODE_NAME, **kwargs)
-        for parameter in PARAMETERS:
-            self.declare_parameter(parameter.name, parameter.default)
-        p = {q.name: self.get_parameter(q.name).value for q in PARAMETERS}
+        super().__init__(NODE_NAME, PARAMETERS, TOPICS, **kwargs)
+        p = self.p
         self.cfg = LoopConfig(
             episodes=episode_order(tuple(p["tasks"]), p["seed"], p["episodes"]),
             policy=p["policy"],
             camera_rate_hz=p["camera_rate_hz"],
             camera_size=p["camera_size"],
         )
-        if not p["real_time_factor"] > 0:
-            raise ValueError(f"real_time_factor must be > 0, got {p['real_time_factor']}")
-        self.rtf = p["real_time_factor"]
-        self.wait_for_peers_s = p["wait_for_peers_s"]
-        self.exit_when_done = p["exit_when_done"]
-        self.topics = {t.key: (p[t.parameter] if t.parameter else t.topic) for t in TOPICS}
-        self.action_topic = p["action_topic"]
-        self._outlets = {
-            t.key: self.create_publisher(t.msg_class, self.topics[t.key], QOS) for t in TOPICS
-        }
-        self.loop = MetaWorldLoop(self.cfg, self, self._warn)
+        self.loop = MetaWorldLoop(self.cfg, self, self.warn)
         if self.cfg.policy == "external":
-            self.create_subscription(ActionChunk, self.action_topic, self.loop.receive, 10)
-        self.finished = threading.Event()
-        self.stop = threading.Event()  # set by main before the node goes away
-        self.wall_s = 0.0
-
-    def publish(self, key: str, msg: Any, time_ns: int) -> None:
-        """The loop's Port: onto the topic of `key`."""
-        self._outlets[key].publish(msg)
-
-    def _warn(self, text: str) -> None:
-        self.get_logger().warning(text, throttle_duration_sec=2.0)
-
-    # ------------------------------------------------------------------ the loop's thread
+            self.listen(ActionChunk, p["action_topic"], self.loop.receive)
+        self._logged = 0  # outcomes logged so far
+        self._episode = -1  # the episode the last tick ran
 
     def run(self) -> None:
         """Wait for peers if asked, then tick every episode at the real-time factor; log
@@ -123,46 +86,26 @@ class MetaWorldSimNode(Node):
         sampling): the ticks owed for it are not run unpaced to catch up, which would give
         a policy less wall time per frame at the start of every episode."""
         try:
-            if self.wait_for_peers_s > 0 and not self._wait_for_peers():
+            if self.wait_for_peers_s > 0 and not self.wait_for_peers():
                 return
-            start = time.monotonic()
-            period_s = CONTROL_PERIOD_NS / 1e9 / self.rtf
-            anchor, ticks, logged, current = start, 0, 0, -1
-            while not self.stop.is_set() and self.loop.tick():
-                ticks += 1
-                if self.loop.episode.index != current:  # this tick reset the env
-                    current, anchor, ticks = self.loop.episode.index, time.monotonic(), 0
-                for outcome in self.loop.outcomes[logged:]:
-                    self.get_logger().info(outcome_line(outcome))
-                logged = len(self.loop.outcomes)
-                delay = anchor + ticks * period_s - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-            self.wall_s = time.monotonic() - start
-            for outcome in self.loop.outcomes[logged:]:
-                self.get_logger().info(outcome_line(outcome))
+            self.pace(self.loop.tick, CONTROL_PERIOD_NS / 1e9, self._after_tick)
+            self._log_outcomes()
             self.get_logger().info(summary(self.loop, self.wall_s))
         finally:
             self.loop.close()
             self.finished.set()
 
-    def _wait_for_peers(self) -> bool:
-        """Until an outcome subscriber and (external policy) the policy node are there."""
-        deadline = time.monotonic() + self.wait_for_peers_s
-        instruction, episode = self.topics["instruction"], self.topics["episode"]
-        external = self.cfg.policy == "external"
-        while not self.stop.is_set():
-            policy = not external or (
-                self.count_subscribers(instruction) > 0
-                and self.count_publishers(self.action_topic) > 0
-            )
-            if policy and self.count_subscribers(episode) > 0:
-                return True
-            if time.monotonic() > deadline:
-                self.get_logger().error(f"no peers after {self.wait_for_peers_s:g} s")
-                return False
-            time.sleep(_POLL_S)
-        return False
+    def _after_tick(self) -> bool:
+        """Log finished episodes; True when this tick reset the env (pacing restarts)."""
+        self._log_outcomes()
+        index = self.loop.episode.index
+        reset, self._episode = index != self._episode, index
+        return reset
+
+    def _log_outcomes(self) -> None:
+        for outcome in self.loop.outcomes[self._logged :]:
+            self.get_logger().info(outcome_line(outcome))
+        self._logged = len(self.loop.outcomes)
 
 
 def outcome_line(o: dict[str, Any]) -> str:
@@ -206,23 +149,7 @@ def _ratio(a: float, b: float) -> float:
 
 def _build() -> Hosted:
     """The node, its loop's thread started with the spin, and the exit condition."""
-    try:
-        node = MetaWorldSimNode()
-    except (ValueError, TypeError) as error:
-        raise CannotStart(str(error), status=2) from None
-    runner = threading.Thread(target=node.run, name="oxygen-metaworld-loop", daemon=True)
-
-    def close() -> None:
-        node.stop.set()
-        if runner.ident is not None:  # started
-            runner.join()
-
-    return Hosted(
-        node,
-        start=runner.start,
-        done=lambda: node.exit_when_done and node.finished.is_set(),
-        close=close,
-    )
+    return hosted(MetaWorldSimNode, MetaWorldSimNode.run, "oxygen-metaworld-loop")
 
 
 def help_text() -> str:

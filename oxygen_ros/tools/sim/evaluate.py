@@ -70,8 +70,8 @@ from oxygen_ros.tools.replay_job import OUTPUT_BAG, OutputSink
 from oxygen_ros.tools.sim import report as sim_report
 from oxygen_ros.tools.sim.loop import SIM_DRIVEN, episode_order
 from oxygen_ros.tools.sim.messages import SIM_TOPICS
-from oxygen_ros.tools.sim.node import QOS
 from oxygen_ros.tools.sim.record import families_arg
+from oxygen_ros.tools.sim_host import QOS
 
 ROOT = Path(__file__).resolve().parents[3]  # oxygen_ros/tools/sim/evaluate.py
 SIM_PARAMS = ROOT / "config" / "sim.yaml"

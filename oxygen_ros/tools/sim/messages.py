@@ -19,7 +19,6 @@ outcome_of), so the robot's process never loads oxygen_core.sim.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,19 +35,9 @@ from oxygen_core.sim.tasks import Contacts
 from oxygen_ros import convert
 from oxygen_ros.convert import NS_PER_S, ns_to_stamp, stamp_to_ns
 from oxygen_ros.msg import EpisodeOutcome
+from oxygen_ros.tools.sim_host import SimTopic
 
 CAMERAS = ("base", "wrist")  # the sim's cameras, in the model's slot order
-
-
-@dataclasses.dataclass(frozen=True)
-class SimTopic:
-    """One row: a key the sim loop publishes by, its default topic and message class."""
-
-    key: str
-    topic: str
-    msg_class: type
-    doc: str
-    parameter: str | None = None  # the sim node parameter that renames it
 
 
 SIM_TOPICS: tuple[SimTopic, ...] = (

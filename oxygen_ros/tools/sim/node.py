@@ -24,12 +24,7 @@ limits, renders per second) and, with `exit_when_done`, exits.
 from __future__ import annotations
 
 import collections
-import threading
-import time
-from typing import Any
 
-from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_core.sim.executor import LimitViolations
@@ -38,15 +33,12 @@ from oxygen_core.sim.seam import SeamSummary
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros import ros_args
 from oxygen_ros.ros_args import ParamDoc
-from oxygen_ros.spin import CannotStart, Hosted, run_node
+from oxygen_ros.spin import Hosted, run_node
 from oxygen_ros.tools.sim.loop import POLICIES, SimConfig, SimLoop, episode_order
 from oxygen_ros.tools.sim.messages import SIM_TOPICS, TRAJECTORY_TOPIC
+from oxygen_ros.tools.sim_host import HOST_PARAMETERS, SimHost, hosted, topic_parameters
 
 NODE_NAME = "oxygen_sim"
-# Reliable writers serve reliable and best-effort readers alike (the oxygen node reads
-# sensors best effort, instructions reliably).
-QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-_POLL_S = 0.05
 
 PARAMETERS: tuple[ParamDoc, ...] = (
     ParamDoc("families", list(FAMILIES), "Task families, run interleaved seed by seed."),
@@ -62,7 +54,6 @@ PARAMETERS: tuple[ParamDoc, ...] = (
     ParamDoc("baseline_execute_steps", 2, "A baseline's chunk every this many ticks."),
     ParamDoc("baseline_horizon", 10, "Rows in a baseline's chunk."),
     ParamDoc("control_rate_hz", 20.0, "Ticks of sim time per second (one control period each)."),
-    ParamDoc("real_time_factor", 1.0, "Sim seconds per wall second (below 1: slower)."),
     ParamDoc("camera_size", 224, "Width and height of the rendered camera images."),
     ParamDoc("camera_rate_hz", 10.0, "Camera frames per sim second (a divisor of the rate)."),
     ParamDoc(
@@ -72,25 +63,17 @@ PARAMETERS: tuple[ParamDoc, ...] = (
         "link and actuation latency; 0: at the next tick).",
     ),
     ParamDoc("trajectory_topic", TRAJECTORY_TOPIC, "JointTrajectory input (external policy)."),
-    ParamDoc(
-        "wait_for_peers_s",
-        0.0,
-        "Hold the first episode up to this long for an outcome subscriber and the policy "
-        "(0: start at once).",
-    ),
-    ParamDoc("exit_when_done", True, "Exit after the last episode (false: spin on)."),
-    *(ParamDoc(t.parameter, t.topic, f"Topic: {t.doc}.") for t in SIM_TOPICS if t.parameter),
+    *HOST_PARAMETERS,
+    *topic_parameters(SIM_TOPICS),
 )
 
 
-class SimNode(Node):
-    """Publishers from SIM_TOPICS, the trajectory subscription, and the loop's thread."""
+class SimNode(SimHost):
+    """The tabletop's loop behind the host's publishers, subscription and pacing."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(NODE_NAME, **kwargs)
-        for parameter in PARAMETERS:
-            self.declare_parameter(parameter.name, parameter.default)
-        p = {q.name: self.get_parameter(q.name).value for q in PARAMETERS}
+    def __init__(self, **kwargs) -> None:
+        super().__init__(NODE_NAME, PARAMETERS, SIM_TOPICS, **kwargs)
+        p = self.p
         self.cfg = SimConfig(
             episodes=episode_order(tuple(p["families"]), p["seed"], p["episodes"]),
             policy=p["policy"],
@@ -101,71 +84,19 @@ class SimNode(Node):
             baseline_execute_steps=p["baseline_execute_steps"],
             baseline_horizon=p["baseline_horizon"],
         )
-        if not p["real_time_factor"] > 0:
-            raise ValueError(f"real_time_factor must be > 0, got {p['real_time_factor']}")
-        self.rtf = p["real_time_factor"]
-        self.wait_for_peers_s = p["wait_for_peers_s"]
-        self.exit_when_done = p["exit_when_done"]
-        self.topics = {t.key: (p[t.parameter] if t.parameter else t.topic) for t in SIM_TOPICS}
-        self.trajectory_topic = p["trajectory_topic"]
-        self._outlets = {
-            t.key: self.create_publisher(t.msg_class, self.topics[t.key], QOS) for t in SIM_TOPICS
-        }
-        self.loop = SimLoop(self.cfg, self, self._warn)
+        self.loop = SimLoop(self.cfg, self, self.warn)
         if self.cfg.policy == "external":
-            self.create_subscription(JointTrajectory, self.trajectory_topic, self.loop.receive, 10)
-        self.finished = threading.Event()
-        self.stop = threading.Event()  # set by main before the node goes away
-        self.wall_s = 0.0
-
-    def publish(self, key: str, msg: Any, time_ns: int) -> None:
-        """The loop's SimPort: onto the topic of `key`."""
-        self._outlets[key].publish(msg)
-
-    def _warn(self, text: str) -> None:
-        self.get_logger().warning(text, throttle_duration_sec=2.0)
-
-    # ------------------------------------------------------------------ the loop's thread
+            self.listen(JointTrajectory, p["trajectory_topic"], self.loop.receive)
 
     def run(self) -> None:
         """Wait for the policy if asked, then tick every episode at the real-time factor."""
         try:
-            if self.wait_for_peers_s > 0 and not self._wait_for_peers():
+            if self.wait_for_peers_s > 0 and not self.wait_for_peers():
                 return
-            start = time.monotonic()
-            period_s = self.cfg.period_ns / 1e9 / self.rtf
-            ticks = 0
-            while not self.stop.is_set() and self.loop.tick():
-                ticks += 1
-                delay = start + ticks * period_s - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-            self.wall_s = time.monotonic() - start
+            self.pace(self.loop.tick, self.cfg.period_ns / 1e9)
             self.get_logger().info(summary(self.loop, self.wall_s))
         finally:
             self.finished.set()
-
-    def _wait_for_peers(self) -> bool:
-        """Until an outcome subscriber and (external policy) the policy node are there."""
-        deadline = time.monotonic() + self.wait_for_peers_s
-        instruction, episode = self.topics["instruction"], self.topics["episode"]
-        external = self.cfg.policy == "external"
-        self.get_logger().info(
-            f"waiting up to {self.wait_for_peers_s:g} s for a subscriber on {episode}"
-            + (f" and a policy on {instruction} and {self.trajectory_topic}" if external else "")
-        )
-        while not self.stop.is_set():
-            policy = not external or (
-                self.count_subscribers(instruction) > 0
-                and self.count_publishers(self.trajectory_topic) > 0
-            )
-            if policy and self.count_subscribers(episode) > 0:
-                return True
-            if time.monotonic() > deadline:
-                self.get_logger().error(f"no peers after {self.wait_for_peers_s:g} s")
-                return False
-            time.sleep(_POLL_S)
-        return False
 
 
 def summary(loop: SimLoop, wall_s: float) -> str:
@@ -200,23 +131,7 @@ def summary(loop: SimLoop, wall_s: float) -> str:
 
 def _build() -> Hosted:
     """The sim node, its loop's thread started with the spin, and the exit condition."""
-    try:
-        node = SimNode()
-    except (ValueError, TypeError) as error:
-        raise CannotStart(str(error), status=2) from None
-    runner = threading.Thread(target=node.run, name="oxygen-sim-loop", daemon=True)
-
-    def close() -> None:
-        node.stop.set()
-        if runner.ident is not None:  # started
-            runner.join()
-
-    return Hosted(
-        node,
-        start=runner.start,
-        done=lambda: node.exit_when_done and node.finished.is_set(),
-        close=close,
-    )
+    return hosted(SimNode, SimNode.run, "oxygen-sim-loop")
 
 
 def help_text() -> str:
