@@ -51,7 +51,7 @@ from oxygen_core.metaworld.tasks import MT10_TASKS, Narrator, instruction
 from oxygen_ros import convert
 from oxygen_ros.convert import NS_PER_S, ns_to_stamp, stamp_to_ns
 from oxygen_ros.msg import ActionChunk
-from oxygen_ros.tools.sim_host import SimTopic
+from oxygen_ros.tools.sim_host import INSTRUCTION, SimTopic
 
 POLICIES = ("external", "expert")
 CONTROL_PERIOD_NS = 12_500_000  # the env's step: MuJoCo's 2.5 ms x frame skip 5 (80 Hz)
@@ -84,13 +84,7 @@ TOPICS: tuple[SimTopic, ...] = (
         "the Sawyer's arm joints (rad) and fingers (m)",
         parameter="joint_state_topic",
     ),
-    SimTopic(
-        "instruction",
-        "/oxygen/instruction",
-        String,
-        "the episode's instruction, at its start and every second",
-        parameter="instruction_topic",
-    ),
+    INSTRUCTION,
     SimTopic("episode", "/metaworld/episode", String, "one JSON outcome per finished episode"),
     SimTopic("narration", "/metaworld/narration", String, "the episode's phase, on change"),
     SimTopic("memory", "/metaworld/memory", String, "a line per phase reached"),

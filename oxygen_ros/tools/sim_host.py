@@ -19,6 +19,7 @@ from typing import Any
 
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
 
 from oxygen_ros.ros_args import ParamDoc
 from oxygen_ros.spin import CannotStart, Hosted
@@ -49,6 +50,16 @@ class SimTopic:
     msg_class: type
     doc: str
     parameter: str | None = None  # the node parameter that renames it
+
+
+# Both worlds publish each episode's instruction where the oxygen node reads it.
+INSTRUCTION = SimTopic(
+    "instruction",
+    "/oxygen/instruction",
+    String,
+    "the episode's instruction, at its start and every second",
+    parameter="instruction_topic",
+)
 
 
 def topic_parameters(topics: Sequence[SimTopic]) -> tuple[ParamDoc, ...]:

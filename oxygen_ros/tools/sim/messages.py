@@ -35,7 +35,7 @@ from oxygen_core.sim.tasks import Contacts
 from oxygen_ros import convert
 from oxygen_ros.convert import NS_PER_S, ns_to_stamp, stamp_to_ns
 from oxygen_ros.msg import EpisodeOutcome
-from oxygen_ros.tools.sim_host import SimTopic
+from oxygen_ros.tools.sim_host import INSTRUCTION, SimTopic
 
 CAMERAS = ("base", "wrist")  # the sim's cameras, in the model's slot order
 
@@ -59,13 +59,7 @@ SIM_TOPICS: tuple[SimTopic, ...] = (
         "joint_1..joint_6 (rad), gripper (0 closed..1 open)",
         parameter="joint_state_topic",
     ),
-    SimTopic(
-        "instruction",
-        "/oxygen/instruction",
-        String,
-        "the episode's instruction, at its start and every second",
-        parameter="instruction_topic",
-    ),
+    INSTRUCTION,
     SimTopic("episode", "/sim/episode", EpisodeOutcome, "one per finished episode"),
     SimTopic("narration", "/sim/expert/narration", String, "expert narration, on change"),
     SimTopic("memory", "/sim/expert/memory", String, "expert memory line, per sub-goal"),
