@@ -41,8 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import rclpy
-from rclpy.context import Context
 from rosbags.rosbag2 import ReaderError
 
 from oxygen_core.offline_score import segment_of
@@ -51,7 +49,7 @@ from oxygen_ros.convert import NS_PER_S, stamp_to_ns
 from oxygen_ros.inputs import FrameAssembler, Skip
 from oxygen_ros.params import Settings, commanded_names
 from oxygen_ros.tools.bagio import BagMessage, BagReadError, bag_topics, from_cdr, read_bag
-from oxygen_ros.tools.configure import NODE_NAME, TopicNames, load_settings
+from oxygen_ros.tools.configure import TopicNames, load_settings, params_node
 from oxygen_ros.tools.replay_job import instructions
 from oxygen_ros.tools.score_targets import ScoreSpec, ScoreTargets, load_targets
 
@@ -99,28 +97,13 @@ def sources(params: Path) -> Sources:
 
 
 def _training_topics(params: Path) -> dict[str, str]:
-    """training.* of the params file, read and resolved by a throw-away node named like
-    the node (as `load_settings` reads the node's own parameters)."""
-    context = Context()
-    rclpy.init(args=[], context=context)
-    try:
-        node = rclpy.create_node(
-            NODE_NAME,
-            context=context,
-            cli_args=["--ros-args", "--params-file", str(params)],
-            start_parameter_services=False,
-            enable_rosout=False,
-        )
-        try:
-            found = {}
-            for key, default in TRAINING_TOPICS.items():
-                value = node.declare_parameter(f"training.{key}", default).value
-                found[key] = node.resolve_topic_name(value) if value else ""
-            return found
-        finally:
-            node.destroy_node()
-    finally:
-        rclpy.shutdown(context=context)
+    """training.* of the params file, resolved as the node resolves its topic names."""
+    with params_node(params) as node:
+        found = {}
+        for key, default in TRAINING_TOPICS.items():
+            value = node.declare_parameter(f"training.{key}", default).value
+            found[key] = node.resolve_topic_name(value) if value else ""
+        return found
 
 
 def bag_records(

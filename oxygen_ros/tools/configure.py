@@ -12,8 +12,9 @@ the publishers.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import rclpy
@@ -70,6 +71,23 @@ def load_settings(
     namespace: the node's namespace (launch's `namespace:=`): relative topics resolve in it.
     Raises FileNotFoundError, or params.ConfigError naming a bad or unknown parameter.
     """
+    with params_node(params, overrides, namespace) as node:
+        declare_parameters(node)
+        # rclpy ignores a -p override of an undeclared name: refuse it instead.
+        unknown = [name for name in overrides or {} if not node.has_parameter(name)]
+        if unknown:
+            raise ConfigError(f"{unknown[0]!r} is not a parameter of the node")
+        settings = read_settings(node)
+        return settings, _topic_names(node, settings)
+
+
+@contextlib.contextmanager
+def params_node(
+    params: Path, overrides: Mapping[str, object] | None = None, namespace: str = ""
+) -> Iterator[Node]:
+    """A throw-away node named like the oxygen node, in its own context, holding the params
+    file (and `-p` overrides) as the node would receive them: parameters declared on it
+    resolve as the node's, topic names in its namespace. FileNotFoundError without the file."""
     if not Path(params).is_file():
         raise FileNotFoundError(f"params file {params} does not exist")
     args = ["--ros-args", "--params-file", str(params)]
@@ -87,13 +105,7 @@ def load_settings(
             enable_rosout=False,
         )
         try:
-            declare_parameters(node)
-            # rclpy ignores a -p override of an undeclared name: refuse it instead.
-            unknown = [name for name in overrides or {} if not node.has_parameter(name)]
-            if unknown:
-                raise ConfigError(f"{unknown[0]!r} is not a parameter of the node")
-            settings = read_settings(node)
-            return settings, _topic_names(node, settings)
+            yield node
         finally:
             node.destroy_node()
     finally:
