@@ -106,13 +106,15 @@ def test_the_gate_slows_every_chunk_and_the_handover_meets_the_longer_rows(polic
 
 
 @pytest.mark.slow
-def test_rejected_chunks_never_reach_the_arm_and_the_streak_trips(policy):
-    engine = engine_for(policy, "blend", delay=0)
+@pytest.mark.parametrize("delay", [0, 2])
+def test_rejected_chunks_never_reach_the_arm_and_the_streak_trips(policy, delay):
+    """With a link delay the hold is due when it arrives, as the node's (stamped zero)."""
+    engine = engine_for(policy, "blend", delay=delay)
     world = make_task("pick", SEED).new_world()
     start = world.joints.copy()
     out = rollout.run_episode(
         engine, "pick", SEED, 2, Renderer(128, 128), max_steps=12, world=world,
-        limits=_velocity_only(1e-3), gate_policy="reject",
+        limits=_velocity_only(1e-3), gate_policy="reject", link_delay=delay,
     )  # fmt: skip
     assert out.gate.outcomes["rejected"] == 6 and out.gate.outcomes["passed"] == 0
     assert (out.gate.streak, out.gate.tripped) == (6, True)

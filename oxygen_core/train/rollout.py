@@ -223,10 +223,11 @@ def _gated(
     timeline: ChunkTimeline,
 ) -> Release | None:
     """The release with the gate's rows, None when rejected; a rejection streak sends a
-    hold at `state` now and forgets the running chunk (the node's FrameLoop does so)."""
+    hold at `state`, due when it arrives (the node stamps its hold zero: on arrival), and
+    forgets the running chunk (the node's FrameLoop does so)."""
     screened = guard.screen(release, state)
     if screened.trips:
-        link.send(step, step, np.asarray(state, np.float64)[None])
+        link.send(step, step + link.delay, np.asarray(state, np.float64)[None])
         timeline.reset()
     return screened.release
 
