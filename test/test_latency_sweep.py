@@ -31,6 +31,12 @@ def test_bench_marks_take_frames_for_isolated_and_shared_and_the_action_phase_fo
     )  # fmt: skip
 
 
+def test_a_delay_that_leaves_too_few_rows_is_refused_in_one_line():
+    checkpoint = str(ROOT / "data" / "policy" / "sim_demo")
+    with pytest.raises(SystemExit, match="at most 8, got 9"):  # H = 10, 2 rows a frame
+        latency_sweep.main(["--checkpoint", checkpoint, "--delays", "0,9"])
+
+
 @pytest.mark.slow
 def test_a_small_sweep_writes_its_table_json_and_plot(tmp_path, capsys):
     out = tmp_path / "sweep"

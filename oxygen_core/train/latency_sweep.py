@@ -1,7 +1,7 @@
 """`oxygen-latency-sweep`: closed-loop success against the chunk's delay, and where each
 engine mode's latency falls on that curve.
 
-    oxygen-latency-sweep --checkpoint CKPT [--delays 0,1,2,3,4,6,8,10]
+    oxygen-latency-sweep --checkpoint CKPT [--delays 0,1,2,3,4,6,8]
         [--handovers replace,rtc] [--episodes 20] [--first-seed 400000]
         [--bench BENCH.json] [--out out/latency]
 
@@ -20,8 +20,10 @@ sim's control rate (rounded up: a chunk late by part of a step misses that step)
     paper     pi05 on Jetson AGX Thor: isolated 1030 ms per frame, OxyGen's prefill plus
               denoise 198 ms (docs/DESIGN.md section 1's figures), not measured here.
 
-A mark beyond the chunk's horizon means the robot runs out of actions before the chunk
-arrives. Writes sweep.json, sweep.md and sweep.png into --out and prints the table.
+d runs up to the horizon less the rows a frame executes (the node refuses more at
+configure: the robot would run out of rows); a mark beyond that means the robot runs out
+of actions before the chunk arrives. Writes sweep.json, sweep.md and sweep.png into --out
+and prints the table.
 """
 
 from __future__ import annotations
@@ -167,7 +169,7 @@ def plot(rows: Sequence[dict], marks: Mapping[str, tuple[float, int]], path: Pat
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="oxygen-latency-sweep", description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--delays", type=_ints, default=[0, 1, 2, 3, 4, 6, 8, 10])
+    p.add_argument("--delays", type=_ints, default=[0, 1, 2, 3, 4, 6, 8])
     p.add_argument("--handovers", type=_handovers, default=["replace", "rtc"])
     p.add_argument("--episodes", type=int, default=20, help="seeds per family")
     p.add_argument("--first-seed", type=int, default=S.DEV.start)
@@ -196,6 +198,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = cli.eval_parser().parse_args(["--checkpoint", own.checkpoint, *rest])
     args.handovers, args.delays = own.handovers, own.delays
     policy, meta = cli.trained_policy(Path(own.checkpoint))
+    most = policy.config.action_horizon - args.execute
+    if max(own.delays) > most:
+        # The node refuses such a d at configure: the robot would run out of rows.
+        raise SystemExit(
+            f"oxygen-latency-sweep: d must leave --execute ({args.execute}) of the "
+            f"{policy.config.action_horizon} rows: at most {most}, got {max(own.delays)}"
+        )
     seeds = range(own.first_seed, own.first_seed + own.episodes)
     camera = args.camera_size or meta["camera_size"]
     marks_ms = dict(PAPER_MS)
