@@ -54,12 +54,18 @@ def touches(mover: SceneObject, other: SceneObject, mover_held: bool) -> bool:
     return not (mover_held and other.shape == "bowl" and inside_bowl(mover, other))
 
 
-def push_apart(mover: SceneObject, other: SceneObject) -> np.ndarray:
-    """The sideways shift (2,) that moves `other` out of `mover`'s footprint to touch it."""
-    offset = other.position[:2] - mover.position[:2]
+def shift_to(offset: np.ndarray, reach: float) -> np.ndarray:
+    """The shift (2,) along `offset` (from a centre to a point) that puts the point `reach`
+    from the centre; a point on the centre moves along +x. Every contact rule moves an
+    object this way: out to touching, or in to fit."""
     distance = float(np.hypot(*offset))
     direction = offset / distance if distance > 1e-9 else np.array([1.0, 0.0])
-    return direction * (mover.radius + other.radius - distance)
+    return direction * (reach - distance)
+
+
+def push_apart(mover: SceneObject, other: SceneObject) -> np.ndarray:
+    """The sideways shift (2,) that moves `other` out of `mover`'s footprint to touch it."""
+    return shift_to(other.position[:2] - mover.position[:2], mover.radius + other.radius)
 
 
 def chain(
@@ -95,9 +101,7 @@ def wall_deflection(obj: SceneObject, bowl: SceneObject) -> np.ndarray:
     distance = float(np.hypot(*offset))
     if distance + obj.radius <= BOWL_RIM or distance >= BOWL_RIM + obj.radius:
         return np.zeros(2)
-    direction = offset / distance if distance > 1e-9 else np.array([1.0, 0.0])
-    goal = BOWL_RIM - obj.radius if distance < BOWL_RIM else BOWL_RIM + obj.radius
-    return direction * (goal - distance)
+    return shift_to(offset, BOWL_RIM - obj.radius if distance < BOWL_RIM else BOWL_RIM + obj.radius)
 
 
 def finger_stop(obj: SceneObject, grip_xy: np.ndarray, pusher_radius: float) -> float | None:

@@ -249,12 +249,11 @@ def _finger_shift(obj: SceneObject, grip_xy: np.ndarray) -> np.ndarray | None:
     from within."""
     offset = obj.position[:2] - grip_xy
     distance = float(np.hypot(*offset))
-    direction = offset / distance if distance > 1e-9 else np.array([1.0, 0.0])
     if obj.shape == "bowl" and distance < BOWL_RIM:
         inner = BOWL_RIM - PUSHER_RADIUS
-        return -direction * (distance - inner) if distance > inner else None
+        return contacts.shift_to(offset, inner) if distance > inner else None
     reach = obj.radius + PUSHER_RADIUS
-    return direction * (reach - distance) if distance < reach else None
+    return contacts.shift_to(offset, reach) if distance < reach else None
 
 
 def _stopped_by(
