@@ -62,6 +62,25 @@ def test_pushing_the_bowl_over_the_target_pushes_the_target_and_the_put_fails():
     assert not task.succeeded(world)
 
 
+@pytest.mark.parametrize("with_neighbour", [False, True])
+def test_a_push_that_shoves_another_object_along_fails(with_neighbour):
+    """The instruction names one object: pushing it into another, which moves on, is not
+    the push asked for (a blind sweep of the table does exactly that)."""
+    specs = [("red", "block", (0.4, 0.0, 0.0))]
+    specs += [("green", "ball", (0.4, 0.2, 0.0))] if with_neighbour else []
+    task = Task("push", 0, "", tuple(_objects(*specs)), target=0, direction="left")
+    world = task.new_world()
+    _push_along_y(world, 0.4, -0.06, 0.14)
+    block_y = 0.14 + PUSHER_RADIUS + BLOCK_R
+    assert world.objects[0].position[1] == pytest.approx(block_y)
+    record = task.contacts(world)
+    if with_neighbour:  # the ball sits against the block, 6.7 cm on
+        assert record.others_moved == pytest.approx(block_y + BLOCK_R + BALL_RADIUS - 0.2)
+        assert record.object_pushes > 0 and not task.succeeded(world)
+    else:
+        assert record.others_moved == 0.0 and task.succeeded(world)
+
+
 def test_a_pushed_object_pushes_the_next_one_in_line():
     world = World(
         _objects(

@@ -49,7 +49,12 @@ def test_an_episode_outcome_round_trips_through_its_message():
         policy="model",
         success=True,
         contacts=Contacts(
-            grasped=True, release_height=0.0625, finger_pushes=4, object_pushes=2, off_table=1
+            grasped=True,
+            release_height=0.0625,
+            finger_pushes=4,
+            object_pushes=2,
+            off_table=1,
+            others_moved=0.125,
         ),
         start_ns=1_700_000_001_000_000_000,
         end_ns=1_700_000_009_500_000_001,

@@ -443,7 +443,7 @@ def test_sim_eval_runs_a_baseline_over_topics_with_the_params_horizons(tmp_path)
     assert episode["chunks"] == episode["steps"] // 2 + 1
     assert episode["contacts"] == {
         "grasped": False, "release_height": None, "finger_pushes": 0, "object_pushes": 0,
-        "off_table": 0,
+        "off_table": 0, "others_moved": 0.0,
     }  # fmt: skip
 
 

@@ -7,11 +7,16 @@
     push  "push the <colour> <shape> to the left|right"  pushed by the fingers, never
                                                           grasped, resting on the table,
                                                           moved >= PUSH_DISTANCE along +-y,
-                                                          no object knocked off the table
+                                                          no object knocked off the table,
+                                                          every other object within
+                                                          DISTURB_LIMIT of where it stood
 
 Each condition names how the task is done, not only where the target ends up: a put the
 fingers slid along the table (the bowl's wall stops it anyway, `contacts`) or a push
-done by carrying the target fails. `Task.contacts` is what the episode's record keeps.
+done by carrying the target fails, and so does a push that sweeps the table clear: the
+instruction names one object, and a script that moves everything in the instructed
+direction (never looking) would otherwise solve most push scenes blind. `Task.contacts`
+is what the episode's record keeps.
 
 Left and right are the robot's (world +y is left); the base camera faces the robot, so the
 robot's left is the image's right. The target is always a block or a ball (bowls receive
@@ -47,6 +52,7 @@ PUSH_DISTANCE = 0.08  # m along the instructed direction, for "push"
 PUSH_DIRECTIONS = {"left": np.array([0.0, 1.0]), "right": np.array([0.0, -1.0])}
 MIN_OBJECTS, MAX_OBJECTS = 3, 6
 PUSH_MARGIN = 0.06  # corridor kept free beyond PUSH_DISTANCE, and behind the object
+DISTURB_LIMIT = 0.02  # m: how far a push may move any object but its target (a nudge)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +91,17 @@ class Task:
         on_table = world.resting(i) and state.support is None and not world.off_table(i)
         by_fingers = state.finger_pushes > 0 and not state.was_grasped
         all_on = not any(world.off_table(j) for j in range(len(world.objects)))
-        return bool(on_table and by_fingers and all_on and along >= PUSH_DISTANCE)
+        undisturbed = self.others_moved(world) <= DISTURB_LIMIT
+        return bool(on_table and by_fingers and all_on and undisturbed and along >= PUSH_DISTANCE)
+
+    def others_moved(self, world: World) -> float:
+        """How far (m, on the table's plane) the most displaced object but the target moved."""
+        moved = [
+            float(np.linalg.norm(now.position[:2] - start.position[:2]))
+            for j, (now, start) in enumerate(zip(world.objects, self.objects, strict=True))
+            if j != self.target
+        ]
+        return max(moved, default=0.0)
 
     def contacts(self, world: World) -> Contacts:
         """What the episode did to the target and the scene, for its record."""
@@ -96,6 +112,7 @@ class Task:
             finger_pushes=state.finger_pushes,
             object_pushes=world.object_pushes,
             off_table=sum(world.off_table(j) for j in range(len(world.objects))),
+            others_moved=self.others_moved(world),
         )
 
 
@@ -109,6 +126,7 @@ class Contacts:
     finger_pushes: int  # control steps in which the fingers pushed the target
     object_pushes: int  # pushes of one object by another (any objects)
     off_table: int  # objects that left the table
+    others_moved: float  # m: the farthest any object but the target moved on the table
 
 
 def make_task(family: str, seed: int) -> Task:
