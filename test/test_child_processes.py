@@ -1,4 +1,4 @@
-"""Children started by the tools end with their parent (tools.child_processes, sim.evaluate).
+"""Children started by the tools end with their parent (tools.child_processes, closed_loop).
 
 A parent process starts a child the way the tools do, prints its pid and waits; the test
 SIGKILLs the parent, which then runs no clean-up at all, and the child must be gone
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from oxygen_ros.tools import demo
+from oxygen_ros.tools import closed_loop, demo
 from oxygen_ros.tools.sim import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,11 +88,11 @@ def test_sim_eval_stops_the_node_when_the_sim_fails_to_start(tmp_path, monkeypat
         nodes.append(demo.start_node(*args))
         return nodes[-1]
 
-    def start_sim(*args):
+    def start_world(*args):
         raise OSError("no simulator (a fault injected by the test)")
 
-    monkeypatch.setattr(evaluate, "start_node", start_node)
-    monkeypatch.setattr(evaluate, "start_sim", start_sim)
+    monkeypatch.setattr(closed_loop, "start_node", start_node)
+    monkeypatch.setattr(closed_loop, "start_world", start_world)
     try:
         with pytest.raises(OSError, match="fault injected"):
             evaluate.run_sim_eval(evaluate.SimEvalSpec(episodes=1), tmp_path / "out")

@@ -35,10 +35,10 @@ from oxygen_core.sim.seam import SeamSummary
 from oxygen_core.sim.seeds import range_name
 from oxygen_core.sim.success import SuccessRate
 from oxygen_ros.params import Settings
+from oxygen_ros.tools.closed_loop import node_figures, node_report, success_entry
 from oxygen_ros.tools.configure import TopicNames
-from oxygen_ros.tools.live import node_counts
 from oxygen_ros.tools.replay_job import OUTPUT_BAG
-from oxygen_ros.tools.report import Recording, RunInfo, build_report, plot_timeline, warmup_frames
+from oxygen_ros.tools.report import Recording, plot_timeline
 from oxygen_ros.tools.sim import animation
 from oxygen_ros.tools.sim.messages import outcome_of
 
@@ -150,45 +150,14 @@ def build(
         "episodes": episodes,
     }
     if model:
-        report["node"] = _node_report(run, recording, settings, names, outcomes, out)
-        node = report["node"]
-        for key in ("action_hz", "lang_tps", "frames", "deadline_misses", "overruns"):
-            report[key] = node[key]
-        report["skipped_frames"] = node["skipped_frames"]
+        starts = [(o.start_ns, o.instruction) for o in outcomes]
+        report["node"] = node_report(run.params, recording, settings, names, starts, out)
+        report.update(node_figures(report["node"]))
     return report
 
 
-def _node_report(
-    run: RunSetup,
-    recording: Recording,
-    settings: Settings,
-    names: TopicNames,
-    outcomes: list[Outcome],
-    out: Path,
-) -> dict[str, Any]:
-    info = RunInfo(
-        source="sim",
-        bag=str(out / OUTPUT_BAG),
-        params=run.params,
-        mode=settings.engine.engine_mode,
-        seed=settings.engine.seed,
-        frame_period_s=settings.node.frame_period_s,
-        warmup_frames=warmup_frames(settings.engine),
-        origin_ns=outcomes[0].start_ns if outcomes else 0,
-        instructions=tuple((o.start_ns, o.instruction) for o in outcomes),
-    )
-    return build_report(recording, info, node_counts(recording, names.node))
-
-
 def _rate(episodes: list[dict]) -> dict[str, Any]:
-    """Episodes, successes, the rate and its 95 % Wilson interval (None without episodes)."""
-    rate = SuccessRate(sum(e["success"] for e in episodes), len(episodes))
-    return {
-        "episodes": rate.episodes,
-        "successes": rate.successes,
-        "rate": round(rate.rate, 4) if episodes else 0.0,
-        "ci95": [round(end, 4) for end in rate.interval()] if episodes else None,
-    }
+    return success_entry(sum(e["success"] for e in episodes), len(episodes))
 
 
 def _mean(values: list[float]) -> float | None:
