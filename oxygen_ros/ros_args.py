@@ -4,7 +4,8 @@ rcl reads the value of `-p name:=value` as YAML, so a Python value must be writt
 YAML literal of the same type: `true`/`false` (Python's `True` would be the string
 "True"), `[a, b]` for a list, and a string that YAML would read as something else ("1",
 "true", "") in quotes. `parameter_args` is the one place that writes them; the tools that
-start a node or the simulator as a child process call it.
+start a node or the simulator as a child process call it. `override` reads a tool's
+`--set NAME=VALUE` option back into a typed value.
 
 The nodes take their options as ROS parameters, which rclpy parses and argparse never
 sees, so `--help` is handled here before `rclpy.init`: `wants_help` finds it among the
@@ -14,6 +15,7 @@ choices, description) from the same data the node declares them from.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import sys
@@ -57,6 +59,15 @@ def parameter_args(overrides: Mapping[str, object]) -> list[str]:
     for name, value in overrides.items():
         args += ["-p", f"{name}:={ros_value(value)}"]
     return args
+
+
+def override(text: str) -> tuple[str, object]:
+    """NAME=VALUE -> (NAME, the value as YAML reads it: 10 is an int, auto a string): a
+    tool's `--set` option (argparse type), written back by `parameter_args`."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, yaml.safe_load(value)
 
 
 def wants_help(args: Sequence[str] | None = None) -> bool:

@@ -38,10 +38,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
-
 from oxygen_core.sim.seeds import DEV
 from oxygen_core.sim.tasks import FAMILIES
+from oxygen_ros.ros_args import override
 from oxygen_ros.tools.sim.evaluate import SIM_PARAMS, SimEvalSpec, run_sim_eval
 from oxygen_ros.tools.sim.record import families_arg
 
@@ -118,14 +117,6 @@ def markdown_row(r: dict) -> str:
 def markdown(rows: list[dict]) -> str:
     rule = "|" + "---|" * (HEAD.count("|") - 1)
     return "\n".join([HEAD, rule, *(markdown_row(r) for r in rows)])
-
-
-def override(text: str) -> tuple[str, object]:
-    """NAME=VALUE -> (NAME, the value as YAML reads it: 10 is an int, auto a string)."""
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name, yaml.safe_load(value)
 
 
 def main(argv: list[str] | None = None) -> int:
