@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -21,26 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from metaworld_harness import require_metaworld
 
-os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco
-
-pytest.importorskip("metaworld", reason="metaworld is not installed (requirements.txt)")
-
-
-def _egl_error() -> str | None:
-    """Why MuJoCo cannot render headless here (None: it can)."""
-    try:
-        from mujoco.egl import GLContext
-
-        GLContext(16, 16).free()
-    except Exception as error:  # no libEGL, no device: every kind means no rendering
-        return f"{type(error).__name__}: {error}"
-    return None
-
-
-_EGL_ERROR = _egl_error()
-if _EGL_ERROR is not None:
-    pytest.skip(f"MuJoCo's EGL rendering is unavailable: {_EGL_ERROR}", allow_module_level=True)
+require_metaworld()  # before anything imports mujoco
 
 import rclpy  # noqa: E402
 from rclpy.context import Context  # noqa: E402
@@ -262,6 +244,30 @@ def test_the_expert_through_the_loops_chunks_succeeds_as_in_the_env():
     assert outcome["chunks_accepted"] == direct.steps + 1 and outcome["held_steps"] == 0
     assert json.loads(port.sent["episode"][0].data) == outcome
     assert len(port.sent["expert_chunk"]) == direct.steps + 1
+
+
+def test_the_hold_baseline_is_the_hold_action_sent_as_chunks():
+    """policy hold: every tick a one-row chunk of zero deltas and the gripper as it was,
+    taken as any chunk is: the episode equals a direct rollout of env.hold()."""
+    states, direct = _rollout("reach-v3", 0, lambda e, o: e.hold())
+    port = _Port()
+    loop = MetaWorldLoop(
+        LoopConfig(episodes=(("reach-v3", 0),), policy="hold", camera_size=16), port
+    )
+    try:
+        while loop.tick():
+            pass
+    finally:
+        loop.close()
+    (outcome,) = loop.outcomes
+    assert (outcome["success"], outcome["steps"]) == (direct.success, direct.steps)
+    assert outcome["chunks_accepted"] == direct.steps + 1 and outcome["held_steps"] == 0
+    assert outcome["actions_clipped"] == outcome["actions_malformed"] == 0
+    published = [np.array(m.position) for m in port.sent["state"]]
+    np.testing.assert_array_equal(published, states)  # the same episode, step by step
+    # The hand stays within 1 cm: it only settles onto its mocap weld after the reset.
+    np.testing.assert_allclose(states[-1], states[0], atol=0.01)
+    assert "expert_chunk" not in port.sent  # nothing of the expert's runs
 
 
 # ------------------------------------------------------------------ the params file

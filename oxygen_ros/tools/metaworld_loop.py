@@ -14,7 +14,9 @@ Each `tick` at sim time t (one control period of the env, 12.5 ms, apart):
    superseding the chunk before it from there; a rejected one is counted by its reason and
    never reaches the env. With the expert, the scripted action for this tick is wrapped as
    a one-row chunk stamped t, published on /metaworld/expert/action_chunk and taken the same
-   way;
+   way. With `hold` (the image-free floor a policy is read against), each tick's chunk is
+   one row of the hold action (zero delta, the gripper effort as it was), taken the same
+   way too;
 4. the benchmark's success flag or its step limit ends the episode (checked after the policy
    saw the world, as a Meta-World rollout checks after the step that succeeds); otherwise
    the running chunk's row for t (row k at stamp + k periods: rows already past are
@@ -53,7 +55,8 @@ from oxygen_ros.convert import NS_PER_S, ns_to_stamp, stamp_to_ns
 from oxygen_ros.msg import ActionChunk
 from oxygen_ros.tools.sim_host import INSTRUCTION, SimTopic
 
-POLICIES = ("external", "expert")
+SIM_DRIVEN = ("expert", "hold")  # policies the sim runs itself (no node)
+POLICIES = ("external", *SIM_DRIVEN)
 CONTROL_PERIOD_NS = 12_500_000  # the env's step: MuJoCo's 2.5 ms x frame skip 5 (80 Hz)
 _PERIOD_TOLERANCE_NS = 1_000  # a chunk's control_period may differ by rounding only
 _INBOX_MAX = 16  # chunks waiting for the next tick; a policy sends about one a frame
@@ -258,6 +261,8 @@ class MetaWorldLoop:
         self._port.publish("clock", Clock(clock=ns_to_stamp(t)), t)
         if ep.expert is not None:
             self._expert_acts(ep, t)
+        elif self.cfg.policy == "hold":
+            self._apply(ep, chunk_msg(ep.env.hold()[None, :], t), t)
         else:
             self._drain_inbox(ep, t)
         if ep.obs.success or ep.obs.steps >= ep.env.max_path_length:

@@ -1,7 +1,7 @@
 """`oxygen-metaworld-sim`: Meta-World's MT10 tasks as a ROS 2 robot that a policy drives.
 
     oxygen-metaworld-sim --ros-args -p tasks:=[drawer-open-v3,push-v3] -p episodes:=2 \\
-        -p seed:=0 -p real_time_factor:=0.5 -p policy:=external|expert
+        -p seed:=0 -p real_time_factor:=0.5 -p policy:=external|expert|hold
 
 The Sawyer arm of Meta-World (MuJoCo) behind the topics the oxygen node reads with
 config/metaworld.yaml: the corner2 camera, the 4-number state [ee_x, ee_y, ee_z, gripper]
@@ -13,9 +13,10 @@ tick that comes late runs at once; pacing restarts after each episode's reset; t
 achieved factor is logged at the end, with and without the resets). Episodes end
 at the benchmark's success flag or its step limit; each one's outcome is published as JSON
 on /metaworld/episode and logged. With `policy: expert` the task's scripted policy
-(metaworld.policies) drives through the same path, as one-row chunks. `wait_for_peers_s`
-> 0 holds the first episode until an outcome subscriber and (external policy) a node that
-reads the instruction and publishes chunks are there.
+(metaworld.policies) drives through the same path, as one-row chunks; with `policy: hold`
+the hold action does (zero delta, the gripper as it was: what doing nothing scores).
+`wait_for_peers_s` > 0 holds the first episode until an outcome subscriber and (external
+policy) a node that reads the instruction and publishes chunks are there.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ PARAMETERS: tuple[ParamDoc, ...] = (
         "policy",
         "external",
         "external: chunks from action_topic (the oxygen node); expert: the task's scripted "
-        "policy drives.",
+        "policy drives; hold: zero deltas, the gripper as it was (a floor).",
         choices=POLICIES,
     ),
     ParamDoc("camera_size", 224, "Width and height of the corner2 images.", span=(16, 1024)),
