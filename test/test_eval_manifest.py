@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from metaworld_harness import needs_metaworld
 
+from oxygen_core.metaworld.tasks import MT10_TASKS
 from oxygen_ros.tools.demo_bag import Scene, scene_topics, write_scene
 from oxygen_ros.tools.eval.manifest import ManifestError, Resources, load_manifest
 from oxygen_ros.tools.eval.tasks import (
@@ -22,6 +24,7 @@ from oxygen_ros.tools.eval.tasks import (
     fingerprint,
     is_done,
     mark_done,
+    metaworld_spec,
     record_failure,
     sim_spec,
     task_dir,
@@ -33,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "config" / "tiny.yaml"
 SIM = ROOT / "config" / "sim.yaml"
 SIM_BAG = ROOT / "data" / "sim_bag"
+METAWORLD = ROOT / "config" / "metaworld.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +142,7 @@ def test_bad_shapes_are_named(bags: Path) -> None:
     data = {**_base(), "inputs": {"sim": [{"family": "pick", "seeds": {"start": 0, "count": 0}}]}}
     assert _error(bags, data) == "inputs.sim[0].seeds.count: must be an integer >= 1, got 0"
     data = {**_base(), "inputs": {}}
-    assert _error(bags, data) == "inputs: names no bag and no sim family"
+    assert _error(bags, data) == "inputs: names no bag, no sim family and no Meta-World task"
 
 
 # --------------------------------------------------------------------------- the grid
@@ -244,6 +248,92 @@ def test_sim_inputs_are_checked(bags: Path) -> None:
     )
 
 
+@needs_metaworld
+def test_metaworld_inputs_expand_into_tasks_of_metaworld_configurations(bags: Path) -> None:
+    drawer = {"task": "drawer-open-v3", "seeds": {"count": 5}, "per_task": 2}  # from dev
+    reach = {"task": "reach-v3", "seeds": {"start": 7, "count": 1}, "rtf": 4, "camera_size": 32}
+    data = {
+        "inputs": {
+            "bags": [str(SIM_BAG)],
+            "sim": [{"family": "push", "seeds": {"start": 3, "count": 1}}],
+            "metaworld": [drawer, reach],
+        },
+        "configurations": {
+            "sim": {"params": str(SIM)},
+            "sim-hold": {"params": str(SIM), "policy": "hold"},
+            "mw": {"params": str(METAWORLD), "overrides": {"engine_mode": "isolated"}},
+            "mw-hold": {"params": str(METAWORLD), "policy": "hold"},
+        },
+    }
+    tasks = load_manifest(_write(bags, data)).tasks()
+    mw = ["drawer-open-v3-seeds400000-400001", "drawer-open-v3-seeds400002-400003",
+          "drawer-open-v3-seeds400004-400004", "reach-v3-seeds7-7"]  # fmt: skip
+    # Meta-World params meet the metaworld inputs and nothing else; other params never them.
+    assert [t.id for t in tasks] == [
+        "sim_bag/sim", "push-seeds3-3/sim", "push-seeds3-3/sim-hold",
+        *(f"{i}/mw" for i in mw), *(f"{i}/mw-hold" for i in mw),
+    ]  # fmt: skip
+    spec = metaworld_spec(tasks[4], domain_id=9)  # drawer-open-v3-seeds400002-400003/mw
+    assert (spec.tasks, spec.first_seed, spec.episodes, spec.policy) == (
+        ("drawer-open-v3",), 400_002, 2, "model"
+    )  # fmt: skip
+    assert (spec.params, spec.domain_id) == (METAWORLD, 9)
+    assert spec.overrides == {"engine_mode": "isolated"}
+    assert (spec.rtf, spec.camera_size, spec.real_time_factor) == (None, 224, 0.5)
+    hold = metaworld_spec(tasks[-1], domain_id=None)  # reach-v3-seeds7-7/mw-hold
+    assert (hold.policy, hold.first_seed, hold.rtf, hold.camera_size) == ("hold", 7, 4.0, 32)
+    assert fingerprint(tasks[-1])["policy"] == "hold"
+    assert fingerprint(tasks[-1])["input"]["kind"] == "metaworld"
+
+
+@needs_metaworld
+def test_metaworld_inputs_are_checked(bags: Path) -> None:
+    drawer = {"task": "drawer-open-v3", "seeds": {"count": 2}}
+    mw = {"mw": {"params": str(METAWORLD)}}
+
+    def manifest(entry: object = drawer, **configs: dict) -> dict:
+        return {"inputs": {"metaworld": [entry]}, "configurations": configs or mw}
+
+    assert _error(bags, manifest({**drawer, "task": "drawer-opn-v3"})) == (
+        "inputs.metaworld[0].task: must be an MT10 task (reach-v3, push-v3, pick-place-v3, "
+        "door-open-v3, drawer-open-v3, drawer-close-v3, button-press-topdown-v3, "
+        "peg-insert-side-v3, window-open-v3, window-close-v3), got 'drawer-opn-v3'"
+    )
+    assert _error(bags, manifest({**drawer, "camera_size": 8})) == (
+        "inputs.metaworld[0].camera_size: must be an integer >= 16, got 8"
+    )
+    assert _error(bags, manifest({**drawer, "camera_size": 2048})) == (
+        "inputs.metaworld[0].camera_size: must be an integer <= 1024, got 2048"
+    )
+    assert _error(bags, manifest({**drawer, "rtf": -1})) == (
+        "inputs.metaworld[0].rtf: must be a number > 0, got -1"
+    )
+    assert _error(bags, manifest({"task": "reach-v3"})) == (
+        "inputs.metaworld[0]: missing required key 'seeds'"
+    )
+    assert _error(bags, manifest({**drawer, "family": "pick"})).startswith(
+        "inputs.metaworld[0].family: unknown key"
+    )
+    assert _error(bags, {"inputs": {"metaworld": "reach-v3"}, "configurations": mw}) == (
+        "inputs.metaworld: must be a list of {task, seeds, per_task}"
+    )
+    # Params that are not Meta-World's meet no metaworld input: with nothing else to
+    # meet, what makes them not is the error.
+    assert _error(bags, manifest(sim={"params": str(SIM)})) == (
+        "configurations.sim: not Meta-World params: joint_names must be the sim's state "
+        "['ee_x', 'ee_y', 'ee_z', 'gripper']: ('joint_1', 'joint_2', 'joint_3', 'joint_4', "
+        "'joint_5', 'joint_6', 'gripper')"
+    )
+    slow = {"params": str(METAWORLD), "overrides": {"control_rate_hz": 40.0}}
+    assert _error(bags, manifest(mw=slow)) == (
+        "configurations.mw: not Meta-World params: control_rate_hz must be the sim's 80, got 40"
+    )
+    random = {"params": str(METAWORLD), "policy": "random"}
+    assert _error(bags, manifest(mw=random)) == (
+        "configurations.mw.policy: random does not run on Meta-World: one of model, expert, hold"
+    )
+
+
 # --------------------------------------------------------------------------- markers
 
 
@@ -279,3 +369,11 @@ def test_the_bundled_example_manifests() -> None:
         *(f"{i}/isolated" for i in ["sim_bag", *sims]),
         *(f"{i}/{baseline}" for baseline in ("expert", "hold", "random", "blind") for i in sims),
     ]
+
+
+@needs_metaworld
+def test_the_bundled_metaworld_manifest() -> None:
+    tasks = load_manifest(ROOT / "config" / "eval" / "metaworld.yaml").tasks()
+    runs = [f"{task}-seeds400000-400049" for task in MT10_TASKS]  # 50 dev seeds per task
+    assert [t.id for t in tasks] == [f"{r}/{c}" for c in ("model", "expert", "hold") for r in runs]
+    assert {t.config.params for t in tasks} == {METAWORLD}

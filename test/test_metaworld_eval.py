@@ -1,8 +1,10 @@
-"""oxygen-metaworld-eval: Meta-World episodes through the sim node over topics.
+"""oxygen-metaworld-eval: Meta-World episodes through the sim node over topics, alone and
+as oxygen-eval's metaworld tasks on a local Ray.
 
 The expected outcomes come from the same episodes run directly, without ROS: the task's
 env reset to the seed and stepped with the scripted policy (MuJoCo is deterministic, so
-the sim node's episode has the same success and steps).
+the sim node's episode has the same success and steps). The hold baseline's outcome is
+read from its own run's report and must reach the fleet's table unchanged.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from metaworld_harness import require_metaworld
 
 require_metaworld()  # before anything imports mujoco
@@ -102,3 +106,47 @@ def test_an_expert_episode_over_topics_is_reported(
     assert f"| {task} | {text} | {float(direct.steps)} | 0 |" in (out / "report.md").read_text()
     assert f"success per task on dev seeds: {task} {text}" in capsys.readouterr().out
     assert (out / "output_bag" / "metadata.yaml").is_file() and (out / "sim.log").is_file()
+
+
+@pytest.mark.slow
+def test_metaworld_tasks_on_ray_fill_the_meta_world_table(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    from oxygen_ros.tools.eval import cli  # imports ray
+
+    task = "reach-v3"
+    batch = {"task": task, "seeds": {"count": 1}, "rtf": 8, "camera_size": 32}
+    manifest = {
+        "inputs": {"metaworld": [batch]},
+        "configurations": {
+            "expert": {"params": str(METAWORLD), "policy": "expert"},
+            "hold": {"params": str(METAWORLD), "policy": "hold"},
+        },
+    }
+    path, out = tmp_path / "manifest.yaml", tmp_path / "out"
+    path.write_text(yaml.safe_dump(manifest))
+    assert cli.main([str(path), "--out", str(out), "--no-progress"]) == 0
+    folder = out / f"{task}-seeds{DEV.start}-{DEV.start}"
+    runs: dict[str, Any] = {
+        name: json.loads((folder / name / "report.json").read_text()) for name in ("expert", "hold")
+    }
+    direct = _expert_episode(task, DEV.start)
+    assert (runs["expert"]["episodes"][0]["steps"], direct.success) == (direct.steps, True)
+    (hold,) = runs["hold"]["episodes"]
+    assert hold["held_steps"] == 0 and hold["chunks_accepted"] == hold["steps"] + 1
+    summary = json.loads((out / "eval_report.json").read_text())
+    table = (out / "eval_report.md").read_text()
+    assert "## Meta-World success" in table
+    assert "| task | expert (dev seeds) | hold (dev seeds) |" in table
+    cells = []
+    for name, report in runs.items():
+        own = report["success"][task]
+        pooled = summary["configurations"][name]["metaworld"][task]
+        assert {k: pooled[k] for k in ("episodes", "successes", "rate")} == {
+            k: own[k] for k in ("episodes", "successes", "rate")
+        }
+        assert pooled["ci95"] == pytest.approx(own["ci95"], abs=1e-4) and pooled["tasks"] == 1
+        assert pooled["mean_steps_to_success"] == report["mean_steps_to_success"][task]
+        cells.append(SuccessRate(own["successes"], own["episodes"]).text())
+        marker = json.loads((folder / name / "task.json").read_text())
+        assert marker["episodes"] == 1 and 1 <= marker["worker"]["domain_id"] <= 100
+    assert f"| {task} | {cells[0]} | {cells[1]} |" in table

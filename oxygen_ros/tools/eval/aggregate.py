@@ -9,9 +9,11 @@ figures (action Hz, tok/s, misses). Success rate and seams are closed-loop metri
 oxygen-sim-eval's report.json (`success.all.rate`, `seams`): the rate's spread is over
 the configuration's sim tasks, and `success` adds, per family and for all, the episodes
 and successes pooled over the tasks (successes / episodes, exact when batch sizes
-differ) next to that spread. Outputs, in the output root: eval_report.json (everything),
-eval_report.md (the tables) and eval_comparison.png (one panel per metric,
-configurations side by side).
+differ) next to that spread. Meta-World's tasks (oxygen-metaworld-eval's report.json,
+`world: metaworld`) are pooled the same way per MT10 task under `metaworld`, with the
+mean steps to success over all their successes, and get a table of their own: task by
+configuration. Outputs, in the output root: eval_report.json (everything), eval_report.md
+(the tables) and eval_comparison.png (one panel per metric, configurations side by side).
 """
 
 from __future__ import annotations
@@ -127,9 +129,12 @@ def aggregate(outcomes: Sequence[Outcome]) -> dict[str, Any]:
             if values:
                 entry["metrics"][metric.key] = spread(values)
         reports = [o.report for o in outcomes if o.configuration == name and o.report]
-        success = success_by_family([r for r in reports if "success" in r])
+        success = pooled_success([r for r in reports if "success" in r and not _metaworld(r)])
         if success:
             entry["success"] = success
+        metaworld = metaworld_success([r for r in reports if _metaworld(r)])
+        if metaworld:
+            entry["metaworld"] = metaworld
     return {
         "tasks": {
             status: sum(o.status == status for o in outcomes)
@@ -140,10 +145,15 @@ def aggregate(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     }
 
 
-def success_by_family(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per family (and "all"): tasks, episodes and successes pooled, their rate with its
-    95 % Wilson interval, the spread of the tasks' own rates, and the seed range the tasks
-    ran on (dev, test or other: oxygen_core.sim.seeds; "mixed" when they differ)."""
+def _metaworld(report: Mapping[str, Any]) -> bool:
+    return report.get("world") == "metaworld"
+
+
+def pooled_success(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per key of the reports' `success` (a family, or a Meta-World task) and "all":
+    tasks, episodes and successes pooled, their rate with its 95 % Wilson interval, the
+    spread of the tasks' own rates, and the seed range the tasks ran on (dev, test or
+    other: oxygen_core.sim.seeds; "mixed" when they differ)."""
     ranges = {r.get("seed_range", "other") for r in reports}
     seed_range = ranges.pop() if len(ranges) == 1 else "mixed"
     groups: dict[str, list[Mapping[str, Any]]] = {}
@@ -165,6 +175,23 @@ def success_by_family(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "task_rate": spread([r["rate"] for r in rates]),
             "seed_range": seed_range,
         }
+    return result
+
+
+def metaworld_success(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """`pooled_success` per MT10 task and "all", with the mean steps to success over
+    every success (each report's mean weighted by its successes)."""
+    result = pooled_success(reports)
+    for key, entry in result.items():
+        pairs = [
+            (r["mean_steps_to_success"][key], r["success"][key]["successes"])
+            for r in reports
+            if key in r["success"] and r["success"][key]["successes"]
+        ]
+        wins = sum(k for _, k in pairs)
+        entry["mean_steps_to_success"] = (
+            round(sum(m * k for m, k in pairs) / wins, 2) if wins else None
+        )
     return result
 
 
@@ -215,6 +242,7 @@ def markdown(summary: Mapping[str, Any], png_name: str) -> str:
         lines.append(f"| {name} | {len(entry['inputs'])} | " + " | ".join(cells) + " |")
     lines += ["", f"![comparison]({png_name})", ""]
     lines += _success_table(configs)
+    lines += _metaworld_table(configs)
     for name, entry in configs.items():
         tasks = entry["tasks"]
         lines += [
@@ -263,6 +291,38 @@ def _success_table(configs: Mapping[str, Any]) -> list[str]:
         *rows,
         "",
     ]
+
+
+def _metaworld_table(configs: Mapping[str, Any]) -> list[str]:
+    """Meta-World success per MT10 task (rows) and configuration (columns)."""
+    columns = {name: entry["metaworld"] for name, entry in configs.items() if "metaworld" in entry}
+    if not columns:
+        return []
+    tasks = list(dict.fromkeys(task for by_task in columns.values() for task in by_task))
+    tasks.append(tasks.pop(tasks.index("all")))  # last
+    heads = [f"{name} ({by_task['all']['seed_range']} seeds)" for name, by_task in columns.items()]
+    rows = [
+        f"| {task} | " + " | ".join(_cell_of(by_task, task) for by_task in columns.values()) + " |"
+        for task in tasks
+    ]
+    return [
+        "## Meta-World success",
+        "",
+        "Per MT10 task: successes / episodes pooled over the task's runs (rate, 95 % Wilson "
+        "interval, in %); eval_report.json has the mean steps to success.",
+        "",
+        "| task | " + " | ".join(heads) + " |",
+        "|---|" + "---|" * len(heads),
+        *rows,
+        "",
+    ]
+
+
+def _cell_of(by_task: Mapping[str, Any], task: str) -> str:
+    """ "32/50 (64 %, 50-76)", or "-" where the configuration did not run the task."""
+    if task not in by_task:
+        return "-"
+    return SuccessRate(by_task[task]["successes"], by_task[task]["episodes"]).text()
 
 
 def _interval(success: Mapping[str, Any]) -> str:

@@ -5,10 +5,14 @@
       sim:                                          # closed-loop oxygen-sim-eval episodes
         - {family: pick, seeds: {count: 100}, per_task: 25}  # 4 tasks from the dev seeds
         - {family: push, seeds: {start: 500000, count: 10}, rtf: 1.0, camera_size: 112}
+      metaworld:                                    # oxygen-metaworld-eval episodes
+        - {task: drawer-open-v3, seeds: {count: 50}}         # one MT10 task per entry
+        - {task: push-v3, seeds: {count: 50}, per_task: 25, camera_size: 128}
     configurations:                                 # name -> params file + overrides
       oxygen: {params: config/sim.yaml, overrides: {engine_mode: oxygen, steps_per_frame: 2}}
       isolated: {params: config/sim.yaml, overrides: {engine_mode: isolated}}
       expert: {params: config/sim.yaml, policy: expert}  # the scripted reference, sim only
+      mw: {params: config/metaworld.yaml}           # Meta-World params: metaworld inputs only
     sweep: {seed: [0, 1]}                 # optional: every model configuration x these values
     resources: {num_cpus: 1, num_gpus: 0}  # per task; a configuration may set its own
 
@@ -16,9 +20,11 @@ Relative paths are relative to the manifest's folder. Overrides are node paramet
 set as `-p name:=value` would set them; every configuration is read by the node's own
 parameter code (configure.load_settings), so a misspelt name, a value out of range or of
 the wrong type fails here, every bag is checked against every configuration's input
-topics (job.check_bag), and every configuration that meets a sim input against the sim
-(sim.evaluate.check_params: its joint names, cameras, trajectory output). Each error is one
-line that names the manifest, the key and, where one is at fault, the path.
+topics (job.check_bag), every configuration that meets a sim input against the sim
+(sim.evaluate.check_params: its joint names, cameras, trajectory output), and every one
+that meets a metaworld input against Meta-World's (metaworld_eval.check_params: its state,
+actions, one camera, 80 Hz). Each error is one line that names the manifest, the key and,
+where one is at fault, the path.
 
 A sim input's seeds start at `start`, by default the dev range's first
 (oxygen_core.sim.seeds: 400000; the test range, 500000-500999, is run once per claim),
@@ -30,6 +36,16 @@ node runs: the reference column) or a baseline, `hold`, `random` or `blind` (the
 runs it the same way: the floor columns). A configuration without a model meets only the
 sim inputs (a bag has nothing to replay without a model), and the sweep does not
 multiply it (it has no node to set parameters of).
+
+A metaworld input is one MT10 task (`task`, one entry per task: the grid's rows are then
+exactly the report's) and its seeds, cut into tasks of `per_task` as above, each one
+oxygen-metaworld-eval run (its own ROS_DOMAIN_ID and folder; `rtf` and `camera_size` as
+its options). The seeds follow the same protocol (dev by default, test once per claim).
+Meta-World params (their state is the sim's ee_x, ee_y, ee_z, gripper:
+metaworld_eval.is_metaworld_params) meet the metaworld inputs and nothing else; other
+params never meet them. Their policies are `model`, `expert` (the task's scripted policy)
+and `hold` (zero deltas: the floor). Checking Meta-World configurations loads MuJoCo, so a
+manifest without metaworld inputs never does.
 """
 
 from __future__ import annotations
@@ -46,6 +62,7 @@ from typing import Any
 import yaml
 from rclpy.exceptions import ParameterException
 
+from oxygen_core.metaworld.tasks import MT10_TASKS
 from oxygen_core.sim.seeds import DEV
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros.params import Settings
@@ -80,6 +97,7 @@ class Configuration:
     overrides: tuple[tuple[str, str], ...]  # (parameter, value as `-p name:=value` takes it)
     resources: Resources
     policy: str = "model"  # or one the sim runs (SIM_DRIVEN): no node, sim inputs only
+    metaworld: bool = False  # Meta-World params: meets the metaworld inputs only
 
     def override_dict(self) -> dict[str, str]:
         return dict(self.overrides)
@@ -110,7 +128,23 @@ class SimInput:
         return f"{self.family}-seeds{self.start}-{self.start + self.count - 1}"
 
 
-Input = BagInput | SimInput
+@dataclasses.dataclass(frozen=True)
+class MetaWorldInput:
+    """A batch of Meta-World episodes of one MT10 task, seeds [start, start + count)."""
+
+    task: str
+    start: int
+    count: int
+    kind: str = "metaworld"
+    rtf: float | None = None  # oxygen-metaworld-eval's --rtf (None: its default)
+    camera_size: int = 224
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}-seeds{self.start}-{self.start + self.count - 1}"
+
+
+Input = BagInput | SimInput | MetaWorldInput
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,12 +167,15 @@ class Manifest:
 
     def tasks(self) -> list[Task]:
         """The grid, configuration-major (a worker keeps one configuration's engine);
-        an expert configuration meets only the sim inputs."""
+        which inputs a configuration meets: `meets`."""
         return [Task(i, c) for c in self.configurations for i in self.inputs if meets(i, c)]
 
 
 def meets(item: Input, config: Configuration) -> bool:
-    """Whether the grid pairs this input with this configuration."""
+    """Whether the grid pairs this input with this configuration: Meta-World params with
+    the metaworld inputs only, others with bags (a model's) and sim inputs."""
+    if isinstance(item, MetaWorldInput) or config.metaworld:
+        return isinstance(item, MetaWorldInput) and config.metaworld
     return isinstance(item, SimInput) or config.policy == "model"
 
 
@@ -166,6 +203,8 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
     configs = _configurations(where, top["configurations"], top.get("sweep", {}), default_resources)
     inputs = _inputs(where, top["inputs"])
     settings = {c.name: _settings(where, c) for c in configs}
+    if any(isinstance(i, MetaWorldInput) for i in inputs):
+        configs = _metaworld_configurations(where, configs, settings, inputs)
     for config in configs:
         node, names = settings[config.name]
         key = f"configurations.{config.name}"
@@ -182,6 +221,38 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
         except ValueError as error:
             raise where.error(key, f"{error}") from None
     return Manifest(path, tuple(inputs), tuple(configs))
+
+
+def _metaworld_configurations(
+    where: _Where,
+    configs: list[Configuration],
+    settings: Mapping[str, tuple[Settings, Any]],
+    inputs: Sequence[Input],
+) -> list[Configuration]:
+    """The configurations marked Meta-World's or not (metaworld_eval.is_metaworld_params).
+    A Meta-World one is checked against the sim and its policies; one that would meet no
+    input because its params are not Meta-World's fails with what makes them not."""
+    # Here, not at the top: it loads MuJoCo, which manifests without Meta-World never need.
+    from oxygen_ros.tools import metaworld_eval
+
+    marked = []
+    for config in configs:
+        key = f"configurations.{config.name}"
+        node, names = settings[config.name]
+        config = dataclasses.replace(config, metaworld=metaworld_eval.is_metaworld_params(node))
+        if config.metaworld and config.policy not in metaworld_eval.POLICIES:
+            raise where.error(
+                f"{key}.policy",
+                f"{config.policy} does not run on Meta-World: one of "
+                f"{', '.join(metaworld_eval.POLICIES)}",
+            )
+        if config.metaworld or not any(meets(i, config) for i in inputs):
+            try:
+                metaworld_eval.check_params(node, names)
+            except ValueError as error:
+                raise where.error(key, f"{error}") from None
+        marked.append(config)
+    return marked
 
 
 class _Where:
@@ -304,10 +375,14 @@ def _settings(where: _Where, config: Configuration) -> tuple[Settings, Any]:
 
 
 def _inputs(where: _Where, value: Any) -> list[Input]:
-    spec = where.mapping(value, "inputs", {"bags", "sim"})
-    inputs: list[Input] = [*_bags(where, spec.get("bags", [])), *_sims(where, spec.get("sim", []))]
+    spec = where.mapping(value, "inputs", {"bags", "sim", "metaworld"})
+    inputs: list[Input] = [
+        *_bags(where, spec.get("bags", [])),
+        *_sims(where, spec.get("sim", [])),
+        *_metaworlds(where, spec.get("metaworld", [])),
+    ]
     if not inputs:
-        raise where.error("inputs", "names no bag and no sim family")
+        raise where.error("inputs", "names no bag, no sim family and no Meta-World task")
     seen: dict[str, Input] = {}
     for item in inputs:
         if item.name in seen:
@@ -348,27 +423,70 @@ def _folder_name(where: _Where, key: str, path: Path) -> str:
 
 
 def _sims(where: _Where, value: Any) -> list[SimInput]:
-    if not isinstance(value, list):
-        raise where.error("inputs.sim", "must be a list of {family, seeds, per_task}")
     sims = []
-    for i, entry in enumerate(value):
-        key = f"inputs.sim[{i}]"
-        allowed = {"family", "seeds", "per_task", "rtf", "camera_size"}
-        spec = where.mapping(entry, key, allowed)
-        where.require(spec, key, ("family", "seeds"))
+    for key, spec in _entries(where, value, "inputs.sim", "family"):
         family = spec["family"]
         if family not in FAMILIES:
             raise where.error(
                 f"{key}.family", f"must be one of {', '.join(FAMILIES)}, got {family!r}"
             )
+        batch = _Batch.parse(where, key, spec, SimInput.camera_size, camera_low=8)
+        sims += [SimInput(family, first, count, **batch.options) for first, count in batch.seeds]
+    return sims
+
+
+def _metaworlds(where: _Where, value: Any) -> list[MetaWorldInput]:
+    inputs = []
+    for key, spec in _entries(where, value, "inputs.metaworld", "task"):
+        task = spec["task"]
+        if task not in MT10_TASKS:
+            raise where.error(
+                f"{key}.task", f"must be an MT10 task ({', '.join(MT10_TASKS)}), got {task!r}"
+            )
+        batch = _Batch.parse(where, key, spec, MetaWorldInput.camera_size, 16, 1024)
+        inputs += [MetaWorldInput(task, first, n, **batch.options) for first, n in batch.seeds]
+    return inputs
+
+
+def _entries(where: _Where, value: Any, key: str, what: str) -> list[tuple[str, dict]]:
+    """A list of {what, seeds, per_task, rtf, camera_size} mappings, with their keys."""
+    if not isinstance(value, list):
+        raise where.error(key, f"must be a list of {{{what}, seeds, per_task}}")
+    entries = []
+    for i, entry in enumerate(value):
+        allowed = {what, "seeds", "per_task", "rtf", "camera_size"}
+        spec = where.mapping(entry, f"{key}[{i}]", allowed)
+        where.require(spec, f"{key}[{i}]", (what, "seeds"))
+        entries.append((f"{key}[{i}]", spec))
+    return entries
+
+
+@dataclasses.dataclass(frozen=True)
+class _Batch:
+    """A closed-loop input's seeds cut into tasks of per_task, and its run's options."""
+
+    seeds: list[tuple[int, int]]  # (first seed, count) per task
+    options: dict[str, Any]  # rtf and camera_size
+
+    @classmethod
+    def parse(
+        cls,
+        where: _Where,
+        key: str,
+        spec: dict,
+        camera_size: int,
+        camera_low: int,
+        camera_high: int | None = None,
+    ) -> _Batch:
+        """The entry's seeds, per_task, rtf and camera_size (default `camera_size`, in
+        [camera_low, camera_high]), checked."""
         rtf = spec.get("rtf")
         if rtf is not None and (
             isinstance(rtf, bool) or not isinstance(rtf, (int, float)) or rtf <= 0
         ):
             raise where.error(f"{key}.rtf", f"must be a number > 0, got {rtf!r}")
-        rtf = None if rtf is None else float(rtf)
-        camera_size = spec.get("camera_size", SimInput.camera_size)
-        _integer(where, f"{key}.camera_size", camera_size, 8)
+        size = spec.get("camera_size", camera_size)
+        _integer(where, f"{key}.camera_size", size, camera_low, camera_high)
         seeds = where.mapping(spec["seeds"], f"{key}.seeds", {"start", "count"})
         where.require(seeds, f"{key}.seeds", ("count",))
         start, count = seeds.get("start", DEV.start), seeds["count"]
@@ -376,22 +494,20 @@ def _sims(where: _Where, value: Any) -> list[SimInput]:
         for name, number, low in (("seeds.start", start, 0), ("seeds.count", count, 1)):
             _integer(where, f"{key}.{name}", number, low)
         _integer(where, f"{key}.per_task", per_task, 1)
-        sims += [
-            SimInput(
-                family,
-                first,
-                min(per_task, start + count - first),
-                rtf=rtf,
-                camera_size=camera_size,
-            )
-            for first in range(start, start + count, per_task)
-        ]
-    return sims
+        return cls(
+            [
+                (first, min(per_task, start + count - first))
+                for first in range(start, start + count, per_task)
+            ],
+            {"rtf": None if rtf is None else float(rtf), "camera_size": size},
+        )
 
 
-def _integer(where: _Where, key: str, value: Any, low: int) -> None:
+def _integer(where: _Where, key: str, value: Any, low: int, high: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise where.error(key, f"must be an integer >= {low}, got {value!r}")
+    if high is not None and value > high:
+        raise where.error(key, f"must be an integer <= {high}, got {value!r}")
 
 
 def describe(config: Configuration) -> Mapping[str, Any]:

@@ -13,9 +13,10 @@ the driver appends the attempt to error.json and queues the task again, at most
 `retries` times, while the other slots go on. Actors are created with max_restarts=0:
 the driver decides what to retry, so one path handles both kinds of failure.
 
-ROS domains: when the run has sim tasks, every actor is created with its own
-ROS_DOMAIN_ID from a DomainPool (domains.py) and gives it back when it is retired; the
-id of an actor that died is tainted (its sim and node processes may outlive it).
+ROS domains: when the run has closed-loop tasks (sim or metaworld), every actor is
+created with its own ROS_DOMAIN_ID from a DomainPool (domains.py) and gives it back when
+it is retired; the id of an actor that died is tainted (its sim and node processes may
+outlive it).
 
 The local instance is started with address="local" (never attaching to a Ray someone
 else started on this machine), bound to 127.0.0.1, with no dashboard and no usage
@@ -41,7 +42,7 @@ import ray
 from tqdm import tqdm
 
 from oxygen_ros.tools.eval.domains import DomainPool
-from oxygen_ros.tools.eval.manifest import Configuration, SimInput, Task
+from oxygen_ros.tools.eval.manifest import BagInput, Configuration, Task
 from oxygen_ros.tools.eval.tasks import ATTEMPT, Worker, mark_done, read_json, record_failure
 
 _ENV = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -137,8 +138,8 @@ class Scheduler:
         self.slots = [_Slot() for _ in range(opts.workers)]
         self.summary = RunSummary(tasks=total, finished_before=total - len(tasks))
         self.actor_class = ray.remote(max_restarts=0, max_task_retries=0)(Worker)
-        has_sim = any(isinstance(t.input, SimInput) for t in tasks)
-        self.domains = DomainPool() if has_sim else None
+        closed_loop = any(not isinstance(t.input, BagInput) for t in tasks)
+        self.domains = DomainPool() if closed_loop else None
 
     def run(self) -> RunSummary:
         start = time.monotonic()

@@ -3,7 +3,8 @@
 `OUT/<input>/<configuration>/` holds what the task's tool writes (oxygen-replay for a
 bag: output_bag/, report.json, report.md, timeline.png, replay.log; oxygen-sim-eval for
 a sim batch: output_bag/, report.json, report.md, episodes.png, episodes.gif,
-timeline.png, node.log, sim.log) and three files of the tool's own:
+timeline.png, node.log, sim.log; oxygen-metaworld-eval for a metaworld batch:
+output_bag/, report.json, report.md, node.log, sim.log) and three files of the tool's own:
 
 - attempt.json: the attempt now running (worker pid and host), written first, so an
   operator (or a test) can see which process runs which task;
@@ -22,7 +23,9 @@ same settings. A sim task is `sim.evaluate.run_sim_eval` on the input's family a
 with the configuration's params, overrides and policy: the node is its own process,
 started and stopped by the run, so there is no engine for the worker to keep and every
 sim task of the model policy compiles one (in that process). It runs on the worker's
-ROS_DOMAIN_ID (domains.py), so concurrent tasks' sims and nodes do not see each other.
+ROS_DOMAIN_ID (domains.py), so concurrent tasks' sims and nodes do not see each other. A
+metaworld task is the same with `metaworld_eval.run_metaworld_eval` on the input's task
+and seeds (imported when one runs: it loads MuJoCo).
 
 This module imports no Ray: runner.py makes `Worker` a Ray actor.
 """
@@ -37,13 +40,16 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oxygen_ros.pipeline import Pipeline, make_pipeline
-from oxygen_ros.tools.eval.manifest import BagInput, SimInput, Task, describe
+from oxygen_ros.tools.eval.manifest import BagInput, MetaWorldInput, SimInput, Task, describe
 from oxygen_ros.tools.replay import replay_offline
 from oxygen_ros.tools.replay_job import Job
 from oxygen_ros.tools.sim.evaluate import SimEvalSpec, run_sim_eval
+
+if TYPE_CHECKING:
+    from oxygen_ros.tools.metaworld_eval import MetaWorldEvalSpec
 
 MARKER, ERRORS, ATTEMPT = "task.json", "error.json", "attempt.json"
 
@@ -68,7 +74,7 @@ def fingerprint(task: Task) -> dict[str, Any]:
         "params_sha256": hashlib.sha256(task.config.params.read_bytes()).hexdigest(),
         "overrides": task.config.override_dict(),
     }
-    if isinstance(task.input, SimInput):
+    if not isinstance(task.input, BagInput):
         found["policy"] = task.config.policy
     return found
 
@@ -152,6 +158,25 @@ def sim_spec(task: Task, domain_id: int | None) -> SimEvalSpec:
     )
 
 
+def metaworld_spec(task: Task, domain_id: int | None) -> MetaWorldEvalSpec:
+    """The oxygen-metaworld-eval run that is this metaworld task."""
+    from oxygen_ros.tools.metaworld_eval import MetaWorldEvalSpec  # loads MuJoCo: not at the top
+
+    batch = task.input
+    assert isinstance(batch, MetaWorldInput)
+    return MetaWorldEvalSpec(
+        params=task.config.params,
+        policy=task.config.policy,
+        overrides=task.config.override_dict(),
+        tasks=(batch.task,),
+        episodes=batch.count,
+        first_seed=batch.start,
+        rtf=batch.rtf,
+        camera_size=batch.camera_size,
+        domain_id=domain_id,
+    )
+
+
 class Worker:
     """One worker process's tasks. Keeps the last pipeline it built (the compiled engine)
     and reuses it for the next bag task of the same settings; replay_offline restarts it,
@@ -192,17 +217,32 @@ class Worker:
         spec = sim_spec(task, self.domain_id)
         start = time.monotonic()
         report = read_json(run_sim_eval(spec, folder)["json"])
-        return {
-            "engine_reused": False,  # the node is a process of its own, started per task
-            "engines_built": int(spec.policy == "model"),
-            "sim_eval_s": round(time.monotonic() - start, 3),
-            "episodes": report["episodes_run"],
-            "successes": report["success"]["all"]["successes"],
-        }
+        return _closed_loop_result(spec.policy, report, time.monotonic() - start)
+
+    def _run_metaworld(self, task: Task, folder: Path) -> dict[str, Any]:
+        from oxygen_ros.tools.metaworld_eval import run_metaworld_eval  # loads MuJoCo
+
+        spec = metaworld_spec(task, self.domain_id)
+        start = time.monotonic()
+        report = read_json(run_metaworld_eval(spec, folder)["json"])
+        return _closed_loop_result(spec.policy, report, time.monotonic() - start)
+
+
+def _closed_loop_result(policy: str, report: Mapping[str, Any], run_s: float) -> dict[str, Any]:
+    """A closed-loop task's line in its marker: the node is a process of its own, started
+    per task, so no engine is reused."""
+    return {
+        "engine_reused": False,
+        "engines_built": int(policy == "model"),
+        "sim_eval_s": round(run_s, 3),
+        "episodes": report["episodes_run"],
+        "successes": report["success"]["all"]["successes"],
+    }
 
 
 # Input kind -> how a worker runs it.
 _RUNNERS: dict[str, Callable[[Worker, Task, Path], dict[str, Any]]] = {
     "bag": Worker._run_bag,
     "sim": Worker._run_sim,
+    "metaworld": Worker._run_metaworld,
 }
