@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The tabletop figures a shipped checkpoint is reported with, on the test range
+# (oxygen_core/sim/seeds.py: 500000-500999), run once per checkpoint after every choice
+# (recipe, checkpoint, rtc's beta) was made on the dev range. From the repository root:
+#
+#   BETA=<rtc max guidance chosen on dev> scripts/tabletop_claims.sh [CHECKPOINT] [OUT]
+#
+# Writes into OUT (default out/claims/<commit>):
+#   oxygen.json     the policy in OxyGen mode next to hold still, random targets and the
+#                   blind script: success per family with 95 % intervals, narration naming
+#                   the target, texts ending at EOS, seams, the chunk gate
+#   isolated.json   the same seeds in isolated mode (the same actions and greedy tokens)
+#   handover/       replace, blend and rtc at d = 1 (this CPU's measured engine latencies
+#                   for the demo preset) and d = 4 (OxyGen's 198 ms on Jetson Thor, from
+#                   the paper, at 20 Hz): success, time to success, seam jump
+# Two evaluations run at a time (one per core); EPISODES per family (default 150).
+set -euo pipefail
+
+checkpoint=${1:-data/policy/sim_demo}
+out=${2:-out/claims/$(git rev-parse --short HEAD)}
+beta=${BETA:?"set BETA, rtc's max guidance, chosen on dev seeds (oxygen-latency-sweep --first-seed 400000)"}
+episodes=${EPISODES:-150}
+test_first=500000
+bin=.venv/bin
+
+mkdir -p "$out"
+git rev-parse HEAD >"$out/commit.txt"
+common=(--checkpoint "$checkpoint" --episodes "$episodes" --first-seed "$test_first")
+
+"$bin/oxygen-train-eval" "${common[@]}" --with-baselines --json "$out/oxygen.json" \
+    >"$out/oxygen.log" 2>&1 &
+"$bin/oxygen-train-eval" "${common[@]}" --mode isolated --json "$out/isolated.json" \
+    >"$out/isolated.log" 2>&1
+wait
+"$bin/oxygen-latency-sweep" "${common[@]}" --handovers replace,blend --delays 1,4 \
+    --out "$out/handover/replace_blend" >"$out/handover_replace_blend.log" 2>&1 &
+"$bin/oxygen-latency-sweep" "${common[@]}" --handovers rtc --delays 1,4 \
+    --rtc-max-guidance "$beta" --out "$out/handover/rtc" >"$out/handover_rtc.log" 2>&1
+wait
+echo "claims of $checkpoint (test seeds $test_first.., $episodes per family) in $out"
