@@ -52,16 +52,42 @@ class Record:
 
 @dataclasses.dataclass(frozen=True)
 class Dart:
-    """Bursts of noise on the executed arm joints (not the gripper: a dropped object is a
-    failed episode, not a recovery lesson).
+    """Bursts of noise on the executed command's first `columns` values: the arm's, not
+    the gripper's (a dropped object is a failed episode, not a recovery lesson).
 
     rate: chance per step that a burst starts; steps: (min, max) burst length; sigma: std
-    of the burst's constant joint offset (rad).
+    of the burst's constant offset, in the command's units (rad for the sim arm's joints).
     """
 
     rate: float = 0.04
     steps: tuple[int, int] = (3, 8)
     sigma: float = 0.06
+    columns: int = arm.ARM_DOF
+
+
+class DartNoise:
+    """One episode's bursts, drawn from its own generator: `offset()` once per executed
+    step is what is added to the command then (zeros between bursts, and always without
+    a `dart`), so the same generator gives the same bursts in any world."""
+
+    def __init__(self, dart: Dart | None, rng: np.random.Generator, width: int) -> None:
+        self._dart, self._rng = dart, rng
+        self._offset, self._left = np.zeros(width), 0
+
+    def offset(self) -> np.ndarray:
+        """This step's offset [width]."""
+        dart = self._dart
+        if dart is None:
+            return self._offset
+        if self._left > 0:
+            self._left -= 1
+        elif self._rng.random() >= dart.rate:
+            self._offset = np.zeros_like(self._offset)
+        else:
+            self._offset = np.zeros_like(self._offset)
+            self._offset[: dart.columns] = self._rng.normal(0.0, dart.sigma, dart.columns)
+            self._left = int(self._rng.integers(dart.steps[0], dart.steps[1] + 1)) - 1
+        return self._offset
 
 
 def expert_episode(
@@ -99,12 +125,12 @@ def _expert_run(
     seed = task.seed
     expert = Expert(task, world)
     renderer = Renderer(camera_size, camera_size)
-    rng = np.random.default_rng([seed, 7])
+    noise = DartNoise(dart, np.random.default_rng([seed, 7]), arm.NUM_JOINTS)
     ask = np.random.default_rng([seed, 11])  # its own stream: DART's draws stay as they were
     dt = 1.0 / control_hz
     seen: list[tuple[Observation, str, str, tuple]] = []
     commands: list[np.ndarray] = []
-    memory, offset, burst_left = "", np.zeros(arm.NUM_JOINTS), 0
+    memory = ""
     for _ in range(int(round(task.time_limit * control_hz))):
         images = {slot: renderer.render(world, cam) for cam, slot in CAMERA_SLOTS.items()}
         obs = Observation(images, world.joints.astype(np.float32), task.instruction)
@@ -114,27 +140,13 @@ def _expert_run(
         commands.append(step.targets)
         if task.succeeded(world):
             break
-        if dart is not None:
-            offset, burst_left = _dart_offset(dart, rng, offset, burst_left)
-        world.step(step.targets + offset, dt)
+        world.step(step.targets + noise.offset(), dt)
     else:
         return []
     if not task.succeeded(world):
         return []
     episode = name or f"{task.family}/{seed}"
     return _records(episode, seen, np.asarray(commands, np.float32), horizon)
-
-
-def _dart_offset(
-    dart: Dart, rng: np.random.Generator, offset: np.ndarray, left: int
-) -> tuple[np.ndarray, int]:
-    if left > 0:
-        return offset, left - 1
-    if rng.random() >= dart.rate:
-        return np.zeros_like(offset), 0
-    new = np.zeros_like(offset)
-    new[: arm.ARM_DOF] = rng.normal(0.0, dart.sigma, arm.ARM_DOF)
-    return new, int(rng.integers(dart.steps[0], dart.steps[1] + 1)) - 1
 
 
 def _records(
