@@ -207,9 +207,15 @@ def train_args(
 
 
 def presets(args: argparse.Namespace) -> tuple[RobotConfig, ModelConfig]:
-    """The robot of --robot and the model of --preset as that robot feeds it."""
-    robot = robot_preset(args.robot)
+    """The run's robot (`robot_of`) and the model of --preset as that robot feeds it."""
+    robot = robot_of(args)
     return robot, robot.apply(model_preset(args.preset))
+
+
+def robot_of(args: argparse.Namespace) -> RobotConfig:
+    """The robot a run trains: one declared as data (`robot_config`: oxygen-train --bags
+    sets its params file's `robots:` declaration), else the preset --robot names."""
+    return args.robot_config or robot_preset(args.robot)
 
 
 def run_training(args: argparse.Namespace, recipe: dict | None = None) -> None:
@@ -345,7 +351,7 @@ def train_config(args: argparse.Namespace, **overrides: object) -> TrainConfig:
     """oxygen-train's optimisation flags as a TrainConfig; scripts/experiments/train_variants.py
     parses the same flags and overrides a few fields. A two-stage robot (a plan_prompt)
     trains its action expert on the grounding rows' last one, the "Target:" row."""
-    plan_prompt = robot_preset(args.robot).plan_prompt
+    plan_prompt = robot_of(args).plan_prompt
     trainable = (locate.TARGET_PROMPT, True)
     if plan_prompt is not None and (plan_prompt, args.grounding_rows) != trainable:
         raise SystemExit(
@@ -388,6 +394,7 @@ def _train_parser(
         help='sim_plan: grip-point actions after a "Target:" answer (the shipped recipe\'s); '
         "sim_grip: grip-point actions; sim: joint actions",
     )
+    p.set_defaults(robot_config=None)  # a RobotConfig declared as data (`robot_of`)
     p.add_argument("--episodes", help="episodes .npz collected elsewhere instead of the sim")
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     p.add_argument("--seeds", type=int, default=120, help="sim seeds per family")

@@ -11,9 +11,10 @@ records, so nothing here interprets a message its own way:
   camera sync, missing cameras and the images at the model's size (`resize_with_pad`,
   which training's `model_images` would apply anyway) are decided as the node decides;
 - the action chunk target is what a scored replay compares the node with
-  (`score_targets.load_targets`): the commanded trajectory (or the next joint states) in
-  the node's action columns, the commands at the step's stamp and the next H - 1 control
-  periods, the last one held past the episode's end, as `records.expert_episode` holds it;
+  (`score_targets.load_targets`): the commanded trajectory, the chunks a robot ran (an
+  ActionChunk topic: Meta-World's expert) or the next joint states, in the node's action
+  columns, the commands at the step's stamp and the next H - 1 control periods, the last
+  one held past the episode's end, as `records.expert_episode` holds it;
 - the narration and memory targets are the latest line of each String topic in the same
   episode at or before the step, "" before the first (`ScoreTargets.reference`).
 
@@ -22,19 +23,21 @@ The topics the node does not read come from the params file's `training.*` keys
 episode topic, or no language target: the line is then "").
 
 Episodes end where the instruction changes and at each message of the episode topic (the
-sim's /sim/episode EpisodeOutcome, logged when an episode is over); an episode whose
-outcome says it failed is left out (it would teach failure), as the in-process expert
-source drops its failures. A bag that cannot train fails in one line naming the bag and
-the topic (`BagError`): a topic missing, a JointState the node could not use (a NaN or a
-missing joint: a broken recording, not a frame to skip), or no step with an observation
-and a command. Steps without a usable observation or command (before the first image, a
-gap in the commands) are skipped and counted, by the node's skip reasons, in a printed
-line.
+sim's /sim/episode EpisodeOutcome, or Meta-World's /metaworld/episode String of JSON with
+a `success` key, logged when an episode is over); an episode whose outcome says it failed
+is left out (it would teach failure), as the in-process expert source drops its failures.
+A bag that cannot train fails in one line naming the bag and the topic (`BagError`): a
+topic missing, a JointState the node could not use (a NaN or a missing joint: a broken
+recording, not a frame to skip), an outcome that says nothing of success, or no step with
+an observation and a command. Steps without a usable observation or command (before the
+first image, a gap in the commands) are skipped and counted, by the node's skip reasons,
+in a printed line.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -51,7 +54,7 @@ from oxygen_ros.params import Settings, commanded_names
 from oxygen_ros.tools.bagio import BagMessage, BagReadError, bag_topics, from_cdr, read_bag
 from oxygen_ros.tools.configure import TopicNames, load_settings, params_node
 from oxygen_ros.tools.replay_job import instructions
-from oxygen_ros.tools.score_targets import ScoreSpec, ScoreTargets, load_targets
+from oxygen_ros.tools.score_targets import STRING, ScoreSpec, ScoreTargets, load_targets
 
 # training.<key>: the topics of the targets, in the params file next to the node's own.
 TRAINING_TOPICS = {
@@ -133,10 +136,8 @@ def _read(
         if topic not in topics:
             raise BagError(f"{bag} has no topic {topic} ({src.params}); it has {sorted(topics)}")
     changes = instructions(bag, names.instruction, cfg.instruction, 0)
-    outcomes = [
-        (m.time_ns, bool(from_cdr(m.data, m.msgtype).success))
-        for m in (read_bag(bag, [src.episode]) if src.episode else ())
-    ]
+    ends = read_bag(bag, [src.episode]) if src.episode else ()
+    outcomes = [(m.time_ns, _succeeded(bag, m)) for m in ends]
     boundaries = sorted({t for t, _ in changes} | {t for t, _ in outcomes})
     # An outcome closes the episode it is logged after.
     failed = {int(segment_of(t - 1, boundaries)) for t, ok in outcomes if not ok}
@@ -182,6 +183,19 @@ def _read(
     if not records:
         raise BagError(f"{bag}: no step has both an observation and a command: {skipped}")
     return records
+
+
+def _succeeded(bag: Path, message: BagMessage) -> bool:
+    """An episode outcome's success: EpisodeOutcome's field, or the `success` of the JSON
+    object a String carries (Meta-World's outcome)."""
+    msg = from_cdr(message.data, message.msgtype)
+    if message.msgtype != STRING:
+        return bool(msg.success)
+    try:
+        return bool(json.loads(msg.data)["success"])
+    except (ValueError, TypeError, KeyError) as error:
+        at = f"{bag} topic {message.topic} at log time {message.time_ns} ns"
+        raise BagError(f"{at}: not a JSON outcome with 'success' ({error!r})") from None
 
 
 def _line(targets: ScoreTargets, field: str, step_ns: int) -> str:

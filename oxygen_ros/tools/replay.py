@@ -406,8 +406,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--target",
         help="score the chunks against this topic of the bag: what the robot was commanded "
-        "(trajectory_msgs/JointTrajectory), or its next joint states (sensor_msgs/JointState); "
-        "default: the bag's one JointTrajectory topic",
+        "(trajectory_msgs/JointTrajectory, or oxygen_ros/ActionChunk rows), or its next joint "
+        "states (sensor_msgs/JointState); default: the bag's one JointTrajectory topic",
     )
     parser.add_argument(
         "--text-target",

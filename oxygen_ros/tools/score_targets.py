@@ -7,6 +7,9 @@ robot was commanded, read here from one topic of the input bag:
   /sim/expert/joint_trajectory): each point applies at the header stamp (the log time
   when the stamp is zero, "now") plus its time_from_start, and a new trajectory replaces
   the points of earlier ones from its first point on, as a trajectory controller does;
+- an oxygen_ros/ActionChunk topic (a chunk a robot runs, Meta-World's expert on
+  /metaworld/expert/action_chunk): row k applies at the header stamp plus k of its
+  control_period, and a chunk replaces what earlier ones planned as a trajectory does;
 - a sensor_msgs/JointState topic: the next joint states as the target. The robot reaches
   a command one control period after it is sent, so the state measured at t is the
   command of t - one period.
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +50,9 @@ from oxygen_ros.tools.bagio import BagMessage, BagReadError, from_cdr, read_bag
 
 TRAJECTORY = "trajectory_msgs/msg/JointTrajectory"
 JOINT_STATE = "sensor_msgs/msg/JointState"
+ACTION_CHUNK = "oxygen_ros/msg/ActionChunk"
 STRING = "std_msgs/msg/String"
-KINDS = {TRAJECTORY: "trajectory", JOINT_STATE: "joint_state"}
+KINDS = {TRAJECTORY: "trajectory", ACTION_CHUNK: "chunk", JOINT_STATE: "joint_state"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +69,7 @@ class Commands:
     """The recorded commands of the chunk's columns."""
 
     topic: str
-    kind: str  # "trajectory" or "joint_state"
+    kind: str  # KINDS: "trajectory", "chunk" or "joint_state"
     series: CommandSeries
     skipped: Mapping[str, int]  # unusable messages by reason (first line of each)
 
@@ -212,8 +216,9 @@ def read_commands(
 ) -> Commands:
     """The commands of `topic` in `names` order (module docstring)."""
     messages = messages_of(bag, topic, notes)
-    if msgtype == TRAJECTORY:
-        points, skipped = _trajectory_points(messages, names)
+    if msgtype != JOINT_STATE:
+        rows_of = _trajectory_rows if msgtype == TRAJECTORY else _chunk_rows
+        points, skipped = _planned_points(messages, names, rows_of)
         times = [t for t, _, _ in points]
         recorded = [r for _, _, r in points]
         rows = [p for _, p, _ in points]
@@ -232,26 +237,24 @@ def message_time(msg: Any, message: BagMessage) -> int:
     return stamp_to_ns(msg.header.stamp) or message.time_ns
 
 
-def _trajectory_points(
-    messages: Iterable[BagMessage], names: Sequence[str]
+Rows = list[tuple[int, np.ndarray]]  # (ns after the message's start, positions) per point
+
+
+def _planned_points(
+    messages: Iterable[BagMessage],
+    names: Sequence[str],
+    rows_of: Callable[[Any, Sequence[str]], Rows],
 ) -> tuple[list[tuple[int, np.ndarray, int]], dict[str, int]]:
     """(apply time, positions, recorded time) of every point still in force: a trajectory
-    replaces what earlier ones planned from its first point on. Unusable messages by
-    reason."""
+    (or chunk) replaces what earlier ones planned from its first point on. Unusable
+    messages by reason."""
     points: list[tuple[int, np.ndarray, int]] = []
     skipped: dict[str, int] = {}
     for message in messages:
         msg = from_cdr(message.data, message.msgtype)
         start = message_time(msg, message)
         try:
-            new = [
-                (
-                    start + stamp_to_ns(p.time_from_start),
-                    trajectory_columns(msg.joint_names, p.positions, names),
-                    start,
-                )
-                for p in msg.points
-            ]
+            new = [(start + after, row, start) for after, row in rows_of(msg, names)]
         except InputError as error:
             skipped[str(error)] = skipped.get(str(error), 0) + 1
             continue
@@ -264,22 +267,48 @@ def _trajectory_points(
     return points, skipped
 
 
+def _trajectory_rows(msg: Any, names: Sequence[str]) -> Rows:
+    """A JointTrajectory's points, each at its time_from_start."""
+    return [
+        (stamp_to_ns(p.time_from_start), trajectory_columns(msg.joint_names, p.positions, names))
+        for p in msg.points
+    ]
+
+
+def _chunk_rows(msg: Any, names: Sequence[str]) -> Rows:
+    """An ActionChunk's rows (H x D row-major), row k at k control periods."""
+    width = len(msg.joint_names)
+    if msg.action_dim != width or len(msg.actions) != msg.horizon * width:
+        raise InputError(
+            f"ActionChunk has {len(msg.actions)} values for {msg.horizon} rows of {width} joints"
+        )
+    rows = np.asarray(msg.actions, np.float64).reshape(msg.horizon, width)
+    period = stamp_to_ns(msg.control_period)
+    return [
+        (k * period, trajectory_columns(msg.joint_names, row, names, "ActionChunk"))
+        for k, row in enumerate(rows)
+    ]
+
+
 def trajectory_columns(
-    joint_names: Sequence[str], positions: Sequence[float], names: Sequence[str]
+    joint_names: Sequence[str],
+    positions: Sequence[float],
+    names: Sequence[str],
+    kind: str = "JointTrajectory",
 ) -> np.ndarray:
-    """A trajectory point's positions in `names` order (InputError when one is missing or
-    not finite)."""
+    """A trajectory point's (or a `kind` message's row's) positions in `names` order
+    (InputError when one is missing or not finite)."""
     index = {name: i for i, name in enumerate(joint_names)}
     missing = [n for n in names if n not in index]
     if missing:
-        raise InputError(f"JointTrajectory lacks joints {excerpt_list(missing)}")
+        raise InputError(f"{kind} lacks joints {excerpt_list(missing)}")
     if len(positions) != len(joint_names):
         raise InputError(
-            f"JointTrajectory point has {len(positions)} positions for {len(joint_names)} joints"
+            f"{kind} point has {len(positions)} positions for {len(joint_names)} joints"
         )
     row = np.asarray([positions[index[n]] for n in names], np.float64)
     if not np.isfinite(row).all():
-        raise InputError("JointTrajectory point positions are not finite")
+        raise InputError(f"{kind} point positions are not finite")
     return row
 
 

@@ -1,6 +1,6 @@
 """`oxygen-train`: oxygen_core's trainer, plus training from rosbag2 recordings.
 
-    oxygen-train --bags DIR [DIR ...] [--params config/sim.yaml] --out CKPT --robot sim ...
+    oxygen-train --bags DIR [DIR ...] [--params config/sim.yaml] [--robot R] --out CKPT ...
     oxygen-train ...                      # anything else: oxygen_core.train.recipe.main
 
 oxygen_core must not read bags (it runs without ROS), so the bags are read here: each
@@ -10,8 +10,11 @@ folders, their metadata.yaml, the params file and the chunk horizon, so a rerun 
 same arguments reads no bag and resumes), which the run trains on as it would train on
 `--episodes FILE`: norm stats and tokenizer fitted on it, the same checkpoint written.
 Every other flag is oxygen-train's; with --episodes-only the file is written and printed
-(another run's --add-episodes). Bags have no grounding rows, so a two-stage robot (one
-that plans from the "Target:" row, e.g. the default sim_plan) cannot train on them alone.
+(another run's --add-episodes). The robot trained is the params file's `robot`, a preset
+or one it declares under `robots:` (robots as data, as config/metaworld.yaml does), so the
+checkpoint is the node's robot's; --robot names a preset instead. Bags have no grounding
+rows, so a two-stage robot (one that plans from the "Target:" row, e.g. sim_plan) cannot
+train on them alone.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from oxygen_core.config import RobotConfig, robot_preset
 from oxygen_core.train import cli, recipe
 from oxygen_core.train import dataset as D
 from oxygen_ros.params import ConfigError
@@ -47,17 +51,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = cli.train_args(rest)
     if args.episodes:
         raise SystemExit("oxygen-train: give --bags or --episodes, not both")
-    robot, cfg = cli.presets(args)
-    if robot.plan_prompt is not None or (args.ground_steps and not args.ground_scenes):
-        raise SystemExit(
-            f"oxygen-train --bags: bags hold no grounding rows, which --robot {args.robot} "
-            "or --ground-steps without --ground-scenes trains on (use --robot sim or sim_grip)"
-        )
     params = Path(ours.params or DEFAULT_PARAMS)
     try:
         src = sources(params)
+        args.robot_config = trained_robot(src.settings.robot, ours.robot)
+        args.robot = args.robot_config.name
+        robot, cfg = cli.presets(args)
+        _check_no_grounding(args, robot)
         args.episodes = str(episodes_file(ours.bags, src, cfg, robot, Path(args.work)))
-    except (BagError, ConfigError, FileNotFoundError) as error:
+    except (BagError, ConfigError, FileNotFoundError, ValueError) as error:
         raise SystemExit(f"oxygen-train: {error}") from None
     if args.episodes_only:
         print(args.episodes)
@@ -66,6 +68,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         cli.run_training(args)
     except ValueError as error:  # e.g. too few episodes to hold any out
         raise SystemExit(f"oxygen-train: {error}") from None
+
+
+def trained_robot(params_robot: RobotConfig, named: str | None) -> RobotConfig:
+    """The robot of --robot `named`: the params file's own robot (declared under robots:
+    or a preset) when it names that one or nothing, else the preset of that name."""
+    return params_robot if named in (None, params_robot.name) else robot_preset(named)
+
+
+def _check_no_grounding(args: argparse.Namespace, robot: RobotConfig) -> None:
+    """Exit where the run would train on grounding rows, which no bag holds."""
+    if robot.plan_prompt is not None or (args.ground_steps and not args.ground_scenes):
+        raise SystemExit(
+            f"oxygen-train --bags: bags hold no grounding rows, which --robot {robot.name} "
+            "or --ground-steps without --ground-scenes trains on (use --robot sim or sim_grip)"
+        )
 
 
 def episodes_file(bags: Sequence[Path], src: Sources, cfg, robot, work: Path) -> Path:
@@ -111,6 +128,11 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     p.add_argument("--bags", nargs="+", type=Path, metavar="DIR", help="rosbag2 folders")
+    p.add_argument(
+        "--robot",
+        help="the robot trained: a preset, or the one the params file declares (default: "
+        "the params file's robot)",
+    )
     p.add_argument(
         "--params",
         metavar="FILE",
