@@ -44,6 +44,7 @@ setup(
             "oxygen-sim-eval=oxygen_ros.tools.sim.evaluate:main",
             "oxygen-sim-record=oxygen_ros.tools.sim.record:main",
             "oxygen-metaworld-sim=oxygen_ros.tools.metaworld_sim:main",
+            "oxygen-metaworld-record=oxygen_ros.tools.metaworld_record:main",
             "oxygen-metaworld-eval=oxygen_ros.tools.metaworld_eval:main",
             "oxygen-eval=oxygen_ros.tools.eval.cli:main",
             "oxygen-sros2-policy=oxygen_ros.tools.sros2_policy:main",

@@ -6,17 +6,20 @@ Each `tick` at sim time t (one control period of the env, 12.5 ms, apart):
    starts: the task's env reset to the episode's seed, the instruction published;
 2. what the robot's drivers publish, stamped t: the state JointState (STATE_NAMES, what
    the policy reads), the Sawyer's joints, the corner2 camera (every `camera_every`
-   ticks), the instruction again each sim second, the narration on change and each memory
-   line; then /clock = t. Sensors go before the clock, so a node whose frame timer fires
-   at t already has them;
+   ticks from the episode's first, so no frame of the last scene follows a reset), the
+   instruction again each sim second, the narration on change and each memory line; then
+   /clock = t. Sensors go before the clock, so a node whose frame timer fires at t
+   already has them;
 3. action chunks: with an external policy, every ActionChunk received since the last tick
    is checked (`chunk_rejection`) and, when sound, runs from its stamp (a zero stamp: now),
    superseding the chunk before it from there; a rejected one is counted by its reason and
-   never reaches the env. With the expert, the scripted action for this tick is wrapped as
-   a one-row chunk stamped t, published on /metaworld/expert/action_chunk and taken the same
-   way. With `hold` (the image-free floor a policy is read against), each tick's chunk is
-   one row of the hold action (zero delta, the gripper effort as it was), taken the same
-   way too;
+   never reaches the env. With the expert, the scripted action for this tick, clipped to
+   [-1, 1] as the env clips it, is wrapped as a one-row chunk stamped t, published on
+   /metaworld/expert/action_chunk and taken the same way; with `noise` (DART, for training
+   data: oxygen-metaworld-record) the chunk taken is that action plus the episode's noise
+   bursts, clipped again, while the published one stays clean (the training target). With
+   `hold` (the image-free floor a policy is read against), each tick's chunk is one row
+   of the hold action (zero delta, the gripper effort as it was), taken the same way too;
 4. the benchmark's success flag or its step limit ends the episode (checked after the policy
    saw the world, as a Meta-World rollout checks after the step that succeeds); otherwise
    the running chunk's row for t (row k at stamp + k periods: rows already past are
@@ -50,6 +53,7 @@ from oxygen_core.metaworld.env import (
     Observation,
 )
 from oxygen_core.metaworld.tasks import MT10_TASKS, Narrator, instruction
+from oxygen_core.train.records import Dart, DartNoise
 from oxygen_ros import convert
 from oxygen_ros.convert import NS_PER_S, ns_to_stamp, stamp_to_ns
 from oxygen_ros.msg import ActionChunk
@@ -110,10 +114,13 @@ class LoopConfig:
     camera_rate_hz: float = 20.0
     camera_size: int = 224
     start_s: float = 1.0  # sim time of the first tick (a zero stamp would mean "now")
+    noise: Dart | None = None  # bursts on what the expert's env runs (one stream per episode)
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy {self.policy!r} is not one of {POLICIES}")
+        if self.noise is not None and self.policy != "expert":
+            raise ValueError(f"noise perturbs the expert's actions, not policy {self.policy!r}")
         if not self.episodes:
             raise ValueError("no episodes to run")
         for task, _ in self.episodes:
@@ -197,6 +204,7 @@ class _Episode:
     obs: Observation
     narrator: Narrator
     expert: Expert | None
+    noise: DartNoise
     start_ns: int
     start_wall_s: float  # when the reset began
     reset_wall_s: float  # the reset's share of wall_s: Meta-World's task sampling, ~1 s
@@ -290,6 +298,7 @@ class MetaWorldLoop:
             obs=obs,
             narrator=Narrator(task),
             expert=Expert(task) if self.cfg.policy == "expert" else None,
+            noise=DartNoise(self.cfg.noise, noise_rng(task, seed), len(ACTION_NAMES)),
             start_ns=self.now_ns,
             start_wall_s=begin,
             reset_wall_s=time.monotonic() - begin,
@@ -313,7 +322,7 @@ class MetaWorldLoop:
         joints = convert.joint_state_msg(SAWYER_JOINTS, ep.obs.joints, stamp=stamp, frame_id="")
         self._port.publish("state", state, t)
         self._port.publish("joints", joints, t)
-        if self.ticks % self.cfg.camera_every == 0:
+        if ep.obs.steps % self.cfg.camera_every == 0:  # a tick steps the env once
             begin = time.perf_counter()
             pixels = ep.env.render()
             ep.render_wall_s += time.perf_counter() - begin
@@ -332,9 +341,12 @@ class MetaWorldLoop:
             self._port.publish("memory", String(data=line.memory), t)
 
     def _expert_acts(self, ep: _Episode, t: int) -> None:
-        msg = chunk_msg(ep.expert.act(ep.obs)[None, :], t)
-        self._port.publish("expert_chunk", msg, t)
-        self._apply(ep, msg, t)
+        """The clean action goes out (a target in the action space, not the scripted
+        gains); the env runs it plus this tick's noise offset (zero without noise)."""
+        action = np.clip(ep.expert.act(ep.obs), -1.0, 1.0)
+        self._port.publish("expert_chunk", chunk_msg(action[None, :], t), t)
+        executed = np.clip(action + ep.noise.offset(), -1.0, 1.0)
+        self._apply(ep, chunk_msg(executed[None, :], t), t)
 
     def _drain_inbox(self, ep: _Episode, t: int) -> None:
         """Every chunk received since the last tick, then what the full inbox lost."""
@@ -355,6 +367,11 @@ class MetaWorldLoop:
             return
         ep.rejected[reason] += 1
         self._warn(f"action chunk rejected ({reason}), holding")
+
+
+def noise_rng(task: str, seed: int) -> np.random.Generator:
+    """The noise stream of one episode: its own per task and seed, whatever ran before."""
+    return np.random.default_rng([seed, MT10_TASKS.index(task)])
 
 
 def chunk_msg(rows: np.ndarray, t: int, sequence: int = 0) -> ActionChunk:

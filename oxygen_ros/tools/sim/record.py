@@ -32,16 +32,19 @@ from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros.tools.bagio import BagWriter
 from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_order
 from oxygen_ros.tools.sim.messages import SIM_TOPICS
+from oxygen_ros.tools.sim_host import SimTopic
 
 NOT_RECORDED = ("clock",)
 
 
 class BagPort:
-    """The SimPort of a recording: each message into the bag at its sim time."""
+    """The port of a recording, for either world's loop (`oxygen-metaworld-record` uses it
+    too): each message of `topics` (a world's table, less /clock) into the bag at its sim
+    time."""
 
-    def __init__(self, writer: BagWriter) -> None:
+    def __init__(self, writer: BagWriter, topics: Sequence[SimTopic] = SIM_TOPICS) -> None:
         self._writer = writer
-        self._topics = {t.key: t.topic for t in SIM_TOPICS if t.key not in NOT_RECORDED}
+        self._topics = {t.key: t.topic for t in topics if t.key not in NOT_RECORDED}
         self.counts: dict[str, int] = dict.fromkeys(self._topics.values(), 0)
 
     def publish(self, key: str, msg: Any, time_ns: int) -> None:
