@@ -227,12 +227,12 @@ class _Port:
         self.sent[key].append(msg)
 
 
-def test_the_expert_through_the_loops_chunks_succeeds_as_in_the_env():
-    expert = Expert("reach-v3")
-    _, direct = _rollout("reach-v3", 0, lambda e, o: expert.act(o))
+def _loop_episode(policy: str) -> tuple[_Port, dict]:
+    """One reach-v3 episode (seed 0) of the sim loop driven by `policy`: what it sent, its
+    outcome."""
     port = _Port()
     loop = MetaWorldLoop(
-        LoopConfig(episodes=(("reach-v3", 0),), policy="expert", camera_size=16), port
+        LoopConfig(episodes=(("reach-v3", 0),), policy=policy, camera_size=16), port
     )
     try:
         while loop.tick():
@@ -240,6 +240,13 @@ def test_the_expert_through_the_loops_chunks_succeeds_as_in_the_env():
     finally:
         loop.close()
     (outcome,) = loop.outcomes
+    return port, outcome
+
+
+def test_the_expert_through_the_loops_chunks_succeeds_as_in_the_env():
+    expert = Expert("reach-v3")
+    _, direct = _rollout("reach-v3", 0, lambda e, o: expert.act(o))
+    port, outcome = _loop_episode("expert")
     assert outcome["success"] and outcome["steps"] == direct.steps
     assert outcome["chunks_accepted"] == direct.steps + 1 and outcome["held_steps"] == 0
     assert json.loads(port.sent["episode"][0].data) == outcome
@@ -250,16 +257,7 @@ def test_the_hold_baseline_is_the_hold_action_sent_as_chunks():
     """policy hold: every tick a one-row chunk of zero deltas and the gripper as it was,
     taken as any chunk is: the episode equals a direct rollout of env.hold()."""
     states, direct = _rollout("reach-v3", 0, lambda e, o: e.hold())
-    port = _Port()
-    loop = MetaWorldLoop(
-        LoopConfig(episodes=(("reach-v3", 0),), policy="hold", camera_size=16), port
-    )
-    try:
-        while loop.tick():
-            pass
-    finally:
-        loop.close()
-    (outcome,) = loop.outcomes
+    port, outcome = _loop_episode("hold")
     assert (outcome["success"], outcome["steps"]) == (direct.success, direct.steps)
     assert outcome["chunks_accepted"] == direct.steps + 1 and outcome["held_steps"] == 0
     assert outcome["actions_clipped"] == outcome["actions_malformed"] == 0
