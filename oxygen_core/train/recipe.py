@@ -42,6 +42,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import multiprocessing
 import re
 import shutil
 import sys
@@ -312,8 +313,22 @@ def run(recipe: Recipe, from_stage: str | None = None) -> None:
             print(f"stage {stage.name}: done before (same key), skipped")
             continue
         print(f"stage {stage.name}: oxygen-train {' '.join(stage.argv)}", flush=True)
-        cli.run_training(stage.args, recipe.provenance(stage.name))
+        _train_stage(stage, recipe.provenance(stage.name))
     _average(recipe)
+
+
+def _train_stage(stage: Stage, provenance: dict) -> None:
+    """One stage in a process of its own, so that its episodes and arrays (gigabytes at
+    1000 seeds per family) go back to the system when it ends: one process training every
+    stage in turn still held the third stage's when the fourth loaded its own, and ran
+    out of 24 GiB. Spawned, not forked: the parent may have started JAX's threads."""
+    process = multiprocessing.get_context("spawn").Process(
+        target=cli.run_training, args=(stage.args, provenance), name=f"stage {stage.name}"
+    )
+    process.start()
+    process.join()
+    if process.exitcode != 0:
+        raise RecipeError(f"stage {stage.name}: oxygen-train exited with {process.exitcode}")
 
 
 def _ready(recipe: Recipe, stage: Stage, redo: bool) -> bool:
