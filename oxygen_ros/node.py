@@ -427,7 +427,11 @@ def _build() -> Hosted:
     def start() -> None:
         if node.get_parameter("autostart").value:
             node.get_logger().info("autostart: configuring")
-            node.autostart()
+            if not node.autostart():
+                # Nobody drives the lifecycle of a node that starts itself: staying up
+                # unconfigured would leave a launch file, a supervisor or an evaluation
+                # waiting for a node that never publishes. The reason is logged above.
+                raise CannotStart("autostart failed: the node did not become active")
 
     return Hosted(
         node, start=start, close=node.release, hold=functools.partial(node.hold, "stop signal")
@@ -442,7 +446,8 @@ def help_text() -> str:
         "oxygen-node",
         "The oxygen lifecycle node: pi0.5 served by the OxyGen engine over ROS 2 topics. "
         "It starts unconfigured (configure and activate it with `ros2 lifecycle set`), or "
-        "configures and activates itself with autostart:=true.",
+        "configures and activates itself with autostart:=true (and exits with status 1 "
+        "when it cannot).",
         ros_args.dataclass_params(NodeConfig, EngineConfig),
         [
             "oxygen-node --ros-args --params-file config/tiny.yaml -p autostart:=true",

@@ -70,3 +70,22 @@ def test_a_bad_parameter_at_start_is_one_clear_line_not_a_traceback(value, says)
     assert result.returncode == 2, result.stderr
     assert "oxygen-node: bad parameter:" in result.stderr and says in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_autostart_that_cannot_configure_exits_with_its_reason():
+    """A node that starts itself and fails to configure ends its process (status 1), the
+    reason in its log, instead of idling unconfigured where nobody drives its lifecycle."""
+    result = subprocess.run(
+        [console_script(), "--ros-args", "--params-file", str(TINY),
+         "-p", "autostart:=true", "-p", "action_horizon:=8"],  # fmt: skip
+        cwd=ROOT,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "action_horizon=8 exceeds the model's horizon 4" in output
+    assert "oxygen-node: autostart failed: the node did not become active" in output
+    assert "Traceback" not in output
