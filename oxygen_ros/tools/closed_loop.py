@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import os
 import subprocess
 import sys
@@ -27,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import rclpy
 from rclpy.context import Context
@@ -264,6 +265,30 @@ def wait_for_episodes(
         return sim.poll() is not None and len(collector.outcomes) >= episodes
 
     wait_until(done, timeout_s, f"{episodes} episodes")
+
+
+Paths = TypeVar("Paths")
+
+
+def run_from_cli(
+    prog: str,
+    run: Callable[[Path], Paths],
+    out: Path | None,
+    default_root: Path,
+    headline: Callable[[Paths], str],
+) -> int:
+    """A closed-loop tool's command line around its run into `out` (default: a time-named
+    folder under `default_root`): the report's headline and 0, or one line saying why the
+    run failed and 1. DDS stays on this machine whatever the shell exported."""
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    try:
+        paths = run(out or default_root / stamp)
+    except (OSError, ValueError, TimeoutError, RuntimeError) as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return 1
+    print(headline(paths))
+    return 0
 
 
 # --------------------------------------------------------------------------- report parts

@@ -39,12 +39,10 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
-import datetime
+import functools
 import json
-import os
 import shlex
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -67,6 +65,7 @@ from oxygen_ros.tools.closed_loop import (
     node_figures,
     node_report,
     run_episodes,
+    run_from_cli,
     success_entry,
 )
 from oxygen_ros.tools.configure import TopicNames, load_settings
@@ -451,8 +450,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script `oxygen-metaworld-eval`."""
     args = _parser().parse_args(argv)
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     spec = MetaWorldEvalSpec(
         params=args.params,
         policy=args.policy,
@@ -465,13 +462,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         echo=args.echo,
         wait_s=args.wait_s,
     )
-    try:
-        paths = run_metaworld_eval(spec, args.out or ROOT / "out" / "metaworld" / stamp)
-    except (OSError, ValueError, TimeoutError, RuntimeError) as error:
-        print(f"oxygen-metaworld-eval: {error}", file=sys.stderr)
-        return 1
-    print(headline(paths))
-    return 0
+    run = functools.partial(run_metaworld_eval, spec)
+    default_root = ROOT / "out" / "metaworld"
+    return run_from_cli("oxygen-metaworld-eval", run, args.out, default_root, headline)
 
 
 if __name__ == "__main__":

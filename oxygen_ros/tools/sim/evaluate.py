@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
-import os
-import sys
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -50,7 +48,13 @@ from oxygen_core.sim.tasks import FAMILIES, TIME_LIMITS
 from oxygen_ros import topics
 from oxygen_ros.convert import msgtype
 from oxygen_ros.params import Settings
-from oxygen_ros.tools.closed_loop import ClosedLoopRun, Collector, World, run_episodes
+from oxygen_ros.tools.closed_loop import (
+    ClosedLoopRun,
+    Collector,
+    World,
+    run_episodes,
+    run_from_cli,
+)
 from oxygen_ros.tools.configure import TopicNames, load_settings
 from oxygen_ros.tools.replay_job import OUTPUT_BAG
 from oxygen_ros.tools.sim import report as sim_report
@@ -242,8 +246,6 @@ def run_sim_eval(spec: SimEvalSpec, out: Path) -> dict[str, Path]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script `oxygen-sim-eval`."""
     args = _parser().parse_args(argv)
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     spec = SimEvalSpec(
         params=args.params,
         policy=args.policy,
@@ -259,13 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         echo=args.echo,
         wait_s=args.wait_s,
     )
-    try:
-        paths = run_sim_eval(spec, args.out or ROOT / "out" / "sim" / stamp)
-    except (OSError, ValueError, TimeoutError, RuntimeError) as error:
-        print(f"oxygen-sim-eval: {error}", file=sys.stderr)
-        return 1
-    print(sim_report.headline(paths))
-    return 0
+    run = functools.partial(run_sim_eval, spec)
+    return run_from_cli("oxygen-sim-eval", run, args.out, ROOT / "out" / "sim", sim_report.headline)
 
 
 if __name__ == "__main__":
