@@ -137,9 +137,16 @@ def test_rtc_trajectories_continue_the_previous_chunk_without_recompiling(pair):
         rows = _kept_up_rows(got[mode], chunks)
         assert len(rows) >= FRAMES // 4 and set(rows) == {PARAMS["action_horizon"] - DELAY}, rows
         assert {(s.msg.handover, s.msg.delay_steps) for s in stats[mode][1:]} == {(mode, DELAY)}
-        # chunks stay on one control grid: stamps whole steps apart, to the nanosecond.
-        stamps = [_ns(r.msg.header.stamp) for r in got[mode]]
-        assert {d % round(CONTROL_PERIOD_S * 1e9) for d in np.diff(stamps)} == {0}
+        # A chunk that continues a running one stays on its control grid: stamps whole
+        # steps apart, to the nanosecond. (One sent whole, after the robot ran out of rows
+        # while the machine was too loaded to keep up, starts a grid of its own.)
+        period_ns = round(CONTROL_PERIOD_S * 1e9)
+        continued = [
+            _ns(now.msg.header.stamp) - _ns(before.msg.header.stamp)
+            for before, now in itertools.pairwise(got[mode])
+            if len(now.msg.points) < PARAMS["action_horizon"]
+        ]
+        assert len(continued) >= FRAMES // 4 and {d % period_ns for d in continued} == {0}
 
     jumps = {mode: seams(got[mode]) for mode in MODES}
     assert min(len(j) for j in jumps.values()) >= FRAMES // 2
