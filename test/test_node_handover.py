@@ -137,14 +137,17 @@ def test_rtc_trajectories_continue_the_previous_chunk_without_recompiling(pair):
         rows = _kept_up_rows(got[mode], chunks)
         assert len(rows) >= FRAMES // 4 and set(rows) == {PARAMS["action_horizon"] - DELAY}, rows
         assert {(s.msg.handover, s.msg.delay_steps) for s in stats[mode][1:]} == {(mode, DELAY)}
-        # A chunk that continues a running one stays on its control grid: stamps whole
-        # steps apart, to the nanosecond. (One sent whole, after the robot ran out of rows
-        # while the machine was too loaded to keep up, starts a grid of its own.)
+        # A chunk that continues the one before it (the next frame's, that one still
+        # running: fewer than H rows) stays on its control grid: stamps whole steps apart,
+        # to the nanosecond. (One sent whole, after the robot ran out of rows while the
+        # machine was too loaded to keep up, starts a grid of its own; a sample DDS did not
+        # deliver leaves its pair out.)
         period_ns = round(CONTROL_PERIOD_S * 1e9)
+        ordered = sorted((c.msg for c in chunks), key=lambda m: m.sequence)
         continued = [
-            _ns(now.msg.header.stamp) - _ns(before.msg.header.stamp)
-            for before, now in itertools.pairwise(got[mode])
-            if len(now.msg.points) < PARAMS["action_horizon"]
+            _ns(now.header.stamp) - _ns(before.header.stamp)
+            for before, now in itertools.pairwise(ordered)
+            if now.sequence == before.sequence + 1 and now.horizon < PARAMS["action_horizon"]
         ]
         assert len(continued) >= FRAMES // 4 and {d % period_ns for d in continued} == {0}
 
