@@ -330,6 +330,12 @@ def action_chunk_msg(
     )
 
 
+def action_chunk_rows(msg: ActionChunk, dtype: type = np.float64) -> np.ndarray:
+    """An ActionChunk's actions as [horizon, action_dim] (action_chunk_msg's inverse); the
+    caller has checked that they fill that shape."""
+    return np.asarray(msg.actions, dtype).reshape(msg.horizon, msg.action_dim)
+
+
 def joint_trajectory_msg(
     result: ActionResult, *, stamp: Time, joint_names: Sequence[str], control_period_s: float
 ) -> JointTrajectory:

@@ -361,8 +361,7 @@ class MetaWorldLoop:
         start = stamp_to_ns(msg.header.stamp) or t  # a zero stamp means "now"
         reason = "previous_episode" if start < ep.start_ns else chunk_rejection(msg)
         if reason is None:
-            rows = np.asarray(msg.actions, dtype=np.float64).reshape(msg.horizon, msg.action_dim)
-            self._runner.add(Chunk(start, rows))
+            self._runner.add(Chunk(start, convert.action_chunk_rows(msg)))
             ep.accepted += 1
             return
         ep.rejected[reason] += 1

@@ -34,7 +34,7 @@ from oxygen_core.bench.metrics import action_hz, lang_tps
 from oxygen_core.engine.types import EngineConfig
 from oxygen_core.offline_score import Chunk
 from oxygen_core.text import excerpt
-from oxygen_ros.convert import stamp_to_ns, stamp_to_seconds
+from oxygen_ros.convert import action_chunk_rows, stamp_to_ns, stamp_to_seconds
 from oxygen_ros.diagnostics import INPUTS_STATUS, SKIPPED_PREFIX
 from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
 from oxygen_ros.tools import score_report
@@ -96,7 +96,7 @@ class Recording:
                 self.frames.append(_Frame.of(msg))
             case ActionChunk():
                 self.horizon = msg.horizon
-                rows = np.asarray(msg.actions, np.float32).reshape(msg.horizon, msg.action_dim)
+                rows = action_chunk_rows(msg, np.float32)
                 self.published.append(Chunk(stamp_to_ns(msg.header.stamp), rows))
                 self.latency_s[stamp_to_ns(msg.header.stamp)] = stamp_to_seconds(msg.latency)
             case LanguageTokens():

@@ -45,7 +45,7 @@ import numpy as np
 from oxygen_core.offline_score import CommandSeries, gripper_threshold, segment_of
 from oxygen_core.safety.limits import JointLimits
 from oxygen_core.text import excerpt_list
-from oxygen_ros.convert import InputError, joint_positions, stamp_to_ns
+from oxygen_ros.convert import InputError, action_chunk_rows, joint_positions, stamp_to_ns
 from oxygen_ros.tools.bagio import BagMessage, BagReadError, from_cdr, read_bag
 
 TRAJECTORY = "trajectory_msgs/msg/JointTrajectory"
@@ -282,7 +282,7 @@ def _chunk_rows(msg: Any, names: Sequence[str]) -> Rows:
         raise InputError(
             f"ActionChunk has {len(msg.actions)} values for {msg.horizon} rows of {width} joints"
         )
-    rows = np.asarray(msg.actions, np.float64).reshape(msg.horizon, width)
+    rows = action_chunk_rows(msg)
     period = stamp_to_ns(msg.control_period)
     return [
         (k * period, trajectory_columns(msg.joint_names, row, names, "ActionChunk"))
