@@ -123,6 +123,16 @@ def declared_robot(name: str, values: Mapping[str, Any], where: str) -> RobotCon
         raise ValueError(f"{where}: {error}") from None
 
 
+def declaration(robot: RobotConfig) -> dict[str, Any]:
+    """`robot` as a declaration `declared_robot` reads back to an equal RobotConfig: every
+    field but the name, without base, None fields left out and tuples as lists. A
+    checkpoint of a robot that is not a preset records it so (train_config.json), so the
+    checkpoint loads without the params file that declared the robot."""
+    fields = dataclasses.asdict(robot)
+    fields.pop("name")
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items() if v is not None}
+
+
 def _checked(key: str, value: Any, where: str) -> Any:
     """One field's value as RobotConfig holds it (lists become tuples), or a ValueError
     naming `where.key`."""

@@ -3,13 +3,18 @@ policy left the arm, and oxygen-train continuing a checkpoint on those episodes.
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from oxygen_core.config import model_preset, robot_preset
+from oxygen_core.config import ROBOT_PRESETS, model_preset, robot_preset
 from oxygen_core.engine import EngineConfig, make_engine
+from oxygen_core.model import weights as P
+from oxygen_core.model.normalize import NormStats, identity_stats
+from oxygen_core.model.tokenizer import bundled_model_path
+from oxygen_core.robot_spec import declaration, declared_robot
 from oxygen_core.sim import arm
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.tasks import make_task
@@ -152,8 +157,9 @@ def test_seeds_the_expert_fails_on_all_give_a_clear_error():
 def test_a_checkpoint_continues_as_its_robot_with_a_plan_stage():
     """sim_plan is sim_grip plus the plan stage: same cameras and spaces, so a sim_grip
     checkpoint may continue as sim_plan (and back); sim (joint actions) may not."""
-    assert cli.same_io("sim_grip", "sim_plan") and cli.same_io("sim_plan", "sim_grip")
-    assert not cli.same_io("sim_grip", "sim") and not cli.same_io("sim_plan", "sim")
+    grip, plan, sim = (robot_preset(name) for name in ("sim_grip", "sim_plan", "sim"))
+    assert cli.same_io(grip, plan) and cli.same_io(plan, grip)
+    assert not cli.same_io(grip, sim) and not cli.same_io(plan, sim)
 
 
 def test_init_from_a_checkpoint_of_another_robot_is_refused():
@@ -162,4 +168,35 @@ def test_init_from_a_checkpoint_of_another_robot_is_refused():
         ["--out", "unused", "--robot", other, "--init-from", str(POLICY)]
     )
     with pytest.raises(SystemExit, match=f"--robot {META['robot']}; this run is"):
+        cli.base_policy(args)
+
+
+@pytest.mark.parametrize("preset", sorted(ROBOT_PRESETS))
+def test_a_robots_declaration_reads_back_to_the_same_robot(preset):
+    robot = dataclasses.replace(ROBOT_PRESETS[preset], name="declared")
+    assert declared_robot("declared", declaration(robot), "test") == robot
+
+
+def test_a_checkpoint_of_a_declared_robot_loads_and_continues_without_its_params(tmp_path):
+    """A robot declared as data (config/metaworld.yaml's) is recorded in the checkpoint's
+    train_config.json: oxygen-train-eval, averaging and --init-from load it with no params
+    file, and a run of another robot may not continue it."""
+    robot = declared_robot(
+        "arm4", {"cameras": ["base_0_rgb"], "action_dim": 4, "state_dim": 4, "action_horizon": 4},
+        "test",
+    )  # fmt: skip
+    ckpt = tmp_path / "ck"
+    args = cli.train_args(["--out", str(ckpt), "--preset", "tiny"])
+    args.robot_config, args.robot = robot, robot.name
+    cfg = robot.apply(model_preset("tiny"))
+    norm = NormStats(state=identity_stats(4), actions=identity_stats(cfg.action_dim))
+    cli.write_checkpoint(ckpt, P.to_runtime(P.init_params(cfg, 0)), norm, robot.name)
+    shutil.copy(bundled_model_path(), ckpt / cli.TOKENIZER_FILE)
+    (ckpt / cli.CONFIG_FILE).write_text(json.dumps(cli.run_fields(args)))
+    policy, meta = cli.trained_policy(ckpt)
+    assert policy.robot == robot and meta["robot"] == "arm4"
+    args.init_from = str(ckpt)
+    assert cli.base_policy(args).robot == robot
+    args.robot_config = dataclasses.replace(robot, action_horizon=8)
+    with pytest.raises(SystemExit, match="--robot arm4; this run is"):
         cli.base_policy(args)

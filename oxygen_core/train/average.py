@@ -35,7 +35,8 @@ from oxygen_core.model.normalize import NormStats
 from oxygen_core.policy import Policy
 from oxygen_core.train.cli import CONFIG_FILE, TOKENIZER_FILE, trained_policy, write_checkpoint
 
-SHARED = ("preset", "robot", "camera_size")  # train_config.json fields the inputs must share
+# train_config.json fields the inputs must share (robot_declaration: a robot declared as data)
+SHARED = ("preset", "robot", "robot_declaration", "camera_size")
 
 
 def check_lineage(policies: list[Policy], metas: list[dict], paths: list[Path]) -> None:
@@ -43,7 +44,7 @@ def check_lineage(policies: list[Policy], metas: list[dict], paths: list[Path]) 
     continued stage inherits (its weights alone may differ)."""
     first = policies[0]
     for policy, meta, path in zip(policies[1:], metas[1:], paths[1:], strict=True):
-        differs = [k for k in SHARED if meta[k] != metas[0][k]]
+        differs = [k for k in SHARED if meta.get(k) != metas[0].get(k)]
         if policy.tokenizer.model_proto != first.tokenizer.model_proto:
             differs.append("tokenizer")
         if not same_norm_stats(policy.norm, first.norm):
@@ -83,7 +84,7 @@ def average(paths: list[Path], out: Path, recipe: dict | None = None) -> None:
     (out / TOKENIZER_FILE).write_bytes(first.tokenizer.model_proto)
     inputs = zip(paths, metas, strict=True)
     summary = {
-        **{k: metas[0][k] for k in SHARED},
+        **{k: metas[0].get(k) for k in SHARED},
         "average_of": [{"checkpoint": str(p), "train_config": m} for p, m in inputs],
         "recipe": recipe,
     }

@@ -28,7 +28,7 @@ import numpy as np
 import yaml
 from tqdm import tqdm
 
-from oxygen_core.config import ModelConfig, RobotConfig, model_preset, robot_preset
+from oxygen_core.config import ROBOT_PRESETS, ModelConfig, RobotConfig, model_preset, robot_preset
 from oxygen_core.engine.engine import make_engine
 from oxygen_core.engine.types import DEFAULT_STREAMS, EngineConfig, StreamConfig
 from oxygen_core.model import weights as P
@@ -36,6 +36,7 @@ from oxygen_core.model.checkpoint import save_checkpoint
 from oxygen_core.model.normalize import NormStats
 from oxygen_core.model.tokenizer import Tokenizer
 from oxygen_core.policy import Policy, load_policy
+from oxygen_core.robot_spec import declaration, declared_robot
 from oxygen_core.safety.gate import POLICIES
 from oxygen_core.safety.limits import JointLimits, limits_from_files
 from oxygen_core.sim import seeds as S
@@ -273,9 +274,11 @@ def run_training(args: argparse.Namespace, recipe: dict | None = None) -> None:
 def run_fields(args: argparse.Namespace) -> dict:
     """The train_config.json fields that record a run's data and starting point (its
     optimisation settings are `train_config(args)`)."""
+    robot = robot_of(args)
     return {
         "preset": args.preset,
         "robot": args.robot,
+        "robot_declaration": None if robot.name in ROBOT_PRESETS else declaration(robot),
         "camera_size": args.camera_size,
         "families": list(args.families),
         "seeds": args.seeds,
@@ -480,15 +483,25 @@ def trained_policy(ckpt: Path) -> tuple[Policy, dict]:
     """A checkpoint written by oxygen-train, loaded with the preset and robot it was trained
     as, and its train_config.json."""
     meta = json.loads((ckpt / CONFIG_FILE).read_text())
-    return load_policy(meta["preset"], meta["robot"], ckpt, ckpt / TOKENIZER_FILE), meta
+    robot = checkpoint_robot(meta, ckpt)
+    return load_policy(meta["preset"], robot, ckpt, ckpt / TOKENIZER_FILE), meta
 
 
-def same_io(trained: str, robot: str) -> bool:
+def checkpoint_robot(meta: dict, ckpt: Path) -> RobotConfig:
+    """The robot a checkpoint was trained as: its recorded declaration (a robot declared
+    as data, e.g. config/metaworld.yaml's), else the preset it names."""
+    declared = meta.get("robot_declaration")
+    if declared is None:
+        return robot_preset(meta["robot"])
+    return declared_robot(meta["robot"], declared, f"{ckpt / CONFIG_FILE} robot_declaration")
+
+
+def same_io(trained: RobotConfig, robot: RobotConfig) -> bool:
     """Whether a checkpoint of robot `trained` can continue as `robot`: the same cameras,
     spaces and dims; only the plan stage may differ (its answer is a text row the
     checkpoint was co-trained on)."""
     strip = lambda r: dataclasses.replace(r, name="", plan_prompt=None)  # noqa: E731
-    return strip(robot_preset(trained)) == strip(robot_preset(robot))
+    return strip(trained) == strip(robot)
 
 
 def base_policy(args: argparse.Namespace) -> Policy | None:
@@ -497,7 +510,7 @@ def base_policy(args: argparse.Namespace) -> Policy | None:
         return None
     ckpt = Path(args.init_from)
     policy, meta = trained_policy(ckpt)
-    if meta["preset"] != args.preset or not same_io(meta["robot"], args.robot):
+    if meta["preset"] != args.preset or not same_io(policy.robot, robot_of(args)):
         raise SystemExit(
             f"--init-from {ckpt} was trained as --preset {meta['preset']} --robot "
             f"{meta['robot']}; this run is --preset {args.preset} --robot {args.robot}"
