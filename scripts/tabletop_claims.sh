@@ -5,7 +5,7 @@
 #
 #   BETA=<rtc max guidance chosen on dev> scripts/tabletop_claims.sh [CHECKPOINT] [OUT]
 #
-# Writes into OUT (default out/claims/<commit>):
+# Writes into OUT (default out/claims/<checkpoint folder name>), each log starting with the commit it ran at:
 #   oxygen.json     the policy in OxyGen mode next to hold still, random targets and the
 #                   blind script: success per family with 95 % intervals, narration naming
 #                   the target, texts ending at EOS, seams, the chunk gate
@@ -13,28 +13,45 @@
 #   handover/       replace, blend and rtc at d = 1 (this CPU's measured engine latencies
 #                   for the demo preset) and d = 4 (OxyGen's 198 ms on Jetson Thor, from
 #                   the paper, at 20 Hz): success, time to success, seam jump
-# Two evaluations run at a time (one per core); EPISODES per family (default 150).
+# Two evaluations run at a time (one per core); EPISODES per family (default 150). An
+# evaluation writes its file when it ends, so a rerun into the same OUT skips the ones
+# that finished and runs the rest again (the same seeds give the same episodes).
 set -euo pipefail
 
 checkpoint=${1:-data/policy/sim_demo}
-out=${2:-out/claims/$(git rev-parse --short HEAD)}
+out=${2:-out/claims/$(basename "$checkpoint")}
 beta=${BETA:?"set BETA, rtc's max guidance, chosen on dev seeds (oxygen-latency-sweep --first-seed 400000)"}
 episodes=${EPISODES:-150}
 test_first=500000
 bin=.venv/bin
 
 mkdir -p "$out"
-git rev-parse HEAD >"$out/commit.txt"
 common=(--checkpoint "$checkpoint" --episodes "$episodes" --first-seed "$test_first")
 
-"$bin/oxygen-train-eval" "${common[@]}" --with-baselines --json "$out/oxygen.json" \
-    >"$out/oxygen.log" 2>&1 &
-"$bin/oxygen-train-eval" "${common[@]}" --mode isolated --json "$out/isolated.json" \
-    >"$out/isolated.log" 2>&1
-wait
-"$bin/oxygen-latency-sweep" "${common[@]}" --handovers replace,blend --delays 1,4 \
-    --out "$out/handover/replace_blend" >"$out/handover_replace_blend.log" 2>&1 &
-"$bin/oxygen-latency-sweep" "${common[@]}" --handovers rtc --delays 1,4 \
-    --rtc-max-guidance "$beta" --out "$out/handover/rtc" >"$out/handover_rtc.log" 2>&1
-wait
+# once RESULT LOG COMMAND...: run COMMAND unless RESULT exists; LOG gets the commit it ran
+# at (its first line) and its output.
+once() {
+    local result=$1 log=$2
+    shift 2
+    if [[ -e "$result" ]]; then
+        echo "kept $result ($(head -n 1 "$log"))"
+    else
+        { echo "commit $(git rev-parse HEAD)"; "$@"; } >"$log" 2>&1
+    fi
+}
+
+once "$out/oxygen.json" "$out/oxygen.log" \
+    "$bin/oxygen-train-eval" "${common[@]}" --with-baselines --json "$out/oxygen.json" &
+pid=$!
+once "$out/isolated.json" "$out/isolated.log" \
+    "$bin/oxygen-train-eval" "${common[@]}" --mode isolated --json "$out/isolated.json"
+wait "$pid"  # a failed evaluation stops the script (set -e)
+once "$out/handover/replace_blend/sweep.json" "$out/handover_replace_blend.log" \
+    "$bin/oxygen-latency-sweep" "${common[@]}" --handovers replace,blend --delays 1,4 \
+    --out "$out/handover/replace_blend" &
+pid=$!
+once "$out/handover/rtc/sweep.json" "$out/handover_rtc.log" \
+    "$bin/oxygen-latency-sweep" "${common[@]}" --handovers rtc --delays 1,4 \
+    --rtc-max-guidance "$beta" --out "$out/handover/rtc"
+wait "$pid"
 echo "claims of $checkpoint (test seeds $test_first.., $episodes per family) in $out"
