@@ -54,10 +54,12 @@ from oxygen_ros.tools.metaworld_loop import (  # noqa: E402
     TOPICS,
     Chunk,
     ChunkRunner,
+    LockstepMarks,
     LoopConfig,
     MetaWorldLoop,
     chunk_msg,
     chunk_rejection,
+    lockstep_due,
 )
 from oxygen_ros.tools.metaworld_sim import MetaWorldSimNode  # noqa: E402
 from oxygen_ros.topics import ACTION_CHUNK  # noqa: E402
@@ -217,6 +219,27 @@ def test_rows_run_from_the_stamp_past_ones_skipped_a_newer_chunk_supersedes():
     runner.add(Chunk(20 * p, rows + 200))
     np.testing.assert_array_equal(runner.row_at(12 * p), rows[0] + 100)
     np.testing.assert_array_equal(runner.row_at(20 * p), rows[0] + 200)
+
+
+def test_lockstep_learns_the_frame_grid_then_waits_at_each_due_tick_for_frame_and_chunk():
+    """Frames every 3 ticks: the first (overdue at the first clock) is off the grid, the
+    second shows it; then a tick runs once the frame of its latest due tick and that
+    frame's chunk are in, and a frame let go counts as done."""
+    p, marks = CONTROL_PERIOD_NS, LockstepMarks()
+    assert not lockstep_due(marks, 80 * p, 3)  # no frame yet
+    marks.finished(80 * p, 0)
+    assert lockstep_due(marks, 80 * p, 3) and not lockstep_due(marks, 81 * p, 3)
+    marks.finished(81 * p, 1)  # the timer's first due tick: the grid is 81 + 3k
+    assert marks.grid_ns == 81 * p
+    assert not lockstep_due(marks, 82 * p, 3)  # frame 1's chunk is not here yet
+    marks.chunk_seq = 1
+    assert lockstep_due(marks, 82 * p, 3) and lockstep_due(marks, 83 * p, 3)
+    assert not lockstep_due(marks, 84 * p, 3)  # due at 84
+    marks.finished(84 * p, 2)
+    marks.chunk_seq = 2
+    assert lockstep_due(marks, 86 * p, 3) and not lockstep_due(marks, 87 * p, 3)
+    marks.let_go(87 * p)  # the node skipped the frame at 87
+    assert lockstep_due(marks, 89 * p, 3) and not lockstep_due(marks, 90 * p, 3)
 
 
 class _Port:

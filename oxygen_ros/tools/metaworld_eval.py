@@ -3,7 +3,7 @@
     oxygen-metaworld-eval [--params config/metaworld.yaml] [--policy model|expert|hold]
                           [--tasks drawer-open-v3,push-v3] [--episodes 2]
                           [--first-seed 400000] [--rtf 0.5] [--camera-size 224]
-                          [--set NAME=VALUE ...] [--echo] [--out DIR]
+                          [--set NAME=VALUE ...] [--delay-steps D] [--echo] [--out DIR]
 
 The tabletop's oxygen-sim-eval for the second world, on the same run (tools.closed_loop):
 the Meta-World sim node (`oxygen-metaworld-sim`) and the real oxygen node as two
@@ -12,6 +12,12 @@ the sim's clock, the sim told the node's topics and holding its first episode un
 node is active. With `--policy expert` no node runs: each task's scripted policy drives
 through the sim's own chunk path (the reference); with `--policy hold` the sim sends the
 hold action the same way (zero deltas, the gripper as it was: the image-free floor).
+
+`--delay-steps D` runs in lockstep: each sim tick waits until the node has finished its
+latest frame due (metaworld_loop.lockstep_due), so the node's compute takes no sim time,
+and the node's rtc_delay_steps is D: every chunk takes over exactly D control steps after
+its frame, whatever this machine's speed (the real-time factor then only paces nothing;
+default 100). oxygen-metaworld-sweep runs it over delays and hand-overs.
 
 Seeds: every task runs seeds first_seed .. first_seed + episodes - 1 of Meta-World's own
 task sampling (`MT1(task, seed)`). They follow the tabletop's protocol
@@ -81,7 +87,10 @@ _RECORDED_KEYS = ("episode", "narration", "memory")
 # covers Meta-World's reset (about 1 s) and a sim slower than its real-time factor.
 _EPISODE_SIM_S = 500 * CONTROL_PERIOD_NS / 1e9
 _EPISODE_SLACK_S = 30.0
-_INPUT_COUNTS = ("held_steps", "actions_clipped", "actions_malformed", "chunks_accepted")
+_INPUT_COUNTS = (
+    "held_steps", "actions_clipped", "actions_malformed", "chunks_accepted", "lockstep_timeouts",
+)  # fmt: skip
+_LOCKSTEP_FRAME_S = 1.0  # wall seconds a lockstep frame may take, for the run's timeout
 _EPISODE_KEYS = (
     "index", "task", "seed", "instruction", "success", "steps", "max_path_length",
     "duration_s", *_INPUT_COUNTS, "chunks_rejected", "narration", "memory",
@@ -111,10 +120,21 @@ class MetaWorldEvalSpec:
     echo: bool = False  # print the node's texts as they change and each episode's outcome
     wait_s: float = 300.0  # how long the node may take to activate
     domain_id: int | None = None  # ROS_DOMAIN_ID of the sim, the node and the recorder
+    delay_steps: int | None = None  # lockstep with the node's rtc_delay_steps at this d
 
     @property
     def real_time_factor(self) -> float:
-        return self.rtf or (0.5 if self.policy == "model" else 2.0)
+        if self.rtf:
+            return self.rtf
+        if self.delay_steps is not None:
+            return 100.0  # lockstep: the node's frames pace the run
+        return 0.5 if self.policy == "model" else 2.0
+
+    @property
+    def node_overrides(self) -> dict[str, object]:
+        """The node's -p's: --set's, and with --delay-steps its rtc_delay_steps."""
+        delay = {} if self.delay_steps is None else {"rtc_delay_steps": self.delay_steps}
+        return {**self.overrides, **delay}
 
     @property
     def seeds(self) -> range:
@@ -133,6 +153,11 @@ class MetaWorldEvalSpec:
             raise ValueError("--episodes must be >= 1, --first-seed >= 0 and --rtf > 0")
         if not 16 <= self.camera_size <= 1024:
             raise ValueError(f"--camera-size must be in [16, 1024], got {self.camera_size}")
+        if self.delay_steps is not None:
+            if self.policy != "model" or self.delay_steps < 0:
+                raise ValueError("--delay-steps is a d >= 0 for the model's node (lockstep)")
+            if "rtc_delay_steps" in self.overrides:
+                raise ValueError("--delay-steps sets rtc_delay_steps: leave it out of --set")
 
     def command(self, out: Path) -> str:
         """The command line that repeats this run into `out`."""
@@ -142,6 +167,7 @@ class MetaWorldEvalSpec:
             "--first-seed", str(self.first_seed), "--camera-size", str(self.camera_size),
         ]  # fmt: skip
         args += ["--rtf", f"{self.rtf:g}"] if self.rtf else []
+        args += ["--delay-steps", str(self.delay_steps)] if self.delay_steps is not None else []
         for name, value in self.overrides.items():
             args += ["--set", f"{name}={ros_value(value)}"]
         return shlex.join([*args, "--out", str(out)])
@@ -181,10 +207,24 @@ def load_checked(params: Path, overrides: Mapping[str, object]) -> tuple[Setting
     return settings, names
 
 
+def frame_ticks(settings: Settings) -> int:
+    """The node's frame period in sim ticks (one ValueError line when it is not whole)."""
+    ticks = settings.node.frame_period_s * 1e9 / CONTROL_PERIOD_NS
+    if round(ticks) < 1 or abs(ticks - round(ticks)) > 1e-6:
+        raise ValueError(f"the node's frame period is {ticks:g} sim ticks: lockstep needs a whole")
+    return round(ticks)
+
+
 def sim_parameters(spec: MetaWorldEvalSpec, names: TopicNames, settings: Settings) -> dict:
     """The sim node's parameters: the run's episodes and the node's topics, a camera
-    frame per node frame."""
-    return {
+    frame per node frame, lockstep on the node's frames with --delay-steps."""
+    lockstep = {}
+    if spec.delay_steps is not None:
+        lockstep = {
+            "lockstep_ticks": frame_ticks(settings),
+            "stats_topic": names.output(topics.STATS),
+        }
+    return lockstep | {
         "tasks": list(spec.tasks),
         "seed": spec.first_seed,
         "episodes": spec.episodes,
@@ -209,10 +249,15 @@ def run_metaworld_eval(spec: MetaWorldEvalSpec, out: Path) -> dict[str, Path]:
     spec.check()
     if (out / OUTPUT_BAG).exists():
         raise FileExistsError(f"{out / OUTPUT_BAG} exists: choose a new --out folder")
-    settings, names = load_checked(spec.params, spec.overrides)
+    settings, names = load_checked(spec.params, spec.node_overrides)
     out.mkdir(parents=True, exist_ok=True)
     model, rtf = spec.policy == "model", spec.real_time_factor
     episodes = len(spec.tasks) * spec.episodes
+    episode_s = _EPISODE_SIM_S / rtf + _EPISODE_SLACK_S
+    if spec.delay_steps is not None:
+        episode_s += (
+            _EPISODE_SIM_S / (frame_ticks(settings) * CONTROL_PERIOD_NS / 1e9) * (_LOCKSTEP_FRAME_S)
+        )
     record = {t.topic: msgtype(t.msg_class) for t in TOPICS if t.key in _RECORDED_KEYS}
     if model:
         record.update(names.outputs())
@@ -221,11 +266,11 @@ def run_metaworld_eval(spec: MetaWorldEvalSpec, out: Path) -> dict[str, Path]:
         world=METAWORLD,
         world_parameters=sim_parameters(spec, names, settings),
         params=spec.params,
-        overrides=spec.overrides,
+        overrides=spec.node_overrides,
         model=model,
         record=record,
         episodes=episodes,
-        timeout_s=spec.wait_s + 60.0 + episodes * (_EPISODE_SIM_S / rtf + _EPISODE_SLACK_S),
+        timeout_s=spec.wait_s + 60.0 + episodes * episode_s,
         quiet_s=max(1.0, 3 * settings.node.frame_period_s),
         domain_id=spec.domain_id,
     )
@@ -274,6 +319,7 @@ def build_report(
         "seed_range": range_name(spec.seeds),
         "episodes_per_task": spec.episodes,
         "rtf": spec.real_time_factor,
+        "delay_steps": spec.delay_steps,  # None: free running, the machine's own latency
         "achieved_rtf": round(sim_s / paced_s, 3) if paced_s > 0 else None,
         "camera_size": spec.camera_size,
         "commit": git_commit(),
@@ -342,8 +388,8 @@ def markdown(r: Mapping[str, Any]) -> str:
         f"# oxygen on Meta-World: policy {r['policy']}",
         "",
         f"Params `{r['params']}`{_overrides(r)}, seeds {first}..{last} ({r['seed_range']}) "
-        f"per task, real-time factor {r['rtf']:g} (achieved {r['achieved_rtf']}, resets "
-        f"left out), corner2 camera {r['camera_size']} px, wall time {r['wall_s']:.0f} s, "
+        f"per task, {_pacing(r)}, corner2 camera {r['camera_size']} px, "
+        f"wall time {r['wall_s']:.0f} s, "
         f"commit {r['commit']}. Repeat with:",
         "",
         f"    {r['command']}",
@@ -375,6 +421,15 @@ def markdown(r: Mapping[str, Any]) -> str:
             f"| {e['steps']} | {e['held_steps']} |"
         )
     return "\n".join([*lines, ""])
+
+
+def _pacing(r: Mapping[str, Any]) -> str:
+    """How sim time ran: in lockstep at a delay, or at a real-time factor."""
+    if r["delay_steps"] is not None:
+        timeouts = r["input_counts"]["all"]["lockstep_timeouts"]
+        d = r["delay_steps"]
+        return f"lockstep, every chunk {d} steps after its frame ({timeouts} frames timed out)"
+    return f"real-time factor {r['rtf']:g} (achieved {r['achieved_rtf']}, resets left out)"
 
 
 def _nonzero(counts: Mapping[str, int]) -> dict[str, int]:
@@ -438,6 +493,11 @@ def _parser() -> argparse.ArgumentParser:
         help="a node parameter after the params file (YAML value), e.g. engine_mode=isolated",
     )
     parser.add_argument(
+        "--delay-steps",
+        type=int,
+        help="lockstep: every chunk takes over exactly D control steps after its frame",
+    )
+    parser.add_argument(
         "--echo", action="store_true", help="print texts as they change and each outcome"
     )
     parser.add_argument("--out", type=Path, help="output folder (default out/metaworld/<time>)")
@@ -461,6 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         camera_size=args.camera_size,
         echo=args.echo,
         wait_s=args.wait_s,
+        delay_steps=args.delay_steps,
     )
     run = functools.partial(run_metaworld_eval, spec)
     default_root = ROOT / "out" / "metaworld"

@@ -20,6 +20,10 @@ Each `tick` at sim time t (one control period of the env, 12.5 ms, apart):
    bursts, clipped again, while the published one stays clean (the training target). With
    `hold` (the image-free floor a policy is read against), each tick's chunk is one row
    of the hold action (zero delta, the gripper effort as it was), taken the same way too;
+   In lockstep (`LoopConfig.lockstep_ticks`, a latency sweep) the tick first waits
+   until the policy node has finished its latest frame due, so that the node's compute
+   takes no sim time and a chunk's delay is the d the node is set to (`lockstep_due`;
+   the first tick waits for the node's first frame, up to lockstep_timeout_s);
 4. the benchmark's success flag or its step limit ends the episode (checked after the policy
    saw the world, as a Meta-World rollout checks after the step that succeeds); otherwise
    the running chunk's row for t (row k at stamp + k periods: rows already past are
@@ -33,7 +37,9 @@ from __future__ import annotations
 import array
 import collections
 import dataclasses
+import functools
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -56,7 +62,7 @@ from oxygen_core.metaworld.tasks import MT10_TASKS, Narrator, instruction
 from oxygen_core.train.records import Dart, DartNoise
 from oxygen_ros import convert
 from oxygen_ros.convert import NS_PER_S, ns_to_stamp, stamp_to_ns
-from oxygen_ros.msg import ActionChunk
+from oxygen_ros.msg import ActionChunk, EngineStats
 from oxygen_ros.tools.sim_host import INSTRUCTION, SimTopic
 
 SIM_DRIVEN = ("expert", "hold")  # policies the sim runs itself (no node)
@@ -64,6 +70,7 @@ POLICIES = ("external", *SIM_DRIVEN)
 CONTROL_PERIOD_NS = 12_500_000  # the env's step: MuJoCo's 2.5 ms x frame skip 5 (80 Hz)
 _PERIOD_TOLERANCE_NS = 1_000  # a chunk's control_period may differ by rounding only
 _INBOX_MAX = 16  # chunks waiting for the next tick; a policy sends about one a frame
+_GRID_PROBE_S = 0.5  # lockstep: how long a tick waits for a frame while the grid is unknown
 
 
 # The outcome goes out as std_msgs/String JSON: oxygen_ros/EpisodeOutcome (msg/, which this
@@ -103,6 +110,7 @@ TOPICS: tuple[SimTopic, ...] = (
     ),
 )
 ACTION_TOPIC = "/oxygen/action_chunk"  # the default input: the oxygen node's ~/action_chunk
+STATS_TOPIC = "/oxygen/stats"  # lockstep's: the oxygen node's ~/stats, one per frame done
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,10 +123,19 @@ class LoopConfig:
     camera_size: int = 224
     start_s: float = 1.0  # sim time of the first tick (a zero stamp would mean "now")
     noise: Dart | None = None  # bursts on what the expert's env runs (one stream per episode)
+    # > 0: lockstep with an external policy that takes a frame every this many ticks
+    # (`lockstep_due`); a frame not done within lockstep_timeout_s of wall time is counted
+    # and let go.
+    lockstep_ticks: int = 0
+    lockstep_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy {self.policy!r} is not one of {POLICIES}")
+        if self.lockstep_ticks < 0 or self.lockstep_timeout_s <= 0:
+            raise ValueError("lockstep_ticks must be >= 0 and lockstep_timeout_s > 0")
+        if self.lockstep_ticks and self.policy != "external":
+            raise ValueError(f"lockstep waits for an external policy, not {self.policy!r}")
         if self.noise is not None and self.policy != "expert":
             raise ValueError(f"noise perturbs the expert's actions, not policy {self.policy!r}")
         if not self.episodes:
@@ -215,6 +232,7 @@ class _Episode:
     memory: list[str] = dataclasses.field(default_factory=list)
     renders: int = 0
     render_wall_s: float = 0.0
+    lockstep_timeouts: int = 0  # frames the loop stopped waiting for
     end_ns: int | None = None  # set when the episode is over
     next_instruction_ns: int = 0
 
@@ -230,6 +248,8 @@ class MetaWorldLoop:
         self._warn = warn
         self.now_ns = round(cfg.start_s * NS_PER_S)
         self._inbox: collections.deque[ActionChunk] = collections.deque(maxlen=_INBOX_MAX)
+        self._arrived = threading.Condition()  # guards the inbox and the lockstep marks
+        self._frames = LockstepMarks()
         self._overflowed = 0  # chunks the full inbox dropped (written by `receive`)
         self._overflow_counted = 0
         self._envs: dict[str, MetaWorldEnv] = {}
@@ -241,9 +261,19 @@ class MetaWorldLoop:
 
     def receive(self, msg: ActionChunk) -> None:
         """A chunk from the policy (any thread); taken at the next tick."""
-        if len(self._inbox) == _INBOX_MAX:
-            self._overflowed += 1
-        self._inbox.append(msg)
+        with self._arrived:
+            if len(self._inbox) == _INBOX_MAX:
+                self._overflowed += 1
+            self._inbox.append(msg)
+            self._frames.chunk_seq = max(self._frames.chunk_seq, msg.sequence)
+            self._arrived.notify_all()
+
+    def frame_done(self, msg: EngineStats) -> None:
+        """The policy node finished a frame (its stats come after its language work; any
+        thread): what lockstep waits for."""
+        with self._arrived:
+            self._frames.finished(stamp_to_ns(msg.header.stamp), msg.frame)
+            self._arrived.notify_all()
 
     def env(self, task: str) -> MetaWorldEnv:
         """The task's env, built on first use (on the loop's thread, which owns its GL)."""
@@ -272,6 +302,7 @@ class MetaWorldLoop:
         elif self.cfg.policy == "hold":
             self._apply(ep, chunk_msg(ep.env.hold()[None, :], t), t)
         else:
+            self._await_frame(ep, t)
             self._drain_inbox(ep, t)
         if ep.obs.success or ep.obs.steps >= ep.env.max_path_length:
             ep.end_ns = t
@@ -348,10 +379,29 @@ class MetaWorldLoop:
         executed = np.clip(action + ep.noise.offset(), -1.0, 1.0)
         self._apply(ep, chunk_msg(executed[None, :], t), t)
 
+    def _await_frame(self, ep: _Episode, t: int) -> None:
+        """Lockstep: hold tick t until `lockstep_due` lets it go, or count a timeout and
+        go on. Until the node's frame grid is known (`LockstepMarks.grid_ns`), each tick
+        only waits a moment for a frame at that very tick: the one that shows the grid."""
+        if not self.cfg.lockstep_ticks:
+            return
+        marks = self._frames
+        due = functools.partial(lockstep_due, marks, t, self.cfg.lockstep_ticks)
+        with self._arrived:
+            if marks.frame_ns is not None and marks.grid_ns is None:
+                self._arrived.wait_for(due, _GRID_PROBE_S)
+            elif not self._arrived.wait_for(due, self.cfg.lockstep_timeout_s):
+                ep.lockstep_timeouts += 1
+                marks.let_go(t)
+                self._warn(f"no frame done within {self.cfg.lockstep_timeout_s:g} s: going on")
+
     def _drain_inbox(self, ep: _Episode, t: int) -> None:
         """Every chunk received since the last tick, then what the full inbox lost."""
-        while self._inbox:
-            self._apply(ep, self._inbox.popleft(), t)
+        with self._arrived:
+            taken = list(self._inbox)
+            self._inbox.clear()
+        for msg in taken:
+            self._apply(ep, msg, t)
         if self._overflowed > self._overflow_counted:
             ep.rejected["inbox_full"] += self._overflowed - self._overflow_counted
             self._overflow_counted = self._overflowed
@@ -366,6 +416,46 @@ class MetaWorldLoop:
             return
         ep.rejected[reason] += 1
         self._warn(f"action chunk rejected ({reason}), holding")
+
+
+@dataclasses.dataclass
+class LockstepMarks:
+    """What lockstep knows of the policy node: its frames done, their grid, its chunks."""
+
+    frame_ns: int | None = None  # the tick of the newest frame done (None: none yet)
+    frame_seq: int = -1  # that frame's number
+    chunk_seq: int = -1  # the newest chunk's frame number
+    grid_ns: int | None = None  # a tick the node's frame timer is due at (None: not known)
+
+    def finished(self, tick_ns: int, frame: int) -> None:
+        """The node finished the frame of tick `tick_ns`. The first frame may be off the
+        grid (the timer, started before the clock, is overdue at the first /clock); the
+        second ran at a due tick, where the loop was waiting for it."""
+        if self.frame_ns is not None and self.grid_ns is None:
+            self.grid_ns = tick_ns
+        if self.frame_ns is None or tick_ns > self.frame_ns:
+            self.frame_ns, self.frame_seq = tick_ns, frame
+
+    def let_go(self, t: int) -> None:
+        """Stop waiting for the frame due at t (the node skipped it): count it done."""
+        self.frame_ns = max(self.frame_ns or t, t)
+        self.chunk_seq = max(self.chunk_seq, self.frame_seq)
+
+
+def lockstep_due(marks: LockstepMarks, t: int, frame_ticks: int) -> bool:
+    """Whether tick t may run: the node, whose frame timer is due every `frame_ticks`
+    ticks of the sim's clock, has finished its frame of the latest due tick at or before
+    t, and that frame's chunk is here. The clock stands while the node works, so a frame
+    reads the clock of its due tick, its work (language included) takes no sim time, and
+    each chunk runs exactly the d control periods after its frame that the node stamps it
+    with (its rtc_delay_steps). Before the grid is known: a frame at t itself."""
+    if marks.frame_ns is None:
+        return False
+    if marks.grid_ns is None:
+        return marks.frame_ns >= t
+    period = frame_ticks * CONTROL_PERIOD_NS
+    due = t - (t - marks.grid_ns) % period
+    return marks.frame_ns >= due and marks.chunk_seq >= marks.frame_seq
 
 
 def noise_rng(task: str, seed: int) -> np.random.Generator:
@@ -414,6 +504,7 @@ def episode_outcome(ep: _Episode, episodes: int, policy: str) -> dict[str, Any]:
         "actions_malformed": counts.malformed,
         "renders": ep.renders,
         "render_wall_s": ep.render_wall_s,
+        "lockstep_timeouts": ep.lockstep_timeouts,
         "narration": ep.narration,
         "memory": ep.memory,
     }

@@ -16,7 +16,11 @@ on /metaworld/episode and logged. With `policy: expert` the task's scripted poli
 (metaworld.policies) drives through the same path, as one-row chunks; with `policy: hold`
 the hold action does (zero delta, the gripper as it was: what doing nothing scores).
 `wait_for_peers_s` > 0 holds the first episode until an outcome subscriber and (external
-policy) a node that reads the instruction and publishes chunks are there.
+policy) a node that reads the instruction and publishes chunks are there. With
+`lockstep_ticks` > 0 (the node's frame period in ticks) each tick waits until the node has
+finished its latest frame due, which its `stats_topic` says (`metaworld_loop.lockstep_due`):
+its compute then takes no sim time, and each chunk runs the d steps after its frame that the
+node's rtc_delay_steps sets (a latency sweep: oxygen-metaworld-sweep).
 """
 
 from __future__ import annotations
@@ -26,13 +30,14 @@ from typing import Any
 
 from oxygen_core.metaworld.tasks import MT10_TASKS
 from oxygen_ros import ros_args
-from oxygen_ros.msg import ActionChunk
+from oxygen_ros.msg import ActionChunk, EngineStats
 from oxygen_ros.ros_args import ParamDoc
 from oxygen_ros.spin import Hosted, run_node
 from oxygen_ros.tools.metaworld_loop import (
     ACTION_TOPIC,
     CONTROL_PERIOD_NS,
     POLICIES,
+    STATS_TOPIC,
     TOPICS,
     LoopConfig,
     MetaWorldLoop,
@@ -56,6 +61,15 @@ PARAMETERS: tuple[ParamDoc, ...] = (
     ParamDoc("camera_size", 224, "Width and height of the corner2 images.", span=(16, 1024)),
     ParamDoc("camera_rate_hz", 20.0, "Camera frames per sim second (80 Hz / a whole number)."),
     ParamDoc("action_topic", ACTION_TOPIC, "ActionChunk input (external policy)."),
+    ParamDoc(
+        "lockstep_ticks",
+        0,
+        "0: run at real_time_factor; N: the policy node takes a frame every N ticks and each "
+        "tick waits until its latest frame due is done (its compute takes no sim time).",
+        span=(0, 1000),
+    ),
+    ParamDoc("stats_topic", STATS_TOPIC, "EngineStats input: the node's frames done (lockstep)."),
+    ParamDoc("lockstep_timeout_s", 10.0, "Wall seconds lockstep waits for a frame, then goes on."),
     *HOST_PARAMETERS,
     *topic_parameters(TOPICS),
 )
@@ -72,10 +86,14 @@ class MetaWorldSimNode(SimHost):
             policy=p["policy"],
             camera_rate_hz=p["camera_rate_hz"],
             camera_size=p["camera_size"],
+            lockstep_ticks=p["lockstep_ticks"],
+            lockstep_timeout_s=p["lockstep_timeout_s"],
         )
         self.loop = MetaWorldLoop(self.cfg, self, self.warn)
         if self.cfg.policy == "external":
             self.listen(ActionChunk, p["action_topic"], self.loop.receive)
+        if self.cfg.lockstep_ticks:
+            self.create_subscription(EngineStats, p["stats_topic"], self.loop.frame_done, 10)
         self._logged = 0  # outcomes logged so far
         self._episode = -1  # the episode the last tick ran
 
@@ -135,12 +153,14 @@ def summary(loop: MetaWorldLoop, wall_s: float) -> str:
     reset_s = sum(o["reset_wall_s"] for o in loop.outcomes)
     renders = sum(o["renders"] for o in loop.outcomes)
     render_s = sum(o["render_wall_s"] for o in loop.outcomes)
+    timeouts = sum(o["lockstep_timeouts"] for o in loop.outcomes)
     return (
         f"{len(loop.outcomes)} episodes, success {success}; {sim_s:.1f} s of sim time in "
         f"{wall_s:.1f} s (real-time factor {_ratio(sim_s, wall_s):.2f}; "
         f"{_ratio(sim_s, wall_s - reset_s):.2f} without the {reset_s:.1f} s of resets); chunks "
         f"accepted {sum(o['chunks_accepted'] for o in loop.outcomes)}, rejected "
         f"{dict(rejected)}; {renders} renders at {_ratio(renders, render_s):.0f}/s"
+        + (f"; {timeouts} lockstep frames timed out" if loop.cfg.lockstep_ticks else "")
     )
 
 
