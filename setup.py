@@ -46,6 +46,7 @@ setup(
             "oxygen-metaworld-sim=oxygen_ros.tools.metaworld_sim:main",
             "oxygen-metaworld-record=oxygen_ros.tools.metaworld_record:main",
             "oxygen-metaworld-eval=oxygen_ros.tools.metaworld_eval:main",
+            "oxygen-metaworld-sweep=oxygen_ros.tools.metaworld_sweep:main",
             "oxygen-eval=oxygen_ros.tools.eval.cli:main",
             "oxygen-sros2-policy=oxygen_ros.tools.sros2_policy:main",
             "oxygen-bag-recover=oxygen_ros.tools.bag_recover:main",

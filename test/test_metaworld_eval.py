@@ -9,7 +9,6 @@ read from its own run's report and must reach the fleet's table unchanged.
 
 from __future__ import annotations
 
-import itertools
 import json
 import subprocess
 from pathlib import Path
@@ -25,11 +24,8 @@ from oxygen_core.metaworld.env import Expert, MetaWorldEnv, Observation  # noqa:
 from oxygen_core.metaworld.tasks import MT10_TASKS  # noqa: E402
 from oxygen_core.sim.seeds import DEV  # noqa: E402
 from oxygen_core.sim.success import SuccessRate  # noqa: E402
-from oxygen_ros.convert import stamp_to_ns  # noqa: E402
 from oxygen_ros.tools import metaworld_eval  # noqa: E402
-from oxygen_ros.tools.bagio import from_cdr, read_bag  # noqa: E402
 from oxygen_ros.tools.closed_loop import success_entry  # noqa: E402
-from oxygen_ros.tools.metaworld_loop import CONTROL_PERIOD_NS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = ROOT / "config" / "sim.yaml"
@@ -162,38 +158,3 @@ def test_metaworld_tasks_on_ray_fill_the_meta_world_table(tmp_path: Path) -> Non
         marker = json.loads((folder / name / "task.json").read_text())
         assert marker["episodes"] == 1 and 1 <= marker["worker"]["domain_id"] <= 100
     assert f"| {task} | {cells[0]} | {cells[1]} |" in table
-
-
-@pytest.mark.slow
-def test_lockstep_runs_every_chunk_exactly_d_steps_after_its_frame(tmp_path: Path) -> None:
-    """--delay-steps 1 with the tiny random model (a frame every 3 ticks, 4 rows): the sim
-    waits for each of the node's frames, so every chunk is stamped one control step after
-    its frame's tick and frames fall 3 ticks apart, whatever the machine's speed. Not the
-    first two: the activation's first chunk goes out at its wall-clock latency (nothing
-    runs yet), and the frame after it, at the timer's first due tick, continues that
-    chunk's rows. The robot holds only until the first chunk and never runs out after."""
-    out = tmp_path / "eval"
-    args = ["--tasks", "reach-v3", "--episodes", "1", "--camera-size", "32"]
-    assert metaworld_eval.main([*args, "--delay-steps", "1", "--out", str(out)]) == 0
-    report = json.loads((out / "report.json").read_text())
-    assert report["delay_steps"] == 1 and report["overrides"] == {}
-    assert (
-        "lockstep, every chunk 1 steps after its frame (0 frames timed out)"
-        in (out / "report.md").read_text()
-    )
-    chunks, ticks, outcome = {}, {}, None
-    for m in read_bag(out / "output_bag"):
-        msg = from_cdr(m.data, m.msgtype)
-        if m.topic == "/oxygen/action_chunk":
-            chunks[msg.sequence] = stamp_to_ns(msg.header.stamp)
-        elif m.topic == "/oxygen/stats":
-            ticks[msg.frame] = stamp_to_ns(msg.header.stamp)
-        elif m.topic == "/metaworld/episode":
-            outcome = json.loads(msg.data)
-    assert outcome is not None and outcome["lockstep_timeouts"] == 0
-    settled = sorted(chunks)[2:]
-    assert len(settled) >= 100  # a failed reach runs 500 steps: about 166 frames
-    assert {chunks[f] - ticks[f] for f in settled} == {CONTROL_PERIOD_NS}
-    assert {ticks[b] - ticks[a] for a, b in itertools.pairwise(settled)} == {3 * CONTROL_PERIOD_NS}
-    first_row_ns = min(chunks.values())  # the activation's first chunk: stamped at its latency
-    assert outcome["held_steps"] == (first_row_ns - outcome["start_ns"]) // CONTROL_PERIOD_NS

@@ -116,13 +116,17 @@ def sweep(
     return points
 
 
-def markdown(rows: Sequence[dict], marks: Mapping[str, tuple[float, int]], header: str) -> str:
+def markdown(
+    rows: Sequence[dict],
+    marks: Mapping[str, tuple[float, int]],
+    header: str,
+    seam: str = "seam jump (rad)",
+) -> str:
     families = [f for f in rows[0]["success"] if f != "all"] + ["all"]
     lines = [
         header,
         "",
-        "| hand-over | d (steps) | " + " | ".join(families) + " | time to success (s) | "
-        "seam jump (rad) |",
+        "| hand-over | d (steps) | " + " | ".join(families) + f" | time to success (s) | {seam} |",
         "|---" * (len(families) + 4) + "|",
     ]
     for r in rows:
@@ -144,8 +148,13 @@ def _cell(rate: Mapping) -> str:
     )
 
 
-def plot(rows: Sequence[dict], marks: Mapping[str, tuple[float, int]], path: Path) -> None:
-    """Success (all families) against d per hand-over, its interval shaded, modes marked."""
+def plot(
+    rows: Sequence[dict],
+    marks: Mapping[str, tuple[float, int]],
+    path: Path,
+    groups: str = "families",
+) -> None:
+    """Success (all `groups`) against d per hand-over, its interval shaded, modes marked."""
     fig = Figure(figsize=(7.5, 4.2))
     ax = fig.add_subplot()
     for handover in dict.fromkeys(r["handover"] for r in rows):
@@ -159,7 +168,7 @@ def plot(rows: Sequence[dict], marks: Mapping[str, tuple[float, int]], path: Pat
         style = ":" if "paper" in name else "--"
         ax.axvline(steps, color=f"C{k + 3}", linestyle=style, label=f"{name}: d = {steps}")
     ax.set_xlabel("chunk delay d (control steps)")
-    ax.set_ylabel("success, all families (%)")
+    ax.set_ylabel(f"success, all {groups} (%)")
     ax.set_ylim(0, 100)
     ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
@@ -169,8 +178,8 @@ def plot(rows: Sequence[dict], marks: Mapping[str, tuple[float, int]], path: Pat
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="oxygen-latency-sweep", description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--delays", type=_ints, default=[0, 1, 2, 3, 4, 6, 8])
-    p.add_argument("--handovers", type=_handovers, default=["replace", "rtc"])
+    p.add_argument("--delays", type=delays_arg, default=[0, 1, 2, 3, 4, 6, 8])
+    p.add_argument("--handovers", type=handovers_arg, default=["replace", "rtc"])
     p.add_argument("--episodes", type=int, default=20, help="seeds per family")
     p.add_argument("--first-seed", type=int, default=S.DEV.start)
     p.add_argument("--bench", type=Path, help="oxygen-bench JSON: the measured marks")
@@ -178,14 +187,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _ints(text: str) -> list[int]:
+def delays_arg(text: str) -> list[int]:
+    """--delays: comma-separated d >= 0."""
     values = [int(v) for v in text.split(",")]
     if any(v < 0 for v in values):
         raise argparse.ArgumentTypeError(f"delays must be >= 0: {text}")
     return values
 
 
-def _handovers(text: str) -> list[str]:
+def handovers_arg(text: str) -> list[str]:
+    """--handovers: comma-separated names of HANDOVERS."""
     names = text.split(",")
     if not set(names) <= set(HANDOVERS):
         raise argparse.ArgumentTypeError(f"hand-overs are {', '.join(HANDOVERS)}: {text}")
