@@ -4,6 +4,7 @@ the shipped checkpoint, and malformed recipes refused in one line naming file an
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import jax
@@ -16,6 +17,8 @@ from oxygen_core.train import cli, recipe
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "config" / "train" / "sim_demo.yaml"
 POLICY = ROOT / "data" / "policy" / "sim_demo"
+BEFORE_CONTACTS = ROOT / "data" / "policy" / "sim_before_contacts"
+BEFORE_CONTACTS_RECIPE = ROOT / "config" / "train" / "sim_before_contacts.yaml"
 TINY = {"preset": "tiny", "camera-size": 32, "workers": 1, "batch-size": 2}
 
 
@@ -95,30 +98,51 @@ def test_directories_no_recipe_wrote_are_refused_not_deleted(tmp_path):
         recipe.main([recipe.RECIPE_FLAG, str(path), "--steps", "3"])
 
 
+def _assert_recorded(loaded: recipe.Recipe, meta: dict) -> dict[str, recipe.Stage]:
+    """The averaged stages of a checkpoint's train_config.json are the recipe's, flag for
+    flag, with the directories the recipe uses; the recipe's stages by name."""
+    stages = {s.name: s for s in loaded.stages}
+    assert [a["checkpoint"] for a in meta["average_of"]] == [
+        str(recipe.checkpoint_dir(loaded.work, name)) for name in loaded.average
+    ]
+    averaged = [a["train_config"] for a in meta["average_of"]]
+    for name, recorded in zip(loaded.average, averaged, strict=True):
+        args = stages[name].args
+        # A checkpoint from before robots could be declared as data records no
+        # robot_declaration; absent reads as a preset robot, as cli.checkpoint_robot reads it.
+        assert {k: recorded.get(k) for k in cli.run_fields(args)} == cli.run_fields(args)
+        assert recorded["train"] == dataclasses.asdict(cli.train_config(args))
+        assert recorded["recipe"]["stage"] == name
+    return stages
+
+
 def test_the_shipped_recipe_is_the_shipped_checkpoints_history():
-    """The two averaged stages, flag for flag, with the directories the recipe uses; the
+    """The shipped policy's one stage continues the policy trained before contacts; the
     recipe's content hash is the one the checkpoint names."""
     # Loaded as `make policy` names it, from the repository root.
     shipped = dataclasses.replace(recipe.load(SHIPPED), path=SHIPPED.relative_to(ROOT))
     meta = json.loads((POLICY / cli.CONFIG_FILE).read_text())
     assert meta["recipe"] == shipped.provenance(recipe.AVERAGE)
     assert shipped.out == POLICY.relative_to(ROOT)
-    stages = {s.name: s for s in shipped.stages}
+    stages = _assert_recorded(shipped, meta)
+    assert list(stages) == ["contacts"] and stages["contacts"].reads == ()
+    assert stages["contacts"].args.init_from == str(BEFORE_CONTACTS.relative_to(ROOT))
+    [recorded] = meta["average_of"]
+    assert recorded["train_config"]["recipe"] == shipped.provenance("contacts")
+
+
+def test_the_policy_before_contacts_is_its_recipes_history():
+    """Its eight stages and their chain, as recorded when it shipped under the recipe's
+    earlier name (so the recorded path and hash are of that file, not checked here)."""
+    loaded = recipe.load(BEFORE_CONTACTS_RECIPE)
+    assert loaded.out == BEFORE_CONTACTS.relative_to(ROOT)
+    meta = json.loads((BEFORE_CONTACTS / cli.CONFIG_FILE).read_text())
+    assert meta["recipe"]["stage"] == recipe.AVERAGE
+    stages = _assert_recorded(loaded, meta)
     assert list(stages) == [
         "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "push_scenes",
         "eighth",
     ]  # fmt: skip
-    averaged = [a["train_config"] for a in meta["average_of"]]
-    assert [a["checkpoint"] for a in meta["average_of"]] == [
-        str(recipe.checkpoint_dir(shipped.work, name)) for name in shipped.average
-    ]
-    for name, recorded in zip(shipped.average, averaged, strict=True):
-        args = stages[name].args
-        # A checkpoint from before robots could be declared as data records no
-        # robot_declaration; absent reads as a preset robot, as cli.checkpoint_robot reads it.
-        assert {k: recorded.get(k) for k in cli.run_fields(args)} == cli.run_fields(args)
-        assert recorded["train"] == dataclasses.asdict(cli.train_config(args))
-        assert recorded["recipe"] == shipped.provenance(name)
     chain = [stages["seventh"]]
     while chain[-1].reads:
         chain.append(stages[chain[-1].reads[0]])
@@ -171,7 +195,12 @@ def _broken(**changes) -> dict:
             {"stages": {"a": {"episodes-only": True}, "b": {"init-from": "a"}}},
             "stage b: init-from: stage a writes episodes, no checkpoint",
         ),
-        ({"average": ["b"]}, "average: must list two different stages or more"),
+        ({"average": ["b", "b"]}, "average: must list different stages, one or more"),
+        ({"average": []}, "average: must list different stages, one or more"),
+        (
+            {"stages": {"a": {"init-from": "nowhere/checkpoint"}}},
+            "stage a: init-from: nowhere/checkpoint holds no train_config.json: no checkpoint",
+        ),
         ({"average": ["b", "z"]}, "average: no stage 'z'"),
     ],
 )
@@ -181,6 +210,30 @@ def test_a_malformed_recipe_is_refused_naming_the_file_and_the_stage(changes, me
         recipe.load(path)
     assert str(error.value).startswith(f"{path}: ") and message in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_a_stage_may_continue_a_checkpoint_outside_the_recipe_whose_files_key_it(tmp_path):
+    """init-from with a slash is a checkpoint directory: passed to oxygen-train as it is,
+    read by no stage, and a change to any of its files changes the stage's key (so a rerun
+    trains it anew) and, through it, its readers' keys."""
+    parent = tmp_path / "parent"
+    shutil.copytree(BEFORE_CONTACTS, parent)
+    data = {
+        "out": str(tmp_path / "policy"),
+        "work": str(tmp_path / "work"),
+        "defaults": TINY,
+        "stages": {"a": {"init-from": str(parent)}, "b": {"init-from": "a"}},
+        "average": ["b"],
+    }
+    path = _write(tmp_path, data)
+    before = recipe.load(path)
+    a, b = before.stages
+    assert a.reads == () and b.reads == ("a",) and a.args.init_from == str(parent)
+    assert before.average == ("b",)
+    (parent / "tokenizer.model").write_bytes(b"another tokenizer")
+    after = recipe.load(path)
+    changed = [s.key != t.key for s, t in zip(before.stages, after.stages, strict=True)]
+    assert changed == [True, True]
 
 
 def test_a_recipe_that_is_no_yaml_mapping_is_refused_in_one_line(tmp_path):

@@ -93,15 +93,15 @@ def average(paths: list[Path], out: Path, recipe: dict | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    if len(args.checkpoints) < 2:
+        raise SystemExit("oxygen-train-average needs two checkpoints or more")
     run([Path(c) for c in args.checkpoints], Path(args.out))
 
 
 def run(paths: list[Path], out: Path, recipe: dict | None = None) -> None:
-    """oxygen-train-average's run (a recipe's last step too): `average` after the checks
-    that exit with one line."""
+    """`average` after the checks that exit with one line: oxygen-train-average's run
+    (two checkpoints or more) and a recipe's last step (one stage alone is copied)."""
     started = time.perf_counter()
-    if len(paths) < 2:
-        raise SystemExit("oxygen-train-average needs two checkpoints or more")
     if out.resolve() in {p.resolve() for p in paths}:
         raise SystemExit(f"--out {out} is one of the checkpoints it averages")
     try:

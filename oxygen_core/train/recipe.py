@@ -15,16 +15,21 @@ A recipe is YAML (config/train/sim_demo.yaml is the shipped policy's):
       third: {init-from: first, add-episodes: [push_scenes], steps: 4000, seeds: 800}
     average: [second, third]       # the final checkpoint is their mean (oxygen-train-average)
 
-A stage's keys are oxygen-train's flags without their dashes (`first-seed: 1000`,
-`no-dart: true`, `families: [push]`), written out in full. The flags that take paths take
-stage names here: `init-from` the stage to continue, `episodes` the stage whose expert
-episodes to train on instead of the sim's, `add-episodes` the stages whose expert episodes
-to add. The recipe places each stage's --out and --work: `<work>/<stage>/checkpoint` and
-`<work>/<stage>/train`. Paths are relative to the directory oxygen-train runs in, as its
+A stage's keys are oxygen-train's flags without their dashes (`first-seed: 1000`, `no-dart:
+true`, `families: [push]`), written out in full. The flags that take paths take stage names
+here: `init-from` the stage to continue, `episodes` the stage whose expert episodes to train
+on instead of the sim's, `add-episodes` the stages whose expert episodes to add. `init-from`
+may instead name a checkpoint directory outside the recipe, written as a path with a slash
+(`init-from: data/policy/sim_before_contacts`): a recipe that continues a policy trained
+earlier (in another world, by another recipe) starts from it; the stage's key holds a hash
+of that checkpoint's files, so a changed checkpoint retrains the stage. `average` lists the
+stages whose mean is the final checkpoint; one stage alone is copied (with the recipe's
+provenance). The recipe places each stage's --out and --work: `<work>/<stage>/checkpoint`
+and `<work>/<stage>/train`. Paths are relative to the directory oxygen-train runs in, as its
 flags' are. Every stage runs through `cli.run_training`, as one oxygen-train command does,
 and writes the recipe's path, the stage's name and the recipe's hash into its
-train_config.json ("recipe"); the hash is of the recipe's content as loaded, so comments
-and layout do not change it.
+train_config.json ("recipe"); the hash is of the recipe's content as loaded, so comments and
+layout do not change it.
 
 Reruns: `<work>/<stage>/stage.json` holds the stage's key, a hash of its oxygen-train
 arguments and of the keys of the stages it reads. A stage whose key matches and whose
@@ -57,6 +62,7 @@ RECIPE_FLAG = "--recipe"
 AVERAGE = "average"  # the final checkpoint's stage name in its train_config.json
 TOP_KEYS = ("out", "work", "defaults", "stages", "average")
 REFERENCES = ("init-from", "episodes", "add-episodes")  # flags that name stages here
+INIT_FROM = "init-from"  # may name a checkpoint directory instead: a path, with a slash
 PLACED = ("out", "work")  # flags the recipe sets for each stage
 STAGE_FILE = "stage.json"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")  # a stage is a folder under --work
@@ -221,8 +227,15 @@ def _scalar(value: Any) -> bool:
 
 
 def _references(flags: dict) -> list[tuple[str, str]]:
-    """(flag, stage) for every stage a stage's flags name."""
-    return [(ref, n) for ref in REFERENCES if ref in flags for n in _listed(flags[ref])]
+    """(flag, stage) for every stage a stage's flags name (a checkpoint path is none)."""
+    named = [(ref, n) for ref in REFERENCES if ref in flags for n in _listed(flags[ref])]
+    return [(ref, n) for ref, n in named if not (ref == INIT_FROM and _is_path(n))]
+
+
+def _is_path(reference: str) -> bool:
+    """Whether `init-from` names a checkpoint directory rather than a stage (whose names
+    are folder names, never holding a slash)."""
+    return "/" in reference
 
 
 def _run_order(where: _Where, specs: dict[str, dict]) -> list[str]:
@@ -251,10 +264,14 @@ def _resolve(where: _Where, name: str, flags: dict, done: dict[str, Stage], work
     """The stage's oxygen-train command line, parsed and checked as oxygen-train does."""
     at = f"stage {name}"
     argv = ["--work", str(train_dir(work, name))]
+    outside: dict[str, str] = {}  # a checkpoint outside the recipe it continues: its hash
     if flags.get("episodes-only") is not True:
         argv += ["--out", str(checkpoint_dir(work, name))]
     for key, value in flags.items():
-        if key == "init-from":
+        if key == INIT_FROM and _is_path(value):
+            argv += [f"--{INIT_FROM}", value]
+            outside[value] = _checkpoint_hash(where, at, Path(value))
+        elif key == INIT_FROM:
             if done[value].args.episodes_only:
                 raise where.error(at, f"init-from: stage {value} writes episodes, no checkpoint")
             argv += ["--init-from", str(checkpoint_dir(work, value))]
@@ -270,8 +287,20 @@ def _resolve(where: _Where, name: str, flags: dict, done: dict[str, Stage], work
     except (_FlagError, ValueError, SystemExit) as error:
         raise where.error(at, f"oxygen-train: {error}") from None
     reads = tuple(dict.fromkeys(other for _, other in _references(flags)))
-    key = json.dumps({"argv": argv, "reads": {r: done[r].key for r in reads}}, sort_keys=True)
+    reads_keys = {r: done[r].key for r in reads}
+    key = json.dumps({"argv": argv, "reads": reads_keys, "outside": outside}, sort_keys=True)
     return Stage(name, tuple(argv), args, reads, hashlib.sha256(key.encode()).hexdigest())
+
+
+def _checkpoint_hash(where: _Where, at: str, path: Path) -> str:
+    """A hash of every file of a checkpoint outside the recipe (a few MB: milliseconds),
+    which must be a complete one (oxygen-train writes its train_config.json last)."""
+    if not (path / cli.CONFIG_FILE).is_file():
+        raise where.error(at, f"{INIT_FROM}: {path} holds no {cli.CONFIG_FILE}: no checkpoint")
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(file.relative_to(path)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
 
 
 def _listed(value: Any) -> list:
@@ -287,10 +316,10 @@ def _episodes_file(where: _Where, at: str, ref: str, source: Stage) -> str:
 
 
 def _averaged(where: _Where, value: Any, stages: dict[str, Stage]) -> tuple[str, ...]:
-    """The stages whose mean is the recipe's checkpoint: two or more trained ones."""
+    """The stages whose mean is the recipe's checkpoint: one trained stage or more."""
     names = value if isinstance(value, list) else []
-    if not all(isinstance(n, str) for n in names) or len(set(names)) < max(2, len(names)):
-        raise where.error(AVERAGE, f"must list two different stages or more, got {value!r}")
+    if not all(isinstance(n, str) for n in names) or len(set(names)) < max(1, len(names)):
+        raise where.error(AVERAGE, f"must list different stages, one or more, got {value!r}")
     for name in value:
         if name not in stages:
             raise where.error(AVERAGE, f"no stage {name!r}")
