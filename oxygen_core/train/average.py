@@ -16,7 +16,8 @@ the averaged checkpoint carries them unchanged.
     oxygen-train-average --out out/policy/mean out/recipe/sim_demo/seventh/checkpoint \\
         out/recipe/sim_demo/eighth/checkpoint
 
-The shipped policy's recipe (config/train/sim_demo.yaml) ends with this average.
+The recipe of data/policy/sim_before_contacts (config/train/sim_before_contacts.yaml)
+ends with this average.
 """
 
 from __future__ import annotations
