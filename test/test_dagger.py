@@ -3,7 +3,6 @@ policy left the arm, and oxygen-train continuing a checkpoint on those episodes.
 
 import dataclasses
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,7 @@ from oxygen_core.config import ROBOT_PRESETS, model_preset, robot_preset
 from oxygen_core.engine import EngineConfig, make_engine
 from oxygen_core.model import weights as P
 from oxygen_core.model.normalize import NormStats, identity_stats
-from oxygen_core.model.tokenizer import bundled_model_path
+from oxygen_core.model.tokenizer import load_tokenizer
 from oxygen_core.robot_spec import declaration, declared_robot
 from oxygen_core.sim import arm
 from oxygen_core.sim.render import Renderer
@@ -191,7 +190,7 @@ def test_a_checkpoint_of_a_declared_robot_loads_and_continues_without_its_params
     cfg = robot.apply(model_preset("tiny"))
     norm = NormStats(state=identity_stats(4), actions=identity_stats(cfg.action_dim))
     cli.write_checkpoint(ckpt, P.to_runtime(P.init_params(cfg, 0)), norm, robot.name)
-    shutil.copy(bundled_model_path(), ckpt / cli.TOKENIZER_FILE)
+    (ckpt / cli.TOKENIZER_FILE).write_bytes(load_tokenizer().model_proto)
     (ckpt / cli.CONFIG_FILE).write_text(json.dumps(cli.run_fields(args)))
     policy, meta = cli.trained_policy(ckpt)
     assert policy.robot == robot and meta["robot"] == "arm4"
