@@ -68,10 +68,10 @@ demo: setup
 	$(BIN)/oxygen-demo $(DEMO_ARGS)
 
 # The shipped policy's stages are data: config/train/sim_demo.yaml (about 30 min on 2
-# cores: it continues data/policy/sim_before_contacts). A rerun skips the stages done before with the same flags, resumes
-# one that stopped and retrains the ones whose flags changed, under out/recipe/sim_demo
-# (delete it to start from scratch); POLICY_ARGS="--from-stage NAME" retrains NAME and
-# the stages that read it.
+# cores: it continues data/policy/sim_before_contacts). A rerun skips the stages done
+# before with the same flags, resumes one that stopped and retrains the ones whose flags
+# changed, under out/recipe/sim_demo (delete it to start from scratch);
+# POLICY_ARGS="--from-stage NAME" retrains NAME and the stages that read it.
 POLICY_RECIPE ?= config/train/sim_demo.yaml
 POLICY_ARGS ?=
 policy: setup

@@ -268,13 +268,8 @@ def _resolve(where: _Where, name: str, flags: dict, done: dict[str, Stage], work
     if flags.get("episodes-only") is not True:
         argv += ["--out", str(checkpoint_dir(work, name))]
     for key, value in flags.items():
-        if key == INIT_FROM and _is_path(value):
-            argv += [f"--{INIT_FROM}", value]
-            outside[value] = _checkpoint_hash(where, at, Path(value))
-        elif key == INIT_FROM:
-            if done[value].args.episodes_only:
-                raise where.error(at, f"init-from: stage {value} writes episodes, no checkpoint")
-            argv += ["--init-from", str(checkpoint_dir(work, value))]
+        if key == INIT_FROM:
+            argv += [f"--{INIT_FROM}", _parent(where, at, value, done, work, outside)]
         elif key in ("episodes", "add-episodes"):
             argv += [f"--{key}", *(_episodes_file(where, at, key, done[n]) for n in _listed(value))]
         elif value is not False:
@@ -290,6 +285,19 @@ def _resolve(where: _Where, name: str, flags: dict, done: dict[str, Stage], work
     reads_keys = {r: done[r].key for r in reads}
     key = json.dumps({"argv": argv, "reads": reads_keys, "outside": outside}, sort_keys=True)
     return Stage(name, tuple(argv), args, reads, hashlib.sha256(key.encode()).hexdigest())
+
+
+def _parent(
+    where: _Where, at: str, value: str, done: dict[str, Stage], work: Path, outside: dict
+) -> str:
+    """The checkpoint `init-from: value` continues: a stage's, or a directory outside the
+    recipe (its hash then put into `outside`, for the stage's key)."""
+    if _is_path(value):
+        outside[value] = _checkpoint_hash(where, at, Path(value))
+        return value
+    if done[value].args.episodes_only:
+        raise where.error(at, f"{INIT_FROM}: stage {value} writes episodes, no checkpoint")
+    return str(checkpoint_dir(work, value))
 
 
 def _checkpoint_hash(where: _Where, at: str, path: Path) -> str:
