@@ -41,6 +41,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
+from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_core.sim.arm import HOME, JOINT_NAMES
@@ -379,6 +380,108 @@ def test_a_trajectory_waiting_across_an_episode_change_is_counted_as_stale():
     assert loop.episode.index == 1
     assert dict(loop.episode.rejected) == {"previous_episode": 1}
     assert loop.episode.accepted == 1
+
+
+def test_a_switched_reset_drops_what_arrives_and_starts_the_episode_when_the_policy_is_on():
+    """reset_ticks r: the policy is switched off before each reset; for r ticks the new
+    world's sensors go out, the world stands and every trajectory (in transit too) is
+    dropped as previous_episode; then the policy is switched on and the episode, its time
+    limit and its stale-stamp rule start at the next tick."""
+    calls: list[tuple[bool, int]] = []
+    cfg = SimConfig(episode_order(("pick",), 0, 2), camera_size=16, camera_rate_hz=1.0,
+                    reset_ticks=3, command_delay_steps=1)  # fmt: skip
+    loop = SimLoop(cfg, Null(), policy_switch=lambda on: calls.append((on, loop.ticks)))
+    period = cfg.period_ns
+    target = HOME[None, :] + np.array([0.02] * 6 + [-0.02])  # the gripper is open at home
+    loop.tick()  # the first reset tick: switched off, then the world reset
+    assert calls == [(False, 0)]
+    loop.receive(trajectory_msg([0.0], target, 0))  # the hold a node sends when switched off
+    loop.tick()  # in transit for one tick ...
+    loop.receive(trajectory_msg([0.0], target, START_NS + 10 * period))
+    loop.tick()  # ... the last reset tick drops both and switches the policy on
+    assert calls == [(False, 0), (True, 2)]
+    ep = loop.episode
+    assert ep.start_ns == START_NS + 3 * period and ep.steps == 0
+    assert dict(ep.rejected) == {"previous_episode": 2} and ep.accepted == 0
+    np.testing.assert_array_equal(ep.world.joints, HOME)
+    loop.receive(trajectory_msg([0.0], target, START_NS + 2 * period))  # before the start
+    loop.receive(trajectory_msg([0.0], target, 0))  # now
+    loop.tick()  # in transit (command_delay_steps 1)
+    loop.tick()
+    assert dict(ep.rejected) == {"previous_episode": 3} and ep.accepted == 1
+    loop.tick()
+    np.testing.assert_allclose(ep.world.joints, target[0], atol=1e-12)
+    while loop.tick() and loop.episode.end_ns is None:  # nothing more: to the time limit
+        pass
+    loop.tick()  # closes the first episode and resets for the second
+    (first,) = loop.outcomes
+    assert (first.steps, first.duration_s, first.start_ns) == (400, 20.0, START_NS + 3 * period)
+    assert calls[2:] == [(False, loop.ticks - 1)]
+    assert loop.episode.index == 1 and loop.episode.start_ns == first.end_ns + period
+
+
+def test_a_negative_reset_tick_count_is_refused():
+    with pytest.raises(ValueError, match="reset_ticks"):
+        SimConfig(episode_order(("push",), 3, 1), reset_ticks=-1)
+
+
+class Switch:
+    """A policy's ~/enable in the probe's context: it records each call and, when switched
+    off, sends a hold as the oxygen node does (a zero-stamp trajectory at a pose of the
+    ending episode, from the callback, before it answers), which must not run in the next
+    episode. The hold is in the sim's reader before the answer goes out (acknowledged);
+    the sim's executor takes it within the reset's ticks (1 s of sim time, 0.1 s of wall
+    time here)."""
+
+    def __init__(self, probe: Probe, answer: bool = True) -> None:
+        self.probe, self.answer = probe, answer
+        self.calls: list[bool] = []
+        self.service = probe.node.create_service(SetBool, "/policy/enable", self._on_call)
+
+    def _on_call(self, request, response):
+        self.calls.append(request.data)
+        if not request.data:
+            self.probe.send(trajectory_msg([0.0], HOME[None, :] + 0.05, 0))
+        response.success = self.answer
+        response.message = "enabled" if request.data else "disabled"
+        return response
+
+
+def test_the_sim_switches_an_external_policy_off_and_on_around_each_reset(probe):
+    switch = Switch(probe)
+    sim = Sim(probe, families=["pick"], episodes=2, real_time_factor=10.0, camera_size=16,
+              camera_rate_hz=2.0, wait_for_peers_s=30.0,
+              policy_enable_service="/policy/enable", reset_settle_s=1.0)  # fmt: skip
+    try:
+        sim.start()
+        probe.wait(lambda: len(probe.get("/sim/episode")) == 2, "two outcomes", 120.0)
+    finally:
+        sim.close()
+    first, second = probe.get("/sim/episode")
+    period, settle = NS // 20, NS  # 1 s: 20 ticks
+    # Off before each reset, on after its 20 ticks; the episode starts at the tick after.
+    assert switch.calls == [False, True, False, True]
+    assert stamp_to_ns(first.start) == START_NS + settle
+    assert stamp_to_ns(second.start) == stamp_to_ns(first.header.stamp) + period + settle
+    for outcome in (first, second):
+        assert (outcome.steps, outcome.duration_s, outcome.trajectories_accepted) == (400, 20.0, 0)
+    # Each hold sent when switched off was dropped: the arm stood at home throughout.
+    rejected = [dict(zip(o.reject_reasons, o.reject_counts, strict=True)) for o in (first, second)]
+    assert rejected == [{"previous_episode": 1}] * 2
+    positions = np.array([m.position for m in probe.get("/joint_states")])
+    np.testing.assert_array_equal(positions, np.broadcast_to(HOME, positions.shape))
+
+
+def test_a_policy_that_refuses_its_switch_stops_the_run(probe):
+    Switch(probe, answer=False)
+    sim = Sim(probe, families=["pick"], real_time_factor=25.0, camera_size=16,
+              wait_for_peers_s=30.0, policy_enable_service="/policy/enable")  # fmt: skip
+    try:
+        sim.start()
+        probe.wait(sim.node.finished.is_set, "the sim to stop")
+    finally:
+        sim.close()
+    assert sim.node.stop.is_set() and probe.get("/sim/episode") == []
 
 
 def test_record_round_trip_through_rosbags(tmp_path):

@@ -20,6 +20,7 @@ from typing import Any
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
+from std_srvs.srv import SetBool
 
 from oxygen_ros.ros_args import ParamDoc
 from oxygen_ros.spin import CannotStart, Hosted
@@ -87,6 +88,7 @@ class SimHost(Node):
             t.key: self.create_publisher(t.msg_class, self.topics[t.key], QOS) for t in topics
         }
         self.command_topic: str | None = None  # set by `listen` (an external policy)
+        self.policy_switch: PolicySwitch | None = None  # set by `switched_by`
         self.finished = threading.Event()
         self.stop = threading.Event()  # set before the node goes away
         self.wall_s = 0.0
@@ -95,6 +97,11 @@ class SimHost(Node):
         """Take an external policy's commands from `topic`."""
         self.command_topic = topic
         self.create_subscription(msg_class, topic, receive, 10)
+
+    def switched_by(self, service: str) -> PolicySwitch:
+        """Switch the external policy on and off around resets through `service`."""
+        self.policy_switch = PolicySwitch(self, service)
+        return self.policy_switch
 
     def publish(self, key: str, msg: Any, time_ns: int) -> None:
         """The loop's port: onto the topic of `key`."""
@@ -125,17 +132,20 @@ class SimHost(Node):
 
     def wait_for_peers(self) -> bool:
         """Until an outcome subscriber and (with `listen`) the policy node are there: one
-        that reads the instruction and publishes commands; False after wait_for_peers_s."""
+        that reads the instruction and publishes commands (and serves its switch, with
+        `switched_by`); False after wait_for_peers_s."""
         deadline = time.monotonic() + self.wait_for_peers_s
         instruction, episode = self.topics["instruction"], self.topics["episode"]
-        command = self.command_topic
+        command, switch = self.command_topic, self.policy_switch
         self.get_logger().info(
             f"waiting up to {self.wait_for_peers_s:g} s for a subscriber on {episode}"
             + (f" and a policy on {instruction} and {command}" if command else "")
         )
         while not self.stop.is_set():
             policy = command is None or (
-                self.count_subscribers(instruction) > 0 and self.count_publishers(command) > 0
+                self.count_subscribers(instruction) > 0
+                and self.count_publishers(command) > 0
+                and (switch is None or switch.ready())
             )
             if policy and self.count_subscribers(episode) > 0:
                 return True
@@ -144,6 +154,36 @@ class SimHost(Node):
                 return False
             time.sleep(_POLL_S)
         return False
+
+
+class PolicySwitch:
+    """An external policy's std_srvs/SetBool switch (the oxygen node's ~/enable), called
+    from a sim's loop thread while the node spins on another: `__call__` returns once the
+    policy has answered that it is as asked. A policy that does not answer within
+    `timeout_s`, or refuses, stops the run (`host.stop`) with an error: episodes whose
+    resets the policy did not see would not be comparable."""
+
+    def __init__(self, host: SimHost, service: str, timeout_s: float = 10.0) -> None:
+        self._host, self._service, self._timeout_s = host, service, timeout_s
+        self._client = host.create_client(SetBool, service)
+
+    def ready(self) -> bool:
+        return self._client.service_is_ready()
+
+    def __call__(self, on: bool) -> None:
+        if self._host.stop.is_set():
+            return
+        answered = threading.Event()
+        future = self._client.call_async(SetBool.Request(data=on))
+        future.add_done_callback(lambda _: answered.set())
+        if not answered.wait(self._timeout_s):
+            self._fail(f"no answer from {self._service} within {self._timeout_s:g} s")
+        elif not future.result().success:
+            self._fail(f"{self._service} refused {on}: {future.result().message}")
+
+    def _fail(self, reason: str) -> None:
+        self._host.get_logger().error(f"cannot switch the policy, stopping the run: {reason}")
+        self._host.stop.set()
 
 
 def hosted(make: Callable[[], SimHost], run: Callable[[SimHost], None], thread: str) -> Hosted:

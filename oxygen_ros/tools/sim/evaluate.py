@@ -170,6 +170,7 @@ def sim_parameters(spec: SimEvalSpec, names: TopicNames, settings: Settings) -> 
         "joint_state_topic": names.joint_state,
         "instruction_topic": names.instruction,
         "trajectory_topic": names.output(topics.JOINT_TRAJECTORY) or "",
+        "policy_enable_service": names.enable if spec.policy == "model" else "",
         "wait_for_peers_s": float(spec.wait_s),
         **cameras,
     }

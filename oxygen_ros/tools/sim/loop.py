@@ -4,7 +4,16 @@ Each `tick` at sim time t:
 
 1. the episode over at the last tick is closed (its outcome published) and the next one
    starts: a fresh world from (family, seed), the executor reset to the home pose (the
-   first trajectory after a reset is not a seam), the instruction published;
+   first trajectory after a reset is not a seam), the instruction published. With
+   `reset_ticks` r > 0 the reset is bracketed as an operator resets a real robot: the
+   policy is switched off first (`policy_switch(False)`: the oxygen node's ~/enable), the
+   new world's sensors go out for r ticks while the world stands still and every
+   trajectory received is dropped as `previous_episode` (one computed from the last
+   world, or the hold the node sends when switched off, would otherwise run in this one),
+   then the policy is switched on and the episode begins at the next tick: its time limit,
+   duration and stale-stamp rule count from there. The node, switched on, holds the robot
+   once and hands its first chunk over from nothing (oxygen_ros.motion_switch), so each
+   episode starts as the in-process evaluation's does;
 2. what a robot's drivers publish, stamped t: the joint states, the cameras (every
    `camera_every` ticks), the instruction again at the first tick of each sim second of
    the episode; then /clock = t. Sensors go before the clock, so a node whose frame timer
@@ -73,6 +82,7 @@ class SimConfig:
     camera_size: int = 224
     start_s: float = 1.0  # sim time of the first tick (a zero stamp would mean "now")
     command_delay_steps: int = 0  # ticks a received trajectory waits for the controller
+    reset_ticks: int = 0  # ticks between a reset and the policy switched on (step 1)
     baseline_execute_steps: int = 2  # a baseline's chunk every this many ticks ...
     baseline_horizon: int = 10  # ... of this many rows (the node's execute and action horizons)
 
@@ -88,6 +98,8 @@ class SimConfig:
             )
         if self.command_delay_steps < 0:
             raise ValueError(f"command_delay_steps must be >= 0, got {self.command_delay_steps}")
+        if self.reset_ticks < 0:
+            raise ValueError(f"reset_ticks must be >= 0, got {self.reset_ticks}")
         for family, _ in self.episodes:
             if family not in FAMILIES:
                 raise ValueError(f"unknown task family {family!r}; choose from {FAMILIES}")
@@ -143,6 +155,7 @@ class _Episode:
     renders: int = 0
     render_wall_s: float = 0.0
     end_ns: int | None = None  # set when the episode is over
+    settling: int = 0  # reset ticks left before the policy is switched on
     next_instruction_ns: int = 0  # the instruction goes out again at the first tick from here
 
 
@@ -154,10 +167,14 @@ class SimLoop:
         cfg: SimConfig,
         port: SimPort,
         warn: Callable[[str], None] = lambda text: None,
+        policy_switch: Callable[[bool], None] | None = None,
     ) -> None:
+        """policy_switch(on): switch the external policy's commands on or off, returning
+        once it has taken effect (called around resets when cfg.reset_ticks > 0)."""
         self.cfg = cfg
         self._port = port
         self._warn = warn
+        self._policy_switch = policy_switch
         self._renderer = Renderer(cfg.camera_size, cfg.camera_size)
         self._dt = cfg.period_ns / _NS
         self.now_ns = round(cfg.start_s * _NS)
@@ -190,10 +207,22 @@ class SimLoop:
                 self._finish(self.episode)
             if self._next >= len(self.cfg.episodes):
                 return False
+            if self.cfg.reset_ticks and self._policy_switch is not None:
+                self._policy_switch(False)
             self._start()
         ep, t = self.episode, self.now_ns
         self._publish_sensors(ep, t)
         self._port.publish("clock", m.clock_msg(t), t)
+        if ep.settling:
+            self._settle(ep, t)
+        else:
+            self._act(ep, t)
+        self.now_ns += self.cfg.period_ns
+        self.ticks += 1
+        return True
+
+    def _act(self, ep: _Episode, t: int) -> None:
+        """The policy's commands, then success or the time limit, else one world step."""
         if ep.expert is not None:
             self._expert_acts(ep, t)
         elif ep.baseline is not None:
@@ -208,9 +237,19 @@ class SimLoop:
             ep.seams.observe(command, self.executor.last_takeover)
             ep.world.step(command, self._dt)
             ep.steps += 1
-        self.now_ns += self.cfg.period_ns
-        self.ticks += 1
-        return True
+
+    def _settle(self, ep: _Episode, t: int) -> None:
+        """A reset tick (step 1): drop what arrived; after the last one switch the policy
+        on and begin the episode at the next tick."""
+        self._drain_inbox(ep, t, drop=True)
+        ep.settling -= 1
+        if ep.settling:
+            return
+        if self._policy_switch is not None:
+            self._policy_switch(True)
+        ep.start_ns = t + self.cfg.period_ns
+        ep.start_wall_s = time.monotonic()
+        ep.next_instruction_ns = ep.start_ns + _INSTRUCTION_PERIOD_NS
 
     # ------------------------------------------------------------------ episodes
 
@@ -234,6 +273,7 @@ class SimLoop:
             expert=expert,
             baseline=baseline,
             next_instruction_ns=self.now_ns + _INSTRUCTION_PERIOD_NS,
+            settling=self.cfg.reset_ticks,
         )
         self._next += 1
         if self.executor is None:
@@ -308,13 +348,18 @@ class SimLoop:
         rows = ep.baseline.chunk(state, step, self.cfg.baseline_horizon).astype(np.float32)
         self._apply(ep, m.trajectory_msg(list(np.arange(len(rows)) * self._dt), rows, t), t)
 
-    def _drain_inbox(self, ep: _Episode, t: int) -> None:
+    def _drain_inbox(self, ep: _Episode, t: int, drop: bool = False) -> None:
         """Every trajectory whose delay is over (received since the last tick when there is
-        none), then what the full inbox lost."""
+        none), then what the full inbox lost. `drop`: a reset tick's, each counted as
+        previous_episode, the ones still in transit too."""
         while self._inbox:
             self._transit.append((self.ticks + self.cfg.command_delay_steps, self._inbox.popleft()))
-        while self._transit and self._transit[0][0] <= self.ticks:
-            self._apply(ep, self._transit.popleft()[1], t)
+        while self._transit and (drop or self._transit[0][0] <= self.ticks):
+            msg = self._transit.popleft()[1]
+            if drop:
+                ep.rejected["previous_episode"] += 1
+            else:
+                self._apply(ep, msg, t)
         overflowed = self._overflowed
         if overflowed > self._overflow_counted:
             ep.rejected["inbox_full"] += overflowed - self._overflow_counted

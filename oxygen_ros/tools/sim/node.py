@@ -16,7 +16,10 @@ drives through the same executor path; so does a baseline (hold, random, blind: 
 `baseline_horizon` rows every `baseline_execute_steps` ticks, `loop`). `wait_for_peers_s`
 > 0 holds the first episode until a node subscribes to the instruction topic and
 publishes trajectories (the oxygen node does both once active), so no instruction is
-lost. After the last episode the node
+lost. With `policy_enable_service` (oxygen-sim-eval sets the node's ~/enable) each reset
+is bracketed by that switch, off before the world resets and on `reset_settle_s` later
+(`loop`, step 1), so no chunk computed for one episode runs in the next, and the node
+starts each episode afresh. After the last episode the node
 logs the run's figures (success per family, seams, rejections, points over the arm's
 limits, renders per second) and, with `exit_when_done`, exits.
 """
@@ -63,6 +66,19 @@ PARAMETERS: tuple[ParamDoc, ...] = (
         "link and actuation latency; 0: at the next tick).",
     ),
     ParamDoc("trajectory_topic", TRAJECTORY_TOPIC, "JointTrajectory input (external policy)."),
+    ParamDoc(
+        "policy_enable_service",
+        "",
+        "External policy: its std_srvs/SetBool switch (the oxygen node's ~/enable, e.g. "
+        "/oxygen/enable), turned off before each reset and on after reset_settle_s; empty: "
+        "no switch, trajectories in flight at a reset may run in the next episode.",
+    ),
+    ParamDoc(
+        "reset_settle_s",
+        0.5,
+        "With policy_enable_service: sim seconds the new world's sensors go out, the world "
+        "still, before the policy is switched on.",
+    ),
     *HOST_PARAMETERS,
     *topic_parameters(SIM_TOPICS),
 )
@@ -74,6 +90,11 @@ class SimNode(SimHost):
     def __init__(self, **kwargs) -> None:
         super().__init__(NODE_NAME, PARAMETERS, SIM_TOPICS, **kwargs)
         p = self.p
+        switched = p["policy"] == "external" and bool(p["policy_enable_service"])
+        if p["reset_settle_s"] < 0:
+            raise ValueError(f"reset_settle_s must be >= 0, got {p['reset_settle_s']}")
+        # at least one tick: the switch stays off while the world resets
+        reset_ticks = max(1, round(p["reset_settle_s"] * p["control_rate_hz"]))
         self.cfg = SimConfig(
             episodes=episode_order(tuple(p["families"]), p["seed"], p["episodes"]),
             policy=p["policy"],
@@ -83,8 +104,10 @@ class SimNode(SimHost):
             command_delay_steps=p["command_delay_steps"],
             baseline_execute_steps=p["baseline_execute_steps"],
             baseline_horizon=p["baseline_horizon"],
+            reset_ticks=reset_ticks if switched else 0,
         )
-        self.loop = SimLoop(self.cfg, self, self.warn)
+        switch = self.switched_by(p["policy_enable_service"]) if switched else None
+        self.loop = SimLoop(self.cfg, self, self.warn, switch)
         if self.cfg.policy == "external":
             self.listen(JointTrajectory, p["trajectory_topic"], self.loop.receive)
 
