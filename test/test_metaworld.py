@@ -36,6 +36,13 @@ from sensor_msgs.msg import Image, JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 
 from oxygen_core.config import model_preset  # noqa: E402
+from oxygen_core.metaworld.baselines import (  # noqa: E402
+    RANDOM_HOLD_STEPS,
+    BlindExpert,
+    RandomActor,
+    average_scene,
+    blind_observation,
+)
 from oxygen_core.metaworld.env import (  # noqa: E402
     ACTION_NAMES,
     SAWYER_JOINTS,
@@ -289,6 +296,52 @@ def test_the_hold_baseline_is_the_hold_action_sent_as_chunks():
     # The hand stays within 1 cm: it only settles onto its mocap weld after the reset.
     np.testing.assert_allclose(states[-1], states[0], atol=0.01)
     assert "expert_chunk" not in port.sent  # nothing of the expert's runs
+
+
+def test_the_blind_expert_reads_the_hand_but_the_average_scene_not_this_one(env):
+    """Hand fields come from the episode, object and goal fields from the mean of MT1's
+    sampled tasks at the reference seed, whichever seed the episode has."""
+    obs = env.reset(400000, render=False)
+    scene = average_scene(TASK)
+    blind = blind_observation(obs, scene).raw
+    np.testing.assert_array_equal(blind[:4], obs.raw[:4])  # hand and fingers, now
+    np.testing.assert_array_equal(blind[18:22], obs.raw[18:22])  # and a step before
+    np.testing.assert_array_equal(blind[4:18], scene[4:18])
+    np.testing.assert_array_equal(blind[36:], scene[36:])
+    assert not np.allclose(obs.raw[4:7], scene[4:7], atol=1e-3)  # this drawer stands elsewhere
+    other = env.reset(400001, render=False)
+    np.testing.assert_array_equal(
+        blind_observation(other, scene).raw[4:], np.r_[scene[4:18], other.raw[18:22], scene[22:]]
+    )
+    action = BlindExpert(TASK)(obs)
+    expert = np.clip(Expert(TASK).act(blind_observation(obs, scene)), -1.0, 1.0)
+    np.testing.assert_array_equal(action, expert)
+
+
+def test_the_random_baseline_is_seeded_and_holds_each_draw_for_a_second(env):
+    obs = env.reset(0, render=False)
+    first, again = RandomActor(TASK, 7), RandomActor(TASK, 7)
+    actions = []
+    for _ in range(2 * RANDOM_HOLD_STEPS + 1):
+        action = first(obs)
+        np.testing.assert_array_equal(action, again(obs))
+        actions.append(action.copy())
+        obs = env.step(action, render=False)
+    assert np.all(np.abs(actions) <= 1.0)
+    assert all((a == actions[0]).all() for a in actions[:RANDOM_HOLD_STEPS])
+    assert not (actions[RANDOM_HOLD_STEPS] == actions[0]).any()
+    assert not (actions[2 * RANDOM_HOLD_STEPS] == actions[RANDOM_HOLD_STEPS]).any()
+    assert not (RandomActor(TASK, 8)(env.reset(0, render=False)) == actions[0]).any()
+
+
+@pytest.mark.parametrize("policy", ["random", "blind"])
+def test_a_baseline_through_the_loops_chunks_is_its_direct_rollout(policy):
+    actor = RandomActor("reach-v3", 0) if policy == "random" else BlindExpert("reach-v3")
+    states, direct = _rollout("reach-v3", 0, lambda e, o: actor(o))
+    port, outcome = _loop_episode(policy)
+    assert (outcome["success"], outcome["steps"]) == (direct.success, direct.steps)
+    assert outcome["held_steps"] == outcome["actions_malformed"] == 0
+    np.testing.assert_array_equal([np.array(m.position) for m in port.sent["state"]], states)
 
 
 # ------------------------------------------------------------------ the params file

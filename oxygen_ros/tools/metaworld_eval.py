@@ -1,6 +1,7 @@
 """`oxygen-metaworld-eval`: closed-loop evaluation of the oxygen node on Meta-World's MT10.
 
-    oxygen-metaworld-eval [--params config/metaworld.yaml] [--policy model|expert|hold]
+    oxygen-metaworld-eval [--params config/metaworld.yaml]
+                          [--policy model|expert|hold|random|blind]
                           [--tasks drawer-open-v3,push-v3] [--episodes 2]
                           [--first-seed 400000] [--rtf 0.5] [--camera-size 224]
                           [--set NAME=VALUE ...] [--delay-steps D] [--echo] [--out DIR]
@@ -10,8 +11,8 @@ the Meta-World sim node (`oxygen-metaworld-sim`) and the real oxygen node as two
 processes over topics, the node started with the params file (and `--set` overrides) on
 the sim's clock, the sim told the node's topics and holding its first episode until the
 node is active. With `--policy expert` no node runs: each task's scripted policy drives
-through the sim's own chunk path (the reference); with `--policy hold` the sim sends the
-hold action the same way (zero deltas, the gripper as it was: the image-free floor).
+through the sim's own chunk path (the reference); with `--policy hold|random|blind` the
+sim sends an image-free baseline's actions the same way (oxygen_core.metaworld.baselines).
 
 `--delay-steps D` runs in lockstep: each sim tick waits until the node has finished its
 latest frame due (metaworld_loop.lockstep_due), so the node's compute takes no sim time,

@@ -18,8 +18,9 @@ Each `tick` at sim time t (one control period of the env, 12.5 ms, apart):
    /metaworld/expert/action_chunk and taken the same way; with `noise` (DART, for training
    data: oxygen-metaworld-record) the chunk taken is that action plus the episode's noise
    bursts, clipped again, while the published one stays clean (the training target). With
-   `hold` (the image-free floor a policy is read against), each tick's chunk is one row
-   of the hold action (zero delta, the gripper effort as it was), taken the same way too;
+   a baseline (`hold`, `random`, `blind`: the image-free figures a policy is read
+   against, oxygen_core.metaworld.baselines), each tick's chunk is one row of its action
+   for this observation, taken the same way too.
    In lockstep (`LoopConfig.lockstep_ticks`, a latency sweep) the tick first waits
    until the policy node has finished its latest frame due, so that the node's compute
    takes no sim time and a chunk's delay is the d the node is set to (`lockstep_due`;
@@ -50,6 +51,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Header, String
 
+from oxygen_core.metaworld.baselines import BASELINES, Actor, baseline_actor
 from oxygen_core.metaworld.env import (
     ACTION_NAMES,
     SAWYER_JOINTS,
@@ -65,7 +67,7 @@ from oxygen_ros.convert import NS_PER_S, ns_to_stamp, stamp_to_ns
 from oxygen_ros.msg import ActionChunk, EngineStats
 from oxygen_ros.tools.sim_host import INSTRUCTION, SimTopic
 
-SIM_DRIVEN = ("expert", "hold")  # policies the sim runs itself (no node)
+SIM_DRIVEN = ("expert", *BASELINES)  # policies the sim runs itself (no node)
 POLICIES = ("external", *SIM_DRIVEN)
 CONTROL_PERIOD_NS = 12_500_000  # the env's step: MuJoCo's 2.5 ms x frame skip 5 (80 Hz)
 _PERIOD_TOLERANCE_NS = 1_000  # a chunk's control_period may differ by rounding only
@@ -221,6 +223,7 @@ class _Episode:
     obs: Observation
     narrator: Narrator
     expert: Expert | None
+    baseline: Actor | None  # a baseline the sim runs (BASELINES)
     noise: DartNoise
     start_ns: int
     start_wall_s: float  # when the reset began
@@ -299,8 +302,8 @@ class MetaWorldLoop:
         self._port.publish("clock", Clock(clock=ns_to_stamp(t)), t)
         if ep.expert is not None:
             self._expert_acts(ep, t)
-        elif self.cfg.policy == "hold":
-            self._apply(ep, chunk_msg(ep.env.hold()[None, :], t), t)
+        elif ep.baseline is not None:
+            self._apply(ep, chunk_msg(ep.baseline(ep.obs)[None, :], t), t)
         else:
             self._await_frame(ep, t)
             self._drain_inbox(ep, t)
@@ -329,6 +332,7 @@ class MetaWorldLoop:
             obs=obs,
             narrator=Narrator(task),
             expert=Expert(task) if self.cfg.policy == "expert" else None,
+            baseline=self._baseline(task, seed, env),
             noise=DartNoise(self.cfg.noise, noise_rng(task, seed), len(ACTION_NAMES)),
             start_ns=self.now_ns,
             start_wall_s=begin,
@@ -338,6 +342,11 @@ class MetaWorldLoop:
         self._next += 1
         self._runner.clear()
         self._port.publish("instruction", String(data=instruction(task)), self.now_ns)
+
+    def _baseline(self, task: str, seed: int, env: MetaWorldEnv) -> Actor | None:
+        if self.cfg.policy not in BASELINES:
+            return None
+        return baseline_actor(self.cfg.policy, task, seed, env)
 
     def _finish(self, ep: _Episode) -> None:
         outcome = episode_outcome(ep, len(self.cfg.episodes), self.cfg.policy)

@@ -13,8 +13,9 @@ tick that comes late runs at once; pacing restarts after each episode's reset; t
 achieved factor is logged at the end, with and without the resets). Episodes end
 at the benchmark's success flag or its step limit; each one's outcome is published as JSON
 on /metaworld/episode and logged. With `policy: expert` the task's scripted policy
-(metaworld.policies) drives through the same path, as one-row chunks; with `policy: hold`
-the hold action does (zero delta, the gripper as it was: what doing nothing scores).
+(metaworld.policies) drives through the same path, as one-row chunks; with `policy: hold`,
+`random` or `blind` an image-free baseline does (oxygen_core.metaworld.baselines: doing
+nothing, random motion, the scripted policy reading an average scene instead of this one).
 `wait_for_peers_s` > 0 holds the first episode until an outcome subscriber and (external
 policy) a node that reads the instruction and publishes chunks are there. With
 `lockstep_ticks` > 0 (the node's frame period in ticks) each tick waits until the node has
@@ -55,7 +56,8 @@ PARAMETERS: tuple[ParamDoc, ...] = (
         "policy",
         "external",
         "external: chunks from action_topic (the oxygen node); expert: the task's scripted "
-        "policy drives; hold: zero deltas, the gripper as it was (a floor).",
+        "policy drives; hold, random, blind: the image-free baselines "
+        "(oxygen_core.metaworld.baselines).",
         choices=POLICIES,
     ),
     ParamDoc("camera_size", 224, "Width and height of the corner2 images.", span=(16, 1024)),
