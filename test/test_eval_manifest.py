@@ -328,10 +328,6 @@ def test_metaworld_inputs_are_checked(bags: Path) -> None:
     assert _error(bags, manifest(mw=slow)) == (
         "configurations.mw: not Meta-World params: control_rate_hz must be the sim's 80, got 40"
     )
-    random = {"params": str(METAWORLD), "policy": "random"}
-    assert _error(bags, manifest(mw=random)) == (
-        "configurations.mw.policy: random does not run on Meta-World: one of model, expert, hold"
-    )
 
 
 # --------------------------------------------------------------------------- markers

@@ -43,8 +43,9 @@ oxygen-metaworld-eval run (its own ROS_DOMAIN_ID and folder; `rtf` and `camera_s
 its options). The seeds follow the same protocol (dev by default, test once per claim).
 Meta-World params (their state is the sim's ee_x, ee_y, ee_z, gripper:
 metaworld_eval.is_metaworld_params) meet the metaworld inputs and nothing else; other
-params never meet them. Their policies are `model`, `expert` (the task's scripted policy)
-and `hold` (zero deltas: the floor). Checking Meta-World configurations loads MuJoCo, so a
+params never meet them. Their policies are the tabletop's names: `model`, `expert` (the
+task's scripted policy) and the baselines `hold`, `random` and `blind`
+(oxygen_core.metaworld.baselines). Checking Meta-World configurations loads MuJoCo, so a
 manifest without metaworld inputs never does.
 """
 
@@ -240,12 +241,6 @@ def _metaworld_configurations(
         key = f"configurations.{config.name}"
         node, names = settings[config.name]
         config = dataclasses.replace(config, metaworld=metaworld_eval.is_metaworld_params(node))
-        if config.metaworld and config.policy not in metaworld_eval.POLICIES:
-            raise where.error(
-                f"{key}.policy",
-                f"{config.policy} does not run on Meta-World: one of "
-                f"{', '.join(metaworld_eval.POLICIES)}",
-            )
         if config.metaworld or not any(meets(i, config) for i in inputs):
             try:
                 metaworld_eval.check_params(node, names)
