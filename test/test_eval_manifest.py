@@ -371,5 +371,8 @@ def test_the_bundled_example_manifests() -> None:
 def test_the_bundled_metaworld_manifest() -> None:
     tasks = load_manifest(ROOT / "config" / "eval" / "metaworld.yaml").tasks()
     runs = [f"{task}-seeds400000-400049" for task in MT10_TASKS]  # 50 dev seeds per task
-    assert [t.id for t in tasks] == [f"{r}/{c}" for c in ("model", "expert", "hold") for r in runs]
-    assert {t.config.params for t in tasks} == {METAWORLD}
+    configs = ("model", "expert", "hold", "random", "blind")
+    assert [t.id for t in tasks] == [f"{r}/{c}" for c in configs for r in runs]
+    params = {t.config.name: t.config.params for t in tasks}
+    assert params.pop("model") == ROOT / "config" / "metaworld_mt10.yaml"
+    assert set(params.values()) == {METAWORLD}

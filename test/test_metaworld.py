@@ -348,10 +348,17 @@ def test_a_baseline_through_the_loops_chunks_is_its_direct_rollout(policy):
 
 
 @pytest.mark.ros
-def test_the_params_file_loads_and_matches_the_sims_topics_and_rate():
-    """config/metaworld.yaml read by the node's own code fits the tiny model and the sim."""
-    settings, topics = load_settings(ROOT / "config" / "metaworld.yaml")
+@pytest.mark.parametrize(
+    ("params", "preset"), [("metaworld.yaml", "tiny"), ("metaworld_mt10.yaml", "demo")]
+)
+def test_the_params_file_loads_and_matches_the_sims_topics_and_rate(params, preset):
+    """The params files read by the node's own code fit their model and the sim: the tiny
+    model's (random weights) and the trained policy's, whose checkpoint is in the tree."""
+    settings, topics = load_settings(ROOT / "config" / params)
     cfg, robot = settings.node, settings.robot
+    assert cfg.preset == preset
+    if preset == "demo":
+        assert (ROOT / cfg.checkpoint_dir / "assets" / "metaworld").is_dir()
     assert (robot.name, robot.action_dim, robot.state_dim) == ("metaworld", 4, 4)
     assert robot.cameras == ("base_0_rgb",)
     layout = fit_to_model(cfg, model_preset(cfg.preset), robot)
