@@ -193,3 +193,8 @@ class Expert:
     def act(self, obs: Observation) -> np.ndarray:
         """The scripted action for `obs`, float32 as the policy gives it (not clipped)."""
         return np.asarray(self._policy.get_action(obs.raw), dtype=np.float32)
+
+    def target(self, obs: Observation) -> np.ndarray:
+        """The scripted action clipped to [-1, 1]: what a chunk carries. The env clips it
+        anyway, but the gains reach 11 on purpose and would otherwise set norm stats."""
+        return np.clip(self.act(obs), -1.0, 1.0)

@@ -324,6 +324,7 @@ class MetaWorldLoop:
         begin = time.monotonic()
         env = self.env(task)
         obs = env.reset(seed, render=False)
+        policy = self.cfg.policy
         self.episode = _Episode(
             index=self._next,
             task=task,
@@ -331,8 +332,8 @@ class MetaWorldLoop:
             env=env,
             obs=obs,
             narrator=Narrator(task),
-            expert=Expert(task) if self.cfg.policy == "expert" else None,
-            baseline=self._baseline(task, seed, env),
+            expert=Expert(task) if policy == "expert" else None,
+            baseline=baseline_actor(policy, task, seed, env) if policy in BASELINES else None,
             noise=DartNoise(self.cfg.noise, noise_rng(task, seed), len(ACTION_NAMES)),
             start_ns=self.now_ns,
             start_wall_s=begin,
@@ -342,11 +343,6 @@ class MetaWorldLoop:
         self._next += 1
         self._runner.clear()
         self._port.publish("instruction", String(data=instruction(task)), self.now_ns)
-
-    def _baseline(self, task: str, seed: int, env: MetaWorldEnv) -> Actor | None:
-        if self.cfg.policy not in BASELINES:
-            return None
-        return baseline_actor(self.cfg.policy, task, seed, env)
 
     def _finish(self, ep: _Episode) -> None:
         outcome = episode_outcome(ep, len(self.cfg.episodes), self.cfg.policy)
@@ -383,7 +379,7 @@ class MetaWorldLoop:
     def _expert_acts(self, ep: _Episode, t: int) -> None:
         """The clean action goes out (a target in the action space, not the scripted
         gains); the env runs it plus this tick's noise offset (zero without noise)."""
-        action = np.clip(ep.expert.act(ep.obs), -1.0, 1.0)
+        action = ep.expert.target(ep.obs)
         self._port.publish("expert_chunk", chunk_msg(action[None, :], t), t)
         executed = np.clip(action + ep.noise.offset(), -1.0, 1.0)
         self._apply(ep, chunk_msg(executed[None, :], t), t)
