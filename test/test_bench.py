@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from oxygen_core.bench import cli, phases, runner
+from oxygen_core.bench import cli, phases, profile, runner
 from oxygen_core.bench.floors import Floors, Machine, ModelCosts
 from oxygen_core.bench.metrics import (
     Comparison,
@@ -282,3 +282,44 @@ def test_paper_gpu_run_is_the_paper_settings_and_runs_end_to_end_on_the_cpu(tmp_
     tables = (out / "tables.md").read_text()
     assert tables == capsys.readouterr().out
     assert tables.count("| uniform:1 | oxygen k=") == 9  # rows, language, comparisons
+
+
+def test_profile_names_a_decode_steps_operations_by_their_source():
+    model = phases.PhaseModel.build("tiny")
+    result = profile.profile(model, "decode", calls=3, bucket=2, k=2)
+    by_source = {o.source: o for o in result.ops}
+    # The decode step's dots, named by the einsums in gemma.py that they came from: the
+    # MLP's gate/up, the key-major attention logits of a one-token query.
+    assert "BTD,DCF->BTCF" in by_source and "XSH,XQH->XSQ" in by_source
+    gate = by_source["BTD,DCF->BTCF"]
+    layers = model.cfg.vlm.depth
+    assert gate.shape.endswith(f"[2,{2 * model.cfg.vlm.mlp_dim}]")  # 2 rows, gate and up
+    assert gate.count_per_call == 2 * layers  # once per layer and step, k = 2 steps
+    assert result.wall_ms > 0 and result.op_ms > 0
+    assert [o.ms_per_call for o in result.ops] == sorted(
+        (o.ms_per_call for o in result.ops), reverse=True
+    )
+    text = profile.table(result, per=2, rows=len(result.ops))
+    assert "ms per step" in text and "| BTD,DCF->BTCF | f32[2," in text
+
+
+def test_profile_sources_parse_xla_instruction_lines():
+    hlo = """\
+%fused_computation.7 (param_0: f32[80,868], param_1: f32[868,64]) -> f32[80,64] {
+  %param_0 = f32[80,868]{1,0} parameter(0)
+  ROOT %dot.2 = f32[80,64]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}
+}
+
+ENTRY %main.9 (p: f32[8]) -> f32[8] {
+  %ynn_fusion.3 = f32[32,4096]{1,0} fusion(%a, %b), kind=kCustom, calls=%f, \
+metadata={op_name="jit(decode)/while/body/BTD,DCF->BTCF/dot_general" stack_frame_id=1}
+  %ynn_fusion.7 = f32[80,64]{1,0} fusion(%c, %d), kind=kCustom, calls=%fused_computation.7
+  %reduce.2 = f32[8]{0} reduce(%c, %d), metadata={op_name="jit(f)/reduce_max"}
+  ROOT %tuple.1 = (f32[2], s32[]) tuple(%x, %y), metadata={op_name="jit(decode)/x"}
+}
+"""
+    named = profile.sources(hlo)
+    assert named["ynn_fusion.3"] == ("BTD,DCF->BTCF", "f32[32,4096]")  # its own source op
+    assert named["ynn_fusion.7"] == ("dot", "f32[80,64]")  # its computation's root
+    assert named["reduce.2"] == ("reduce_max", "f32[8]")
+    assert "tuple.1" not in named  # a tuple has no one shape to report

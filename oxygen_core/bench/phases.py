@@ -11,6 +11,7 @@ listed in --floors-only (default pi05, far too slow for a CPU) get their floors 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import time
@@ -20,13 +21,14 @@ import jax
 import numpy as np
 
 from oxygen_core.bench.floors import Floors, MachineMeter, ModelCosts
-from oxygen_core.config import model_preset
+from oxygen_core.config import ModelConfig, model_preset
 from oxygen_core.engine import kv_pool
 from oxygen_core.model import pi05
 from oxygen_core.policy import load_policy
 
 DECODE_K = 4
 BUCKETS = (1, 32)
+PHASES = ("prefill", "denoise", "decode", "admit")
 PROMPT = "Narrate:"  # the benchmark's stream prompt (`runner.py`)
 
 
@@ -40,43 +42,82 @@ def median_s(fn: Callable[[], object], runs: int) -> float:
     return statistics.median(times)
 
 
+@dataclasses.dataclass
+class PhaseModel:
+    """One preset's model (random weights) with a frame's prefix cache, a busy 32-row pool
+    and a greedy request: each phase's jitted program and its arguments, so the timings
+    here and the op profile (`bench/profile.py`) run the very same calls."""
+
+    params: dict
+    cfg: ModelConfig
+    inputs: pi05.PrefixInputs
+    cache: pi05.PrefixCache
+    noise: jax.Array
+    pool: kv_pool.PoolState
+    request: kv_pool.RowRequest
+
+    @classmethod
+    def build(cls, preset: str) -> PhaseModel:
+        policy = load_policy(preset, "demo")
+        cfg, params = policy.config, policy.params
+        size = cfg.vision.image_size
+        rng = np.random.default_rng(0)
+        inputs = pi05.PrefixInputs(
+            images=rng.uniform(-1, 1, (1, cfg.num_images, size, size, 3)).astype(np.float32),
+            image_mask=np.ones((1, cfg.num_images), bool),
+            tokens=rng.integers(3, policy.tokenizer.vocab_size, (1, cfg.max_token_len), np.int32),
+            token_mask=np.ones((1, cfg.max_token_len), bool),
+        )
+        capacity = cfg.prefix_len + 40
+        return cls(
+            params=params,
+            cfg=cfg,
+            inputs=inputs,
+            cache=pi05.prefill(params, cfg, inputs),
+            noise=policy.noise(0),
+            pool=kv_pool.busy(kv_pool.init_pool(cfg, max(BUCKETS), capacity)),
+            request=admission_request(policy.tokenizer.encode(PROMPT)),
+        )
+
+    def program(
+        self, phase: str, bucket: int = 1, k: int = DECODE_K, steps: int = 1
+    ) -> tuple[Callable, tuple]:
+        """The jitted function of `phase` (one of PHASES) and its arguments."""
+        p, c = self.params, self.cfg
+        programs = {
+            "prefill": (pi05.prefill, (p, c, self.inputs)),
+            "denoise": (pi05.denoise, (p, c, self.cache, self.noise, steps)),
+            "decode": (kv_pool.decode, (p, c, self.pool, np.int32(k), bucket, DECODE_K)),
+            "admit": (kv_pool.admit_row, (p, c, self.pool, np.int32(0), self.cache, self.request)),
+        }
+        if phase not in programs:
+            raise ValueError(f"unknown phase {phase!r}; choose one of {', '.join(PHASES)}")
+        return programs[phase]
+
+    def run(self, phase: str, **shape: int) -> object:
+        """One call of `phase`; the pool it updates in place becomes the model's pool."""
+        fn, args = self.program(phase, **shape)
+        out = fn(*args)
+        if phase == "decode":
+            self.pool, out = out
+        elif phase == "admit":
+            self.pool = out
+        return out
+
+
 def measure(preset: str, runs: int) -> dict[str, float]:
     """Seconds of each phase of `preset` (random weights, every camera, full prompt)."""
-    policy = load_policy(preset, "demo")
-    cfg, params = policy.config, policy.params
-    size = cfg.vision.image_size
-    rng = np.random.default_rng(0)
-    inputs = pi05.PrefixInputs(
-        images=rng.uniform(-1, 1, (1, cfg.num_images, size, size, 3)).astype(np.float32),
-        image_mask=np.ones((1, cfg.num_images), bool),
-        tokens=rng.integers(3, policy.tokenizer.vocab_size, (1, cfg.max_token_len), np.int32),
-        token_mask=np.ones((1, cfg.max_token_len), bool),
-    )
-    cache = pi05.prefill(params, cfg, inputs)
-    noise = policy.noise(0)
+    model = PhaseModel.build(preset)
     out = {
-        "prefill_s": median_s(lambda: pi05.prefill(params, cfg, inputs), runs),
-        "denoise_step_s": median_s(lambda: pi05.denoise(params, cfg, cache, noise, 1), runs),
+        "prefill_s": median_s(lambda: model.run("prefill"), runs),
+        "denoise_step_s": median_s(lambda: model.run("denoise"), runs),
     }
-    capacity = cfg.prefix_len + 40
-    pool = [kv_pool.busy(kv_pool.init_pool(cfg, max(BUCKETS), capacity))]
-
-    def decode(bucket: int, k: int) -> jax.Array:
-        pool[0], packed = kv_pool.decode(params, cfg, pool[0], np.int32(k), bucket, DECODE_K)
-        return packed
-
     for bucket in BUCKETS:
-        call = median_s(lambda b=bucket: decode(b, 0), runs)
-        full = median_s(lambda b=bucket: decode(b, DECODE_K), runs)
+        call = median_s(lambda b=bucket: model.run("decode", bucket=b, k=0), runs)
+        full = median_s(lambda b=bucket: model.run("decode", bucket=b, k=DECODE_K), runs)
         out[f"decode_step_b{bucket}_s"] = max(full - call, 0.0) / DECODE_K
         out[f"decode_call_b{bucket}_s"] = call
-    req = admission_request(policy.tokenizer.encode(PROMPT))
-
-    def admit() -> kv_pool.PoolState:
-        pool[0] = kv_pool.admit(params, cfg, pool[0], 0, cache, req)
-        return pool[0]
-
-    out["admit_s"] = median_s(admit, runs)
+    out["admit_s"] = median_s(lambda: model.run("admit"), runs)
     return out
 
 
