@@ -108,9 +108,13 @@ def streams(
 
 
 def engine_config(**changes) -> EngineConfig:
-    """A 4-row oxygen config with one decode bucket; `changes` override any field."""
-    # No budget margin: the auto-k tests choose time_left_s for exact arithmetic.
+    """A 4-row oxygen config with one decode bucket, every request admitted apart;
+    `changes` override any field."""
+    # No budget margin: the auto-k tests choose time_left_s for exact arithmetic. Every
+    # new request admitted apart: the schedule tests count its 1 + k tokens in the first
+    # frame; the tests of admit_in_step (on by default) set it.
     base = EngineConfig(
+        admit_in_step=False,
         max_active_requests=ROWS,
         batch_buckets=(ROWS,),
         streams=streams(),

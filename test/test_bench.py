@@ -72,7 +72,7 @@ def test_every_sweep_parses():
 
 def test_buckets_are_powers_of_two_covering_the_pool():
     assert BenchConfig(modes=("oxygen",), ks=(1,), max_active=32).buckets() == (1, 2, 4, 8, 16, 32)
-    assert BenchConfig(modes=("oxygen",), ks=(1,), max_active=5).buckets() == (1, 2, 4, 8)
+    assert BenchConfig(modes=("oxygen",), ks=(1,), max_active=5).buckets() == (1, 2, 4, 5)
 
 
 def test_decode_floor_counts_the_vlm_weights_lm_head_and_kv_rows():
@@ -160,9 +160,10 @@ N, FRAMES = 3, 3
 
 def test_smoke_run_writes_json_tables_and_plots(tmp_path, capsys):
     out, plots = tmp_path / "bench.json", tmp_path / "plots"
-    argv = ["--preset", "tiny", "--modes", "isolated,shared,oxygen,oxygen-auto", "--k", "2"]
+    modes = "isolated,shared,oxygen,oxygen-apart,oxygen-auto"
+    argv = ["--preset", "tiny", "--modes", modes, "--k", "2"]
     argv += ["--N", str(N), "--S", "2", "--frames", str(FRAMES), "--budget", "5"]
-    argv += ["--max-active", "2", "--json", str(out), "--plot", str(plots)]
+    argv += ["--max-active", "3", "--json", str(out), "--plot", str(plots)]
     assert cli.main(argv) == 0
 
     doc = json.loads(out.read_text())
@@ -170,13 +171,13 @@ def test_smoke_run_writes_json_tables_and_plots(tmp_path, capsys):
                         "comparisons", "peak_memory_bytes"}  # fmt: skip
     assert doc["peak_memory_bytes"] >= max(r["memory_bytes"] for r in doc["rows"]) > 0
     assert doc["groups"] == {"main": ["uniform:1"]}
-    assert set(doc["decode_probe"]) == {"1", "2"}
+    assert set(doc["decode_probe"]) == {"1", "2", "3"}
     for probe in doc["decode_probe"].values():
         assert set(probe) == {"step_s", "call_overhead_s", "floor_s"}
         assert probe["step_s"] >= 0 and probe["call_overhead_s"] > 0 and probe["floor_s"] > 0
     assert doc["machine"]["matmul_gflops"] > 0 and doc["machine"]["matvec_gbps"] > 0
     rows = {r["label"]: r for r in doc["rows"]}
-    assert list(rows) == ["isolated", "shared", "oxygen k=2", "oxygen-auto"]
+    assert list(rows) == ["isolated", "shared", "oxygen k=2", "oxygen-apart k=2", "oxygen-auto"]
     horizon = model_preset("tiny").action_horizon
     for r in rows.values():
         assert set(r) == {f.name for f in dataclasses.fields(RowResult)}
@@ -196,18 +197,24 @@ def test_smoke_run_writes_json_tables_and_plots(tmp_path, capsys):
         assert (first["s_p50"], first["s_p99"]) == pytest.approx(
             (r["frame_p50_s"], r["frame_p99_s"])
         )
-    # N=3: k=2 (1 token at admission + 2) and the baselines finish in the frame that asks;
-    # auto decodes k_min = 1 while the pool keeps up, so its last token comes a frame later.
+    # N=3. The baselines finish in the frame that asks. A request admitted apart gets its
+    # first token from its admission and k = 2 more in that frame; one riding in the first
+    # step (the default) gets k = 2 there and its last in the next frame, so every frame
+    # decodes it next to the new one. Auto decodes k_min = 1 while the pool keeps up: one
+    # token a frame, the first from the step it rides in.
     completion = {label: r["completion"]["frames_p99"] for label, r in rows.items()}
-    assert completion == {"isolated": 1, "shared": 1, "oxygen k=2": 1, "oxygen-auto": 2}
+    assert completion == {
+        "isolated": 1, "shared": 1, "oxygen k=2": 2, "oxygen-apart k=2": 1, "oxygen-auto": 3
+    }  # fmt: skip
     assert rows["isolated"]["completion"] == rows["isolated"]["first_token"]
-    # N=3 with k=2: the first token comes with admission, two more in the same frame.
-    assert rows["oxygen k=2"]["avg_k"] == 2 and rows["oxygen k=2"]["avg_batch"] == 1
+    assert rows["oxygen k=2"]["avg_k"] == 2 and rows["oxygen k=2"]["avg_batch"] == 2
+    assert rows["oxygen-apart k=2"]["avg_k"] == 2 and rows["oxygen-apart k=2"]["avg_batch"] == 1
     assert rows["oxygen-auto"]["avg_k"] == 1  # the pool keeps up: auto decodes k_min
-    assert [c["label"] for c in doc["comparisons"]] == ["oxygen k=2", "oxygen-auto"]
+    labels = ["oxygen k=2", "oxygen-apart k=2", "oxygen-auto"]
+    assert [c["label"] for c in doc["comparisons"]] == labels
     assert all(set(c) == {f.name for f in dataclasses.fields(Comparison)}
                for c in doc["comparisons"])  # fmt: skip
-    assert [c["completion_ratio"]["frames_p50"] for c in doc["comparisons"]] == [1, 2]
+    assert [c["completion_ratio"]["frames_p50"] for c in doc["comparisons"]] == [2, 1, 3]
 
     stdout = capsys.readouterr().out
     assert "| uniform:1 | oxygen k=2 |" in stdout and "OxyGen over isolated" in stdout
@@ -266,7 +273,7 @@ def test_paper_gpu_run_is_the_paper_settings_and_runs_end_to_end_on_the_cpu(tmp_
     assert "no GPU backend: JAX runs on cpu" in capsys.readouterr().err
 
     out = tmp_path / "bench-gpu"
-    small = ["--N", "3", "--S", "2", "--frames", "2", "--max-active", "2"]  # test_smoke's shapes
+    small = ["--N", "3", "--S", "2", "--frames", "2", "--max-active", "3"]  # test_smoke's shapes
     tiny = ["--paper-gpu", "--out", str(out), "--preset", "tiny", "--dtype", "float32"]
     assert cli.main([*tiny, "--backend", "cpu", *small]) == 0
     assert sorted(p.name for p in out.iterdir()) == [
@@ -276,9 +283,9 @@ def test_paper_gpu_run_is_the_paper_settings_and_runs_end_to_end_on_the_cpu(tmp_
     assert doc["preset"] == "tiny" and doc["config"]["ks"] == [1, 5, 10]
     rows = [r["label"] for r in doc["rows"]]
     assert rows == ["isolated", "shared", "oxygen k=1", "oxygen k=5", "oxygen k=10"]
-    # N=3 at k=1: two tokens in the frame that asks, the last in the next one.
+    # N=3 at k=1: one token a frame, the first from the step the request rides in.
     k1 = doc["rows"][2]
-    assert k1["completion"]["frames_p50"] == 2 and k1["requests_completed"] == 2
+    assert k1["completion"]["frames_p50"] == 3 and k1["requests_completed"] == 2
     tables = (out / "tables.md").read_text()
     assert tables == capsys.readouterr().out
     assert tables.count("| uniform:1 | oxygen k=") == 9  # rows, language, comparisons

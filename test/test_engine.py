@@ -105,6 +105,40 @@ def test_oxygen_shared_and_isolated_agree(policy, observations, k, n, steps):
         assert (memory.stream, len(memory.token_ids), memory.events) == ("memory", MAX_NEW, 11)
 
 
+@pytest.mark.parametrize(
+    ("k", "n"),
+    [
+        pytest.param(1, 3, id="k1-N3"),
+        pytest.param(2, 5, id="k2-N5"),
+        pytest.param(3, 2, id="k3-N2-k-above-N"),
+        pytest.param(2, 1, id="k2-N1"),
+    ],
+)
+def test_requests_started_in_the_first_step_agree_with_isolated(policy, observations, k, n):
+    """admit_in_step: each frame's first new request rides in the decode call's first
+    step (k tokens in its first frame), any other is admitted apart (1 + k): the same
+    tokens as the baselines either way."""
+    rows = ROWS + 2  # requests live a frame longer at k = 1
+    traces = run_all(
+        policy,
+        observations,
+        steps_per_frame=k,
+        streams=streams(n),
+        admit_in_step=True,
+        max_active_requests=rows,
+        batch_buckets=(rows,),
+    )
+    assert_same(traces["oxygen"], traces["isolated"])
+    requests = traces["oxygen"].requests
+    frames = {r.origin_frame for r in requests.values()}
+    riders = {min(i for i, r in requests.items() if r.origin_frame == f) for f in frames}
+    assert len(riders) == FRAMES and len(requests) == FRAMES + 2  # two admitted apart
+    for rid, req in requests.items():
+        n_tokens = len(req.token_ids)
+        expected = math.ceil(n_tokens / k) if rid in riders else lifetime(n_tokens, k)
+        assert req.events == expected, f"request {rid}"
+
+
 def test_an_engine_without_streams_acts_the_same_in_every_mode(policy, observations):
     """Actions only (no language stream configured): same chunks as with streams."""
     reference = run(policy, observations, "isolated")
@@ -375,7 +409,7 @@ def test_restart_runs_like_a_new_engine(policy, observations, mode):
 def test_buckets_larger_than_the_pool_are_clipped_to_it(policy, observations):
     """A robot config may keep power-of-two buckets over a pool of any size."""
     engine = make_engine(
-        policy, engine_config(steps_per_frame=1, max_active_requests=3, batch_buckets=(1, 2, 4))
+        policy, engine_config(steps_per_frame=1, max_active_requests=3, batch_buckets=(1, 2, 3))
     )
     assert engine.scheduler.buckets == (1, 2, 3)
     engine.warmup(observations[0])
@@ -440,13 +474,22 @@ def test_request_validates_stream_and_budget(policy):
         engine.request("chat")
 
 
+def test_a_bucket_larger_than_the_pool_is_refused(policy):
+    """A decode over more rows than the pool has cannot run: refused when built."""
+    with pytest.raises(ValueError, match=r"batch bucket 8 is larger than the KV pool \(6 rows\)"):
+        make_engine(policy, engine_config(max_active_requests=6, batch_buckets=(1, 2, 4, 8)))
+
+
 # --------------------------------------------------------------------------- oxygen-verify
 
 
-def test_verify_cli_reports_a_perfect_match(capsys):
-    code = main(["--preset", "tiny", "--frames", "6", "--k", "2", "--N", "5"])
+@pytest.mark.parametrize("in_step", [True, False], ids=["admit-in-step", "admitted-apart"])
+def test_verify_cli_reports_a_perfect_match(capsys, in_step):
+    flags = [] if in_step else ["--admit-apart"]
+    code = main(["--preset", "tiny", "--frames", "6", "--k", "2", "--N", "5", *flags])
     report = json.loads(capsys.readouterr().out)
     assert code == 0
+    assert report["admit_in_step"] is in_step
     assert report["token_match"] == report["outcome_match"] == 1.0
     assert report["action_max_abs_diff"] <= 1e-4
     assert {k: report[k] for k in ("preset", "frames", "k", "N", "S", "requests")} == {

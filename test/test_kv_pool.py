@@ -69,6 +69,12 @@ class Bench:
         pool, packed = kv_pool.decode(params, self.cfg, pool, np.int32(k), ROWS, K_MAX)
         return pool, kv_pool.DecodeOutput.unpack(packed)
 
+    def decode_starting(self, pool, k, slot, frame, **request):
+        """A decode call in whose first step a new request starts in row `slot`."""
+        start = kv_pool.RowStart(np.int32(slot), self.request(**request), self.caches[frame])
+        pool, packed = kv_pool.decode(self.params, self.cfg, pool, np.int32(k), ROWS, K_MAX, start)
+        return pool, kv_pool.DecodeOutput.unpack(packed)
+
     def prefill(self, frame, params):
         return pi05.prefill(params, self.cfg, self.inputs[frame])
 
@@ -205,6 +211,38 @@ def test_rows_of_different_ages_decode_as_if_each_were_alone(bench):
     assert np.asarray(pool.ext_len).tolist()[:3] == [2 + 5, 2 + 5, 2 + 3]
     assert packed.done.tolist() == [True] * 4  # every row done or free
     assert np.asarray(pool.n_gen).tolist()[:3] == [6, 6, 4]
+
+
+def test_a_request_started_in_the_first_step_decodes_as_if_admitted_apart(bench):
+    """Rows of other frames and ages keep decoding while new ones start inside the step:
+    every row's tokens are the oracle's, each new row's first one arriving from the step
+    it rode in (reported as its admission token), then one per later step."""
+    pool = bench.admit(bench.pool(), 0, frame=0, prompt=REMEMBER, max_tokens=ORACLE_N)
+    got: dict[int, list[int]] = {row: [] for row in range(ROWS)}
+    for slot, frame, k in [(1, 1, 2), (2, 2, 1), (3, 3, 2)]:
+        pool, out = bench.decode_starting(pool, k, slot, frame, max_tokens=N)
+        assert out.first[slot] >= 0 and out.tokens[0, slot] == -1  # it sat out step 1
+        for row, tokens in emitted(out).items():
+            got[row] += tokens
+    assert len(got[0]) == 1 + 2 + 1 + 2  # admitted apart: its token, then k per call
+    assert [len(got[row]) for row in (1, 2, 3)] == [2 + 1 + 2, 1 + 2, 2]  # k from its call
+    for _ in range(3):
+        pool, out = bench.decode(pool, K_MAX)
+        for row, tokens in emitted(out).items():
+            got[row] += tokens
+    assert got[0] == bench.oracle(0, REMEMBER)
+    assert {row: got[row] for row in (1, 2, 3)} == {f: bench.oracle(f)[:N] for f in (1, 2, 3)}
+
+
+def test_a_start_with_no_step_leaves_the_other_rows_alone(bench):
+    """k = 0: the new request starts and reports its first token; no row decodes."""
+    pool = bench.admit(bench.pool(), 0, frame=0)
+    pool, out = bench.decode_starting(pool, 0, 1, frame=1)
+    assert out.first.tolist() == [bench.oracle(0)[0], bench.oracle(1)[0], -1, -1]
+    assert (out.tokens == -1).all()
+    assert np.asarray(pool.n_gen).tolist()[:2] == [1, 1]
+    pool, out = bench.decode(pool, 1)
+    assert [out.emitted(0), out.emitted(1)] == [bench.oracle(0)[1:2], bench.oracle(1)[1:2]]
 
 
 def test_decode_output_of_one_decode(bench):

@@ -82,7 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--modes",
         default="isolated,shared,oxygen,oxygen-auto",
-        help="isolated, shared, oxygen (a row per k), oxygen-auto (k per frame, needs --budget)",
+        help="isolated, shared, oxygen (a row per k), oxygen-apart (oxygen with admit_in_step "
+        "off: each new request admitted in a pass of its own; a row per k), oxygen-auto (k per "
+        "frame, needs --budget)",
     )
     p.add_argument("--k", type=_ints, default=(1, 5, 10), help="OxyGen tokens per frame")
     p.add_argument("--N", type=int, default=30, dest="n", help="tokens per request")

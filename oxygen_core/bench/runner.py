@@ -42,7 +42,8 @@ from oxygen_core.policy import Policy
 
 STREAM = "narration"
 BASELINES = ("isolated", "shared")
-MODES = ("isolated", "shared", "oxygen", "oxygen-auto")
+MODES = ("isolated", "shared", "oxygen", "oxygen-apart", "oxygen-auto")
+FIXED_K = ("oxygen", "oxygen-apart")  # a row per k
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,9 +71,10 @@ class BenchConfig:
         object.__setattr__(self, "ks", tuple(dict.fromkeys(self.ks)))  # one row per k
 
     def buckets(self) -> tuple[int, ...]:
-        """Powers of two up to the pool size: few compiled shapes, at most 2x padding."""
-        top = 1 << max(0, math.ceil(math.log2(self.max_active)))
-        return tuple(1 << i for i in range(top.bit_length()))
+        """Powers of two below the pool size, then the pool size: few compiled shapes, at
+        most 2x padding, none larger than the pool."""
+        below = (1 << i for i in range(self.max_active.bit_length()))
+        return (*(b for b in below if b < self.max_active), self.max_active)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +110,7 @@ class RowRecord:
 class Row:
     """One engine under test and its counts of warm-up and drain frames."""
 
-    mode: str  # isolated, shared, oxygen or oxygen-auto
+    mode: str  # one of MODES
     k: int | Literal["auto"] | None  # None for the baselines (they have no k)
     engine: Engine
     warmup: int
@@ -136,7 +138,8 @@ def _engine_config(cfg: BenchConfig, mode: str, k: int | str, max_tokens: int) -
         STREAM, "Narrate:", max_tokens=max_tokens, trigger="on_demand", stop_at_eos=False
     )
     return EngineConfig(
-        engine_mode="oxygen" if mode == "oxygen-auto" else mode,
+        engine_mode="oxygen" if mode.startswith("oxygen") else mode,
+        admit_in_step=mode != "oxygen-apart",
         steps_per_frame=k,
         denoise_steps=cfg.steps,
         max_active_requests=cfg.max_active,
@@ -156,7 +159,7 @@ def build_rows(policy: Policy, cfg: BenchConfig, max_tokens: int, obs: Observati
     for mode in cfg.modes:
         if mode in BASELINES:
             specs.append((mode, None))
-        elif mode == "oxygen":
+        elif mode in FIXED_K:
             specs += [(mode, k) for k in cfg.ks]
         else:
             specs.append((mode, "auto"))

@@ -7,7 +7,9 @@ differs:
 
 - `oxygen`: the frame's new requests are admitted into the KV pool seeded from the SAME
   prefix cache (cross-task sharing), then every live request, whatever frame it started
-  in, decodes k tokens in one batch (cross-frame continuous batching).
+  in, decodes k tokens in one batch (cross-frame continuous batching). With
+  `admit_in_step` the frame's first new request starts inside that batch's first step
+  instead, its stream prompt riding on the step's weight reads.
 - `shared` (ablation): new requests reuse the frame's prefix cache but each is decoded
   to completion inside the frame, one after another.
 - `isolated` (the paper's baseline): each new request runs its own prefill of the
@@ -274,6 +276,12 @@ class OxygenEngine(Engine):
     def __init__(self, policy: Policy, cfg: EngineConfig) -> None:
         super().__init__(policy, cfg)
         self.k_max = cfg.max_decode_tokens if cfg.steps_per_frame == "auto" else cfg.steps_per_frame
+        if max(cfg.batch_buckets) > cfg.max_active_requests:
+            raise ValueError(  # a decode over more rows than the pool has cannot run
+                f"batch bucket {max(cfg.batch_buckets)} is larger than the KV pool "
+                f"({cfg.max_active_requests} rows): the largest bucket must equal "
+                "max_active_requests"
+            )
         if not 1 <= cfg.min_decode_tokens <= self.k_max:
             raise ValueError(
                 f"need 1 <= min_decode_tokens ({cfg.min_decode_tokens}) <= k_max ({self.k_max})"
@@ -293,7 +301,10 @@ class OxygenEngine(Engine):
         admission = self.scheduler.admit(self.frame)
         k = self._choose_k(admission, time_left_s)
         events = [self.text.event(r, [], True, "evicted") for r in admission.evicted]
-        for req in admission.admitted:
+        # admit_in_step: the first new request starts inside the decode call's first
+        # step; with no step to ride on (k = 0) it is admitted apart, as are the rest.
+        riding = admission.admitted[:1] if k and self.cfg.admit_in_step else []
+        for req in admission.admitted[len(riding) :]:
             self.pool = kv_pool.admit(
                 self.policy.params,
                 self.model,
@@ -304,15 +315,31 @@ class OxygenEngine(Engine):
             )
         batch = len(self.scheduler.active)
         if admission.bucket:
+            start = self._row_start(riding[0], admission.bucket) if riding else None
             self.pool, packed = kv_pool.decode(
-                self.policy.params, self.model, self.pool, np.int32(k), admission.bucket, self.k_max
+                self.policy.params,
+                self.model,
+                self.pool,
+                np.int32(k),
+                admission.bucket,
+                self.k_max,
+                start,
             )
             events += self._events(kv_pool.DecodeOutput.unpack(packed))
         seconds = time.perf_counter() - t0
         if admission.bucket and k:
-            fixed_s = self.latency.fixed_s(admission.bucket, len(admission.admitted))
+            # A riding request's prompt is part of the first step: it counts in the step.
+            apart = len(admission.admitted) - len(riding)
+            fixed_s = self.latency.fixed_s(admission.bucket, apart)
             self.latency.observe_step(admission.bucket, (seconds - fixed_s) / k)
         return self._result(admission, k, events, seconds, batch)
+
+    def _row_start(self, req: Request, bucket: int) -> kv_pool.RowStart:
+        """`req` starting in a decode call over `bucket` rows (checked: XLA would clamp a
+        slot outside the bucket silently)."""
+        if not 0 <= req.slot < bucket:
+            raise ValueError(f"slot {req.slot} is outside the decode bucket of {bucket} rows")
+        return kv_pool.RowStart(np.int32(req.slot), self._row_request(req), self._cache)
 
     def reset(self) -> None:
         super().reset()
@@ -327,17 +354,22 @@ class OxygenEngine(Engine):
         if time_left_s is None:
             budget = self.cfg.frame_budget_s
             time_left_s = float("inf") if budget is None else budget - self._act_s
-        k_cap = min(self.k_max, self._tokens_needed())
+        k_cap = min(self.k_max, self._tokens_needed(admission))
         return self.step_budget.choose(admission, self.latency, k_cap, time_left_s)
 
-    def _tokens_needed(self) -> int:
+    def _tokens_needed(self, admission: Admission) -> int:
         """The most tokens any live row can still produce (no decode step past that)."""
-        # A request admitted this frame has no token list yet but gets its first token
-        # from the admission itself: count it as one.
-        return max(
-            r.max_tokens - len(self.text.tokens.get(r.id, [0]))
-            for r in self.scheduler.active.values()
-        )
+        # A request admitted this frame has no token list yet. Admitted apart, it has its
+        # first token from the admission; riding in the first step (admit_in_step, which
+        # then always has a step: k >= 1 whenever a row needs one), it gets every token
+        # from the steps.
+        riding = admission.admitted[0].id if self.cfg.admit_in_step and admission.admitted else None
+
+        def needed(r: Request) -> int:
+            got = self.text.tokens.get(r.id)
+            return r.max_tokens - (len(got) if got is not None else int(r.id != riding))
+
+        return max(needed(r) for r in self.scheduler.active.values())
 
     def _events(self, out: kv_pool.DecodeOutput) -> list[TokenEvent]:
         """Token events from the frame's one decode output; frees finished rows."""
@@ -371,16 +403,20 @@ class OxygenEngine(Engine):
             self.latency.admit_s = time.perf_counter() - t0
         self.pool = kv_pool.busy(self.pool)
         steps = min(2, self.k_max)
+        riding = self._row_start(req, 1)  # slot 0: inside every bucket
         for bucket in self.scheduler.buckets:
             for _ in range(2):
                 call_s = self._time_decode(bucket, 0)
                 step_s = (self._time_decode(bucket, steps) - call_s) / steps
             self.latency.calibrate(bucket, step_s, call_s)
+            if self.cfg.admit_in_step:  # compile the call a new request rides in
+                self._time_decode(bucket, 1, riding)
+                self.pool = kv_pool.busy(self.pool)
 
-    def _time_decode(self, bucket: int, k: int) -> float:
+    def _time_decode(self, bucket: int, k: int, start: kv_pool.RowStart | None = None) -> float:
         t0 = time.perf_counter()
         self.pool, packed = kv_pool.decode(
-            self.policy.params, self.model, self.pool, np.int32(k), bucket, self.k_max
+            self.policy.params, self.model, self.pool, np.int32(k), bucket, self.k_max, start
         )
         np.asarray(packed)
         return time.perf_counter() - t0

@@ -1,9 +1,9 @@
 """One language request decoded to completion in a single jitted loop (the baselines).
 
 The isolated and shared baselines of the paper finish each request inside its frame.
-They use the same kernels as the pool (`start_row`, `seed_row`, `pi05.extend`, `sample`) at batch
-1, in a `while_loop` that stops at EOS, so a baseline is as fast as the model allows and
-its greedy tokens are the ones the OxyGen pool must reproduce.
+They use the same kernels as the pool (`start_row`, `pi05.seed_row`, `pi05.extend`,
+`sample`) at batch 1, in a `while_loop` that stops at EOS, so a baseline is as fast as the
+model allows and its greedy tokens are the ones the OxyGen pool must reproduce.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from oxygen_core.config import ModelConfig
-from oxygen_core.engine.kv_pool import RowRequest, finished, sample, seed_row, start_row
+from oxygen_core.engine.kv_pool import RowRequest, finished, sample, start_row
 from oxygen_core.model import pi05
 
 
@@ -31,7 +31,7 @@ def generate(
     prompt_kv, token, done = start_row(params, cfg, cache, req)
     shape = (1, capacity, *cache.kv[0][0].shape[2:])
     empty = [(jnp.zeros(shape, k.dtype), jnp.zeros(shape, v.dtype)) for k, v in cache.kv]
-    row = seed_row(empty, jnp.int32(0), cache.kv, prompt_kv)
+    row = pi05.seed_row(empty, jnp.int32(0), cache.kv, prompt_kv)
     out = jnp.full((n_max,), -1, jnp.int32).at[0].set(token[0])
 
     def body(carry):

@@ -125,35 +125,18 @@ def start_row(
     """A new request's stream prompt after the prefix: its K/V, first token and done flag.
 
     Returns the prompt's K/V per layer [1, E_p, K, H], the first token [1] and its done
-    flag [1]; `seed_row` writes the row. The pool and the baselines both start here, so
+    flag [1]; `pi05.seed_row` writes the row. The pool and the baselines both start here, so
     they sample the same first token.
     """
     prompt_kv, logits = pi05.extend_prefix(params, cfg, cache, req.prompt[None], req.n_prompt[None])
+    return prompt_kv, *first_token(logits, req)
+
+
+def first_token(logits: jax.Array, req: RowRequest) -> tuple[jax.Array, jax.Array]:
+    """A request's first token [1] and done flag [1] from its prompt's logits [1, V]."""
     zero = jnp.zeros((1,), jnp.int32)
     token = sample(logits, req.temperature[None], req.key[None], zero)
-    return prompt_kv, token, finished(token, zero + 1, req.max_tokens[None], req.stop_eos[None])
-
-
-def seed_row(
-    rows: pi05.LayerKV, slot: jax.Array, prefix: pi05.LayerKV, prompt: pi05.LayerKV
-) -> pi05.LayerKV:
-    """Row `slot` of `rows` [R, C, K, H] starts a request: prefix K/V [1, P, K, H] at slot
-    0, the stream prompt's [1, E_p, K, H] right after it.
-
-    In place when `rows` is donated: only P + E_p slots are written. The slots past the
-    prompt keep whatever an earlier request left there; the extension mask hides each one
-    until decoding writes it, so nothing needs clearing.
-    """
-    p_len = prefix[0][0].shape[1]
-
-    def write(a: jax.Array, head: jax.Array, tail: jax.Array) -> jax.Array:
-        a = jax.lax.dynamic_update_slice(a, head.astype(a.dtype), (slot, 0, 0, 0))
-        return jax.lax.dynamic_update_slice(a, tail.astype(a.dtype), (slot, p_len, 0, 0))
-
-    return [
-        (write(k, pk, qk), write(v, pv, qv))
-        for (k, v), (pk, pv), (qk, qv) in zip(rows, prefix, prompt, strict=True)
-    ]
+    return token, finished(token, zero + 1, req.max_tokens[None], req.stop_eos[None])
 
 
 def admit(
@@ -181,10 +164,24 @@ def admit_row(
     req: RowRequest,
 ) -> PoolState:
     """Write a new request into row `slot` in place: prefix K/V, prompt K/V, first token
-    (`seed_row`: no row is built and copied, and the old occupant's slots stay masked)."""
+    (`pi05.seed_row`: no row is built and copied, and the old occupant's slots stay masked)."""
     prompt_kv, token, done = start_row(params, cfg, cache, req)
+    kv = pi05.seed_row(pool.kv, slot, cache.kv, prompt_kv)
+    return started(dataclasses.replace(pool, kv=kv), slot, cache, req, token, done)
+
+
+def started(
+    pool: PoolState,
+    slot: jax.Array,
+    cache: pi05.PrefixCache,
+    req: RowRequest,
+    token: jax.Array,
+    done: jax.Array,
+) -> PoolState:
+    """The pool with row `slot`, whose K/V is already seeded (`pi05.seed_row`), holding a
+    started request: its first token [1] (reported by the next decode) and its settings."""
     return PoolState(
-        kv=seed_row(pool.kv, slot, cache.kv, prompt_kv),
+        kv=pool.kv,
         prefix_mask=pool.prefix_mask.at[slot].set(cache.mask[0]),
         ext_len=pool.ext_len.at[slot].set(req.n_prompt),
         last_token=pool.last_token.at[slot].set(token[0]),
@@ -242,12 +239,81 @@ class DecodeOutput:
         return head + [int(t) for t in self.tokens[:, row] if t >= 0]
 
 
+@dataclasses.dataclass(frozen=True)
+class RowStart:
+    """A request that starts in row `slot` inside a decode call's first step (`decode`)."""
+
+    slot: jax.Array  # int32 scalar, below the call's bucket
+    request: RowRequest
+    cache: pi05.PrefixCache  # the frame's prefix [1, P]
+
+
+jax.tree_util.register_dataclass(RowStart, data_fields=["slot", "request", "cache"], meta_fields=[])
+
+
+def advanced(
+    pool: PoolState, bucket: int, kv: pi05.LayerKV, logits: jax.Array, live: jax.Array
+) -> tuple[PoolState, jax.Array]:
+    """The pool after one decode step of its first `bucket` rows (K/V already written,
+    logits [B, V]); returns it and the step's tokens [B], -1 where a row was not live."""
+    b = bucket
+    # Finished and free rows count as greedy: their stale temperature must not make an
+    # all-greedy batch pay for random draws.
+    temperature = jnp.where(live, pool.temperature[:b], 0.0)
+    token = sample(logits, temperature, pool.key[:b], pool.n_gen[:b])
+    n_gen = pool.n_gen[:b] + live
+    done = pool.done[:b] | (live & finished(token, n_gen, pool.max_tokens[:b], pool.stop_eos[:b]))
+    pool = dataclasses.replace(
+        pool,
+        kv=kv,
+        ext_len=pool.ext_len.at[:b].add(live.astype(jnp.int32)),
+        last_token=pool.last_token.at[:b].set(jnp.where(live, token, pool.last_token[:b])),
+        n_gen=pool.n_gen.at[:b].set(n_gen),
+        done=pool.done.at[:b].set(done),
+    )
+    return pool, jnp.where(live, token, -1)
+
+
+def step_and_start(
+    params: dict, cfg: ModelConfig, pool: PoolState, bucket: int, start: RowStart, live: jax.Array
+) -> tuple[PoolState, jax.Array, jax.Array]:
+    """One decode step of the `live` rows among the first `bucket` and the start of a new
+    request in its free row, in one pass (`pi05.extend_and_start`): the step's tokens [B]
+    and the new request's first token [1]."""
+    b, req = bucket, start.request
+    kv, logits, prompt_logits = pi05.extend_and_start(
+        params,
+        cfg,
+        pool.kv,
+        pool.prefix_mask[:b],
+        pool.ext_len[:b],
+        pool.last_token[:b, None],
+        start.slot,
+        start.cache,
+        req.prompt[None],
+        req.n_prompt[None],
+    )
+    pool, tokens = advanced(pool, b, kv, logits, live)
+    token, done = first_token(prompt_logits, req)
+    return started(pool, start.slot, start.cache, req, token, done), tokens, token
+
+
 @functools.partial(jax.jit, static_argnames=("cfg", "bucket", "k_max"), donate_argnames=("pool",))
 def decode(
-    params: dict, cfg: ModelConfig, pool: PoolState, k: jax.Array, bucket: int, k_max: int
+    params: dict,
+    cfg: ModelConfig,
+    pool: PoolState,
+    k: jax.Array,
+    bucket: int,
+    k_max: int,
+    start: RowStart | None = None,
 ) -> tuple[PoolState, jax.Array]:
     """Decode up to k (<= k_max, traced) tokens for every live row among the first `bucket`.
 
+    With `start` (and k >= 1), a new request starts in its free row inside the first step
+    (`step_and_start`): it gets its first token there and decodes from the second step on,
+    k tokens in this call where a request admitted apart (`admit`) gets 1 + k. Its prompt
+    then costs a few more rows of the step's dots instead of a pass of its own.
     The loop stops early once every row is done (all hit EOS, say): a step over finished
     rows would cost a full batch step and emit nothing.
     Returns the pool and one packed int32 array [k_max + 2, bucket] for
@@ -272,28 +338,23 @@ def decode(
             st.last_token[:b, None],
             jnp.ones((b,), jnp.int32),
         )
-        # Finished and free rows count as greedy: their stale temperature must not make an
-        # all-greedy batch pay for random draws.
-        temperature = jnp.where(live, st.temperature[:b], 0.0)
-        token = sample(logits, temperature, st.key[:b], st.n_gen[:b])
-        n_gen = st.n_gen[:b] + live
-        done = st.done[:b] | (live & finished(token, n_gen, st.max_tokens[:b], st.stop_eos[:b]))
-        st = dataclasses.replace(
-            st,
-            kv=kv,
-            ext_len=st.ext_len.at[:b].add(live.astype(jnp.int32)),
-            last_token=st.last_token.at[:b].set(jnp.where(live, token, st.last_token[:b])),
-            n_gen=st.n_gen.at[:b].set(n_gen),
-            done=st.done.at[:b].set(done),
-        )
-        return i + 1, st, out.at[i].set(jnp.where(live, token, -1))
+        st, tokens = advanced(st, b, kv, logits, live)
+        return i + 1, st, out.at[i].set(tokens)
 
     def more(carry: tuple[jax.Array, PoolState, jax.Array]) -> jax.Array:
         i, st, _ = carry
         return (i < jnp.minimum(k, k_max)) & jnp.any(~st.done[:b])
 
     out = jnp.full((k_max, b), -1, jnp.int32)
-    _, pool, out = jax.lax.while_loop(more, step, (jnp.int32(0), pool, out))
+    i = jnp.int32(0)
+    if start is not None:
+        # k = 0 asks for no step: the rows sit it out and only the new request starts.
+        live = ~pool.done[:b] & (k > 0)
+        pool, tokens, token = step_and_start(params, cfg, pool, b, start, live)
+        out = out.at[0].set(tokens)
+        first = first.at[start.slot].set(token[0])
+        i = jnp.int32(1)
+    _, pool, out = jax.lax.while_loop(more, step, (i, pool, out))
     pool = dataclasses.replace(pool, fresh=pool.fresh.at[:b].set(False))
     packed = jnp.concatenate([out, first[None], pool.done[:b][None].astype(jnp.int32)])
     return pool, packed

@@ -75,6 +75,11 @@ class EngineConfig:
     max_active_requests: rows of the preallocated KV pool (active language requests).
     batch_buckets: decode batch sizes compiled at warm-up; a batch runs in the
         smallest bucket that holds every occupied row.
+    admit_in_step: on, the frame's first new request rides in the decode batch's first
+        step (`kv_pool.decode`) and gets k tokens in its first frame; off, it is admitted
+        by a pass of the VLM over its stream prompt, which reads every weight as a decode
+        step does, then decodes k tokens with the batch (1 + k). Other new requests of the
+        frame are always admitted apart (docs/DESIGN.md section 4).
     budget_margin_s: 0.01 by default because on the robot the frame still publishes
         after decoding, and a frame still running at the next tick turns that tick into an
         overrun (no chunk); 10 ms covers publishing and scheduling jitter on the CPUs
@@ -113,6 +118,12 @@ class EngineConfig:
     )
     budget_margin_s: float = parameter(
         0.01, "Time 'auto' k leaves free before the next tick (publishing, jitter).", (0.0, 10.0)
+    )
+    admit_in_step: bool = parameter(
+        True,
+        "Start a frame's first new request inside its first decode step: its stream prompt "
+        "shares the step's weight reads instead of a pass of its own, and it gets k tokens in "
+        "that frame instead of 1 + k.",
     )
     pool_full_policy: PoolFullPolicy = parameter(
         "queue",

@@ -148,12 +148,15 @@ def compare(test: Trace, reference: Trace) -> dict:
 
 def pool_rows(k: int, n: int) -> int:
     """KV pool rows so that no request waits: narration lives max(1, ceil((N-1)/k)) frames
-    (the first token comes with admission, then k per frame) plus up to two memory
-    requests (the first frame and the instruction change)."""
-    return max(1, math.ceil((n - 1) / k)) + 2
+    (the first token comes with admission, then k per frame; one more frame when it
+    rides in the first step instead, `admit_in_step`) plus up to two memory requests
+    (the first frame and the instruction change)."""
+    return math.ceil(n / k) + 2
 
 
-def verify_config(k: int, n: int, steps: int, seed: int) -> EngineConfig:
+def verify_config(
+    k: int, n: int, steps: int, seed: int, admit_in_step: bool = True
+) -> EngineConfig:
     """The oxygen engine's config; the isolated run replaces only the mode."""
     rows = pool_rows(k, n)
     buckets = tuple(2**i for i in range(rows.bit_length()) if 2**i < rows) + (rows,)
@@ -164,6 +167,7 @@ def verify_config(k: int, n: int, steps: int, seed: int) -> EngineConfig:
         max_active_requests=rows,
         batch_buckets=buckets,
         streams=tuple(dataclasses.replace(s, max_tokens=n) for s in DEFAULT_STREAMS),
+        admit_in_step=admit_in_step,
         seed=seed,
     )
 
@@ -194,6 +198,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         choices=("float32", "bfloat16"),
         help="compute and KV dtype (bfloat16 on accelerators)",
     )
+    parser.add_argument(
+        "--admit-apart",
+        action="store_true",
+        help="admit every new request in a pass of its own (admit_in_step off)",
+    )
     args = parser.parse_args(argv)
     for name in ("frames", "k", "N", "S"):
         if getattr(args, name) < 1:
@@ -209,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     policy = load_policy(args.preset, args.robot, seed=args.seed, dtype=args.dtype)
     observations = synthetic_observations(policy, args.frames, args.seed)
-    cfg = verify_config(args.k, args.N, args.S, args.seed)
+    cfg = verify_config(args.k, args.N, args.S, args.seed, not args.admit_apart)
     traces = {}
     for mode in ("oxygen", "isolated"):
         engine = make_engine(policy, dataclasses.replace(cfg, engine_mode=mode))
@@ -227,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "S": args.S,
         "seed": args.seed,
         "dtype": args.dtype,
+        "admit_in_step": not args.admit_apart,
         **compare(traces["oxygen"], traces["isolated"]),
     }
     ok = report["outcome_match"] == 1.0 and report["action_max_abs_diff"] <= ACTION_TOLERANCE

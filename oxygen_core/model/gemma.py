@@ -151,6 +151,23 @@ def feed_forward(x: jax.Array, e: Params) -> jax.Array:
     return jnp.einsum("BTF,FD->BTD", jax.nn.gelu(h[:, :, 0]) * h[:, :, 1], e["linear"])
 
 
+def attention_inputs(
+    e: Params, x: jax.Array, positions: jax.Array, max_wavelength: float
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """A plain (not adaRMS) expert's Q, K, V of its tokens x [B, T, D]: the first half of
+    `layer` for the VLM stream alone, which language rows run; the caller decides where the
+    K/V go and what the queries attend to, then calls `after_attention`."""
+    y, _ = rms_norm(x, e["attn_norm"], None)
+    return project_qkv(y, e, positions, max_wavelength)
+
+
+def after_attention(e: Params, x: jax.Array, attended: jax.Array) -> jax.Array:
+    """The second half: output projection, residual, MLP and residual of a plain expert."""
+    x = x + attn_output(attended, e["out"])
+    y, _ = rms_norm(x, e["ffw_norm"], None)
+    return x + feed_forward(y, e)
+
+
 def layer(
     p: Params,
     xs: Sequence[jax.Array | None],

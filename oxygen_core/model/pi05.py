@@ -283,16 +283,7 @@ def extend_prefix(
     them changes nothing). Returns the new tokens' K/V per layer [B, T, K, H] and float32
     logits [B, V] at each row's last valid token, as `extend` with ext_len 0 computes them.
     """
-    b, t = tokens.shape
-    positions = cache.valid_len[:, None] + jnp.arange(t)[None, :]
-    causal = jnp.arange(t)[None, :] <= jnp.arange(t)[:, None]
-    mask = jnp.concatenate(
-        [
-            jnp.broadcast_to(cache.mask[:, None, :], (b, t, cache.mask.shape[1])),
-            jnp.broadcast_to(causal[None], (b, t, t)),
-        ],
-        axis=-1,
-    )
+    positions, mask = prompt_geometry(cache, tokens.shape[1])
     llm = params["PaliGemma"]["llm"]
     x = gemma.embed_tokens(llm, tokens)
     cached = [[kv] for kv in cache.kv]
@@ -311,35 +302,163 @@ def extend_hidden(
 ) -> tuple[LayerKV, jax.Array]:
     """`extend` before the LM head: updated rows and the hidden states [B, T, D] of every
     new token (training reads all T of them for teacher-forced next-token targets)."""
-    b, t = tokens.shape
-    p_len, cap = prefix_mask.shape[1], rows[0][0].shape[1]
-    base = jnp.sum(prefix_mask, axis=-1).astype(jnp.int32) + ext_len
-    positions = base[:, None] + jnp.arange(t)[None, :]
-    # Clamped so the scatter can promise in-bounds indices (XLA then updates in place
-    # instead of rewriting the whole pool with a select); only rows that are finished or
-    # padding ever reach the last slot, and they are masked or overwritten later.
-    slot = jnp.minimum(p_len + ext_len[:, None] + jnp.arange(t)[None, :], cap - 1)  # [B, T]
-    ext_idx = jnp.arange(cap - p_len)
-    ext_ok = ext_idx[None, None, :] <= (ext_len[:, None, None] + jnp.arange(t)[None, :, None])
-    mask = jnp.concatenate(
-        [jnp.broadcast_to(prefix_mask[:, None, :], (b, t, p_len)), ext_ok], axis=-1
-    )
+    geometry = RowGeometry.of(prefix_mask, ext_len, tokens.shape[1], rows[0][0].shape[1])
     llm = params["PaliGemma"]["llm"]
     x = gemma.embed_tokens(llm, tokens)
-    row_ix = jnp.arange(b)[:, None]
     new_rows: LayerKV = []
-    for p, (k_row, v_row) in zip(llm["layers"], rows, strict=True):
+    for p, row in zip(llm["layers"], rows, strict=True):
         e = p[0]  # the VLM expert: language rows never run the action expert
-        y, _ = gemma.rms_norm(x, e["attn_norm"], None)
-        q, k, v = gemma.project_qkv(y, e, positions, cfg.rope_max_wavelength)
-        k_row = k_row.at[row_ix, slot].set(k.astype(k_row.dtype), mode="promise_in_bounds")
-        v_row = v_row.at[row_ix, slot].set(v.astype(v_row.dtype), mode="promise_in_bounds")
-        new_rows.append((k_row, v_row))
-        o = gemma.attend(q, [(k_row[:b], v_row[:b])], mask)
-        x = x + gemma.attn_output(o, e["out"])
-        y, _ = gemma.rms_norm(x, e["ffw_norm"], None)
-        x = x + gemma.feed_forward(y, e)
+        q, k, v = gemma.attention_inputs(e, x, geometry.positions, cfg.rope_max_wavelength)
+        row = geometry.write(row, k, v)
+        new_rows.append(row)
+        x = gemma.after_attention(e, x, geometry.attend(q, row))
     return new_rows, x
+
+
+@dataclasses.dataclass(frozen=True)
+class RowGeometry:
+    """Where T new tokens of B language rows go and what they see (`extend_hidden`).
+
+    positions [B, T]; slots [B, T]: the cache slots their K/V are written to; mask
+    [B, T, C]: the row's valid prefix keys, and extension slots up to each token's own.
+    """
+
+    positions: jax.Array
+    slots: jax.Array
+    mask: jax.Array
+
+    @classmethod
+    def of(cls, prefix_mask: jax.Array, ext_len: jax.Array, t: int, capacity: int) -> RowGeometry:
+        b, p_len = prefix_mask.shape
+        new = jnp.arange(t)[None, :]
+        base = jnp.sum(prefix_mask, axis=-1).astype(jnp.int32) + ext_len
+        # Clamped so the scatter can promise in-bounds indices (XLA then updates in place
+        # instead of rewriting the whole pool with a select); only rows that are finished
+        # or padding ever reach the last slot, and they are masked or overwritten later.
+        slots = jnp.minimum(p_len + ext_len[:, None] + new, capacity - 1)
+        ext_ok = jnp.arange(capacity - p_len)[None, None, :] <= (ext_len[:, None] + new)[..., None]
+        prefix = jnp.broadcast_to(prefix_mask[:, None, :], (b, t, p_len))
+        return cls(base[:, None] + new, slots, jnp.concatenate([prefix, ext_ok], axis=-1))
+
+    def write(self, row: gemma.KV, k: jax.Array, v: jax.Array) -> gemma.KV:
+        """The tokens' K, V [B, T, K, H] written into the rows (R >= B), in place when the
+        caller donates them."""
+        row_ix = jnp.arange(self.slots.shape[0])[:, None]
+
+        def put(a: jax.Array, new: jax.Array) -> jax.Array:
+            return a.at[row_ix, self.slots].set(new.astype(a.dtype), mode="promise_in_bounds")
+
+        return put(row[0], k), put(row[1], v)
+
+    def attend(self, q: jax.Array, row: gemma.KV) -> jax.Array:
+        """The tokens' queries [B, T, N, H] over their own rows (the first B of R)."""
+        b = q.shape[0]
+        return gemma.attend(q, [(row[0][:b], row[1][:b])], self.mask)
+
+
+def prompt_geometry(cache: PrefixCache, t: int) -> tuple[jax.Array, jax.Array]:
+    """Positions [B, T] and mask [B, T, P + T] of T causal tokens right after each prefix of
+    `cache`, which they attend to as one segment, then to each other (`extend_prefix`)."""
+    b, p_len = cache.mask.shape
+    positions = cache.valid_len[:, None] + jnp.arange(t)[None, :]
+    causal = jnp.arange(t)[None, :] <= jnp.arange(t)[:, None]
+    mask = jnp.concatenate(
+        [
+            jnp.broadcast_to(cache.mask[:, None, :], (b, t, p_len)),
+            jnp.broadcast_to(causal[None], (b, t, t)),
+        ],
+        axis=-1,
+    )
+    return positions, mask
+
+
+def extend_and_start(
+    params: Params,
+    cfg: ModelConfig,
+    rows: LayerKV,
+    prefix_mask: jax.Array,
+    ext_len: jax.Array,
+    tokens: jax.Array,
+    slot: jax.Array,
+    cache: PrefixCache,
+    prompt: jax.Array,
+    n_prompt: jax.Array,
+) -> tuple[LayerKV, jax.Array, jax.Array]:
+    """`extend` of one token per row and `extend_prefix` of a new request's stream prompt,
+    in one pass that reads every weight once for both.
+
+    A batch-1 prompt pass reads all VLM weights as a decode step does, so on its own it
+    costs about a step; riding in a step, its tokens are a few more rows of the same dots.
+    The two token sets share every dense op (flattened into one sequence of B + E tokens)
+    and differ only in attention: each row's token attends to its own row, written in
+    place as `extend` does; the prompt attends to the prefix cache read in place and to
+    itself causally, as `extend_prefix` does.
+
+    rows, prefix_mask, ext_len, tokens [B, 1]: as `extend`; slot: the free row (of the
+    first B, which are not live there) the request starts in; cache: the frame's prefix
+    [1, P]; prompt [1, E] with n_prompt [1] real. Each layer writes every K/V it keeps
+    (the rows' new tokens, and the prefix and the prompt into row `slot`, as `seed_row`
+    does) before its attention reads them. Returns the updated rows, the rows' logits
+    [B, V] and the prompt's [1, V] at its last real token.
+    """
+    b, e = tokens.shape[0], prompt.shape[1]
+    p_len, capacity = prefix_mask.shape[1], rows[0][0].shape[1]
+    rows_at = RowGeometry.of(prefix_mask, ext_len, 1, capacity)
+    prompt_positions, prompt_mask = prompt_geometry(cache, e)
+    # One scatter per array writes the rows' new K/V and the new row's prefix and prompt
+    # (B + P + E entries): XLA keeps a single scatter in place, where a scatter followed
+    # by a dynamic update of the same array made it copy the whole array (twice). The new
+    # row's own step write, which it skips, goes to its last slot, outside the seeded
+    # range, so no two entries collide.
+    own = jnp.where(jnp.arange(b) == slot, capacity - 1, rows_at.slots[:, 0])
+    at_row = jnp.concatenate([jnp.arange(b), jnp.full((p_len + e,), slot)])
+    at_slot = jnp.concatenate([own, jnp.arange(p_len + e)])
+    llm = params["PaliGemma"]["llm"]
+    # One sequence [1, B + E]: the rows' tokens first, then the prompt's.
+    x = gemma.embed_tokens(llm, jnp.concatenate([tokens.reshape(1, b), prompt], axis=1))
+    positions = jnp.concatenate([rows_at.positions.reshape(1, b), prompt_positions], axis=1)
+    new_rows: LayerKV = []
+    for p, row, prefix_kv in zip(llm["layers"], rows, cache.kv, strict=True):
+        q, k, v = gemma.attention_inputs(p[0], x, positions, cfg.rope_max_wavelength)
+
+        def of_rows(a: jax.Array) -> jax.Array:  # [1, B + E, ...] -> the rows' [B, 1, ...]
+            return a[0, :b, None]
+
+        prompt_kv = (k[:, b:], v[:, b:])
+
+        def put(a: jax.Array, new: jax.Array, prefix: jax.Array) -> jax.Array:
+            entries = jnp.concatenate([new[0, :b], prefix[0], new[0, b:]]).astype(a.dtype)
+            return a.at[at_row, at_slot].set(entries, mode="promise_in_bounds")
+
+        row = (put(row[0], k, prefix_kv[0]), put(row[1], v, prefix_kv[1]))
+        new_rows.append(row)
+        on_rows = rows_at.attend(of_rows(q), row)
+        on_prompt = gemma.attend(q[:, b:], [prefix_kv, prompt_kv], prompt_mask)
+        attended = jnp.concatenate([on_rows.reshape(1, b, *on_rows.shape[2:]), on_prompt], axis=1)
+        x = gemma.after_attention(p[0], x, attended)
+    last = jnp.concatenate([x[0, :b], x[0, b + n_prompt - 1]], axis=0)  # [B + 1, D]
+    logits = gemma.lm_logits(llm, last)
+    return new_rows, logits[:b], logits[b:]
+
+
+def seed_row(rows: LayerKV, slot: jax.Array, prefix: LayerKV, prompt: LayerKV) -> LayerKV:
+    """Row `slot` of `rows` [R, C, K, H] starts a request: prefix K/V [1, P, K, H] at slot
+    0, the stream prompt's [1, E_p, K, H] right after it.
+
+    In place when `rows` is donated: only P + E_p slots are written, in one update (two,
+    the second fused with the prompt's slicing, made XLA copy the whole array). The slots
+    past the prompt keep whatever an earlier request left there; the extension mask hides
+    each one until decoding writes it, so nothing needs clearing.
+    """
+
+    def write(a: jax.Array, head: jax.Array, tail: jax.Array) -> jax.Array:
+        both = jnp.concatenate([head, tail], axis=1).astype(a.dtype)
+        return jax.lax.dynamic_update_slice(a, both, (slot, 0, 0, 0))
+
+    return [
+        (write(k, pk, qk), write(v, pv, qv))
+        for (k, v), (pk, pv), (qk, qv) in zip(rows, prefix, prompt, strict=True)
+    ]
 
 
 def cache_rows(cache: PrefixCache, capacity: int) -> LayerKV:
