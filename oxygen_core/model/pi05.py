@@ -417,19 +417,19 @@ def extend_and_start(
     # One sequence [1, B + E]: the rows' tokens first, then the prompt's.
     x = gemma.embed_tokens(llm, jnp.concatenate([tokens.reshape(1, b), prompt], axis=1))
     positions = jnp.concatenate([rows_at.positions.reshape(1, b), prompt_positions], axis=1)
+
+    def of_rows(a: jax.Array) -> jax.Array:  # [1, B + E, ...] -> the rows' [B, 1, ...]
+        return a[0, :b, None]
+
+    def put(a: jax.Array, new: jax.Array, prefix: jax.Array) -> jax.Array:
+        """The sequence's K or V `new` [1, B + E, K, H] and the prefix's into the pool."""
+        entries = jnp.concatenate([new[0, :b], prefix[0], new[0, b:]]).astype(a.dtype)
+        return a.at[at_row, at_slot].set(entries, mode="promise_in_bounds")
+
     new_rows: LayerKV = []
     for p, row, prefix_kv in zip(llm["layers"], rows, cache.kv, strict=True):
         q, k, v = gemma.attention_inputs(p[0], x, positions, cfg.rope_max_wavelength)
-
-        def of_rows(a: jax.Array) -> jax.Array:  # [1, B + E, ...] -> the rows' [B, 1, ...]
-            return a[0, :b, None]
-
         prompt_kv = (k[:, b:], v[:, b:])
-
-        def put(a: jax.Array, new: jax.Array, prefix: jax.Array) -> jax.Array:
-            entries = jnp.concatenate([new[0, :b], prefix[0], new[0, b:]]).astype(a.dtype)
-            return a.at[at_row, at_slot].set(entries, mode="promise_in_bounds")
-
         row = (put(row[0], k, prefix_kv[0]), put(row[1], v, prefix_kv[1]))
         new_rows.append(row)
         on_rows = rows_at.attend(of_rows(q), row)
