@@ -301,9 +301,9 @@ class OxygenEngine(Engine):
         admission = self.scheduler.admit(self.frame)
         k = self._choose_k(admission, time_left_s)
         events = [self.text.event(r, [], True, "evicted") for r in admission.evicted]
-        # admit_in_step: the first new request starts inside the decode call's first
-        # step; with no step to ride on (k = 0) it is admitted apart, as are the rest.
-        riding = admission.admitted[:1] if k and self.cfg.admit_in_step else []
+        # With no step to ride on (k = 0) the rider is admitted apart, as are the rest.
+        rider = self._rider(admission) if k else None
+        riding = [rider] if rider else []
         for req in admission.admitted[len(riding) :]:
             self.pool = kv_pool.admit(
                 self.policy.params,
@@ -315,7 +315,7 @@ class OxygenEngine(Engine):
             )
         batch = len(self.scheduler.active)
         if admission.bucket:
-            start = self._row_start(riding[0], admission.bucket) if riding else None
+            start = self._row_start(rider, admission.bucket) if rider else None
             self.pool, packed = kv_pool.decode(
                 self.policy.params,
                 self.model,
@@ -333,6 +333,11 @@ class OxygenEngine(Engine):
             fixed_s = self.latency.fixed_s(admission.bucket, apart)
             self.latency.observe_step(admission.bucket, (seconds - fixed_s) / k)
         return self._result(admission, k, events, seconds, batch)
+
+    def _rider(self, admission: Admission) -> Request | None:
+        """The new request that starts inside the decode call's first step when the frame
+        decodes one (admit_in_step: the frame's first new request)."""
+        return admission.admitted[0] if self.cfg.admit_in_step and admission.admitted else None
 
     def _row_start(self, req: Request, bucket: int) -> kv_pool.RowStart:
         """`req` starting in a decode call over `bucket` rows (checked: XLA would clamp a
@@ -360,14 +365,14 @@ class OxygenEngine(Engine):
     def _tokens_needed(self, admission: Admission) -> int:
         """The most tokens any live row can still produce (no decode step past that)."""
         # A request admitted this frame has no token list yet. Admitted apart, it has its
-        # first token from the admission; riding in the first step (admit_in_step, which
-        # then always has a step: k >= 1 whenever a row needs one), it gets every token
-        # from the steps.
-        riding = admission.admitted[0].id if self.cfg.admit_in_step and admission.admitted else None
+        # first token from the admission; the rider (which then always has a step to ride
+        # on: k >= 1 whenever a row needs one) gets every token from the steps.
+        rider = self._rider(admission)
+        rider_id = None if rider is None else rider.id
 
         def needed(r: Request) -> int:
             got = self.text.tokens.get(r.id)
-            return r.max_tokens - (len(got) if got is not None else int(r.id != riding))
+            return r.max_tokens - (len(got) if got is not None else int(r.id != rider_id))
 
         return max(needed(r) for r in self.scheduler.active.values())
 
@@ -403,14 +408,13 @@ class OxygenEngine(Engine):
             self.latency.admit_s = time.perf_counter() - t0
         self.pool = kv_pool.busy(self.pool)
         steps = min(2, self.k_max)
-        riding = self._row_start(req, 1)  # slot 0: inside every bucket
         for bucket in self.scheduler.buckets:
             for _ in range(2):
                 call_s = self._time_decode(bucket, 0)
                 step_s = (self._time_decode(bucket, steps) - call_s) / steps
             self.latency.calibrate(bucket, step_s, call_s)
-            if self.cfg.admit_in_step:  # compile the call a new request rides in
-                self._time_decode(bucket, 1, riding)
+            if self.cfg.admit_in_step:  # compile the call a new request rides in (slot 0)
+                self._time_decode(bucket, 1, self._row_start(req, bucket))
                 self.pool = kv_pool.busy(self.pool)
 
     def _time_decode(self, bucket: int, k: int, start: kv_pool.RowStart | None = None) -> float:
