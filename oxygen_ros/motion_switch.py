@@ -1,7 +1,14 @@
 """Whether the controller gets trajectories: the ~/enable service, the e-stop, the lifecycle.
 
 Enabled = the ~/enable service's last word (start_enabled until it speaks) is true AND the
-e-stop (estop_topic, true = pressed) is released. Becoming not enabled acts at once, from
+e-stop (estop_topic, true = pressed) is released. The e-stop is heard through two
+subscriptions (`ESTOP_SOURCES`), since one QoS cannot hear every publisher: a transient
+local one reads a latched button's state as soon as it matches, and a volatile one hears
+every publisher, `ros2 topic pub` and other volatile ones included (a transient local
+subscription is QoS-incompatible with them and would never hear their stop). A latched
+publisher's live messages reach both. The e-stop counts as pressed while either
+subscription's last word is `true`, so a duplicate arriving late through the other one can
+only press, never release. Becoming not enabled acts at once, from
 the callback that brought it, not at the next frame: one hold to the controller
 (FrameLoop.hold, reason "disabled" or "e-stop"), then nothing more on the controller output
 (topics.ControllerGate, which makes the two one step against a frame publishing on the
@@ -28,6 +35,7 @@ from oxygen_ros.diagnostics import NodeStats
 from oxygen_ros.topics import ControllerGate
 
 ENABLED = "enabled"
+ESTOP_SOURCES = ("latched", "volatile")  # the e-stop's subscriptions, by durability
 RESUME_HOLD = "enabled"  # the hold's reason when a resume follows dry-run frames
 
 
@@ -46,7 +54,7 @@ class MotionSwitch:
         self._gate, self._hold, self._stats = gate, hold, stats
         self._lock = threading.Lock()
         self._enabled = enabled
-        self._pressed = False
+        self._pressed = dict.fromkeys(ESTOP_SOURCES, False)  # each subscription's last word
         self._halted = True  # until activated: no frame may resume the controller output
         self._dry = False  # a frame ran while the controller got nothing
         stats.motion_changed(self.state)
@@ -54,7 +62,8 @@ class MotionSwitch:
     @property
     def state(self) -> str:
         """ENABLED, or "dry run: " and why (the service's reply and the diagnostics value)."""
-        why = [w for w, on in (("disabled", not self._enabled), ("e-stop", self._pressed)) if on]
+        why = [w for w, on in (("disabled", not self._enabled), ("e-stop", self.estop_pressed))
+        if on]
         return f"dry run: {' and '.join(why)}" if why else ENABLED
 
     def set_enabled(self, enabled: bool) -> str:
@@ -63,10 +72,16 @@ class MotionSwitch:
             self._enabled = enabled
             return self._changed("disabled")
 
-    def set_estop(self, pressed: bool) -> str:
-        """The e-stop topic said; the state after it."""
+    @property
+    def estop_pressed(self) -> bool:
+        """Whether either e-stop subscription's last word is `true`."""
+        return any(self._pressed.values())
+
+    def set_estop(self, pressed: bool, source: str) -> str:
+        """The e-stop topic said, through the subscription `source` (one of
+        ESTOP_SOURCES); the state after it."""
         with self._lock:
-            self._pressed = pressed
+            self._pressed[source] = pressed
             return self._changed("e-stop")
 
     def halt(self, reason: str) -> bool:

@@ -9,12 +9,13 @@ Each pair of lifecycle hooks creates and destroys the same resources:
 
 What reaches the controller (~/joint_trajectory) is oxygen_ros.motion_switch's: the
 `~/enable` service (std_srvs/SetBool; start_enabled until it is called) and the e-stop
-(estop_topic, std_msgs/Bool, transient local and reliable: true = stop), both made at
-configure, switch it off at once with one hold and on again at the next frame; while off,
-frames run on as a dry run. Every transition away from active (deactivate, shutdown,
-`release` on Ctrl-C, a second stop signal) and every failed frame sends one hold through
-FrameLoop.hold, while the trajectory publisher is still active; cleanup comes only from
-inactive, after the deactivation's hold, when no lifecycle publisher can send anything.
+(estop_topic, std_msgs/Bool, reliable, from latched and volatile publishers alike: true =
+stop), both made at configure, switch it off at once with one hold and on again at the
+next frame; while off, frames run on as a dry run. Every transition away from active
+(deactivate, shutdown, `release` on Ctrl-C, a second stop signal) and every failed frame
+sends one hold through FrameLoop.hold, while the trajectory publisher is still active;
+cleanup comes only from inactive, after the deactivation's hold, when no lifecycle
+publisher can send anything.
 
 Callbacks only store messages (in the FrameAssembler). Subscriptions and both timers
 go through `oxygen_ros.router` (InputRouter, Tick.at), the code replay runs too. The
@@ -34,7 +35,7 @@ set up.
 Topics (~ is /oxygen):
   in:  camera_topics (Image, or CompressedImage for .../compressed), joint_state_topic
        (JointState), instruction_topic (String), ~/request (String: a stream's name, for
-       streams with trigger on_demand), estop_topic (Bool, transient local: true = stop)
+       streams with trigger on_demand), estop_topic (Bool, transient local or volatile: true = stop)
   service: ~/enable (SetBool: whether trajectories reach the controller)
   out: the table oxygen_ros.topics.OUTPUTS (~/action_chunk, ~/joint_trajectory,
        ~/<stream>, ~/<stream>/text, ~/stats, ~/markers, /diagnostics)
@@ -69,7 +70,7 @@ from oxygen_ros.diagnostics import (
 )
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.inputs import FrameAssembler
-from oxygen_ros.motion_switch import ENABLED, MotionSwitch
+from oxygen_ros.motion_switch import ENABLED, ESTOP_SOURCES, MotionSwitch
 from oxygen_ros.params import (
     _STREAM_FIELDS,
     NodeConfig,
@@ -86,11 +87,15 @@ from oxygen_ros.worker import FrameWorker
 
 _LOAD_PARAMETERS = ("preset", "robot", "checkpoint_dir", "tokenizer_path")
 _STALL_PERIODS = 3  # frame periods without a ROS clock advance before it counts as stalled
-# The e-stop's last word is latched by its publisher and must not be lost: a late-joining
-# node reads the button's state at once.
-_ESTOP_QOS = QoSProfile(
-    depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-)
+# The e-stop listens with both durabilities (motion_switch): the latched one reads a
+# button's state at once when the node joins late, the volatile one hears publishers that
+# latch nothing, such as `ros2 topic pub`.
+_ESTOP_QOS = {
+    source: QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=durability)
+    for source, durability in zip(
+        ESTOP_SOURCES, (DurabilityPolicy.TRANSIENT_LOCAL, DurabilityPolicy.VOLATILE), strict=True
+    )
+}
 
 
 @dataclasses.dataclass
@@ -107,7 +112,7 @@ class _Configured:
     router: InputRouter  # inputs, ticks and /diagnostics, as replay takes them
     switch: MotionSwitch  # ~/enable and the e-stop, in front of the controller output
     enable: Any = None  # the ~/enable service
-    estop: Any = None  # the e-stop subscription
+    estop: list[Any] = dataclasses.field(default_factory=list)  # its subscriptions
 
 
 @dataclasses.dataclass
@@ -205,10 +210,13 @@ class OxygenNode(LifecycleNode):
         c.enable = self.create_service(
             SetBool, topics.ENABLE, functools.partial(self._on_enable, c)
         )
-        # The e-stop's latched state arrives as soon as it matches.
-        c.estop = self.create_subscription(
-            Bool, cfg.estop_topic, functools.partial(self._on_estop, c), _ESTOP_QOS
-        )
+        # A latched e-stop state arrives as soon as it matches.
+        c.estop = [
+            self.create_subscription(
+                Bool, cfg.estop_topic, functools.partial(self._on_estop, c, source), qos
+            )
+            for source, qos in _ESTOP_QOS.items()
+        ]
         return c
 
     def _check_topic_names(self, cfg: NodeConfig) -> None:
@@ -236,7 +244,8 @@ class OxygenNode(LifecycleNode):
         c = self._configured
         if c is not None:
             self.destroy_service(c.enable)
-            self.destroy_subscription(c.estop)
+            for subscription in c.estop:
+                self.destroy_subscription(subscription)
             c.outputs.destroy()
             self._configured = None
 
@@ -369,8 +378,8 @@ class OxygenNode(LifecycleNode):
         self.get_logger().info(f"~/enable {request.data}: {state}")
         return response
 
-    def _on_estop(self, c: _Configured, msg: Bool) -> None:
-        state = c.switch.set_estop(msg.data)
+    def _on_estop(self, c: _Configured, source: str, msg: Bool) -> None:
+        state = c.switch.set_estop(msg.data, source)
         if msg.data:  # one call site per severity: rclpy's logger insists
             self.get_logger().warning(f"e-stop pressed: {state}")
         else:

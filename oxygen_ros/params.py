@@ -188,7 +188,9 @@ class NodeConfig:
         True, "Whether chunks reach the robot after activate, before ~/enable says so."
     )
     estop_topic: str = parameter(
-        "~/estop", "std_msgs/Bool topic (transient local) of the emergency stop: true = stop."
+        "~/estop",
+        "std_msgs/Bool topic of the emergency stop (reliable; transient local or volatile "
+        "publishers): true = stop.",
     )
 
     def __post_init__(self) -> None:

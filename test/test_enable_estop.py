@@ -43,6 +43,11 @@ DRY_CHUNKS = 5  # chunks that must come while the controller gets nothing
 ESTOP_QOS = QoSProfile(
     depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
 )
+# What `ros2 topic pub` and most publishers offer: a transient local subscription alone would
+# be QoS-incompatible with it and never hear its stop.
+VOLATILE_QOS = QoSProfile(
+    depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE
+)
 
 
 def is_hold(msg: Any) -> bool:
@@ -56,6 +61,7 @@ class Rig:
     probe: Probe
     enable: Any  # SetBool client of /oxygen/enable
     estop: Any  # transient-local Bool publisher on /oxygen/estop
+    volatile_estop: Any  # volatile Bool publisher on /oxygen/estop
 
     def inbox(self, topic: str):
         return self.probe.inbox[topic]
@@ -119,10 +125,11 @@ def rig():
     )
     enable = probe.create_client(SetBool, "/oxygen/enable")
     estop = probe.create_publisher(Bool, "/oxygen/estop", ESTOP_QOS)
+    volatile_estop = probe.create_publisher(Bool, "/oxygen/estop", VOLATILE_QOS)
     spinners = Spinners()
     spinners.add(node)
     spinners.add(probe)
-    yield Rig(node, probe, enable, estop)
+    yield Rig(node, probe, enable, estop, volatile_estop)
     node.release()
     spinners.shutdown()
     rclpy.shutdown()
@@ -173,6 +180,22 @@ def test_the_estop_stops_like_disable_and_outranks_enable(rig):
     assert sum(is_hold(m) for m in rig.trajectories_from(start)) == 1
     resume = len(rig.inbox(TRAJECTORY).items())
     rig.estop.publish(Bool(data=False))
+    rig.wait_trajectories(resume, 3)
+
+
+def test_a_volatile_publisher_stops_and_releases(rig):
+    """The stop of a publisher that latches nothing arrives (the node's volatile
+    subscription), at once from its callback, and its release resumes."""
+    wait_until(lambda: rig.volatile_estop.get_subscription_count() > 0, 10, "matched")
+    start = len(rig.inbox(TRAJECTORY).items())
+    holds = rig.node.stats().holds
+    rig.volatile_estop.publish(Bool(data=True))
+    wait_until(lambda: rig.node.stats().holds == holds + 1, 10, "the e-stop's hold")
+    assert rig.node.stats().last_hold == "e-stop"
+    rig.assert_dry_run_after_hold(start)
+    assert rig.controller_output() == "dry run: e-stop"
+    resume = len(rig.inbox(TRAJECTORY).items())
+    rig.volatile_estop.publish(Bool(data=False))
     rig.wait_trajectories(resume, 3)
 
 
