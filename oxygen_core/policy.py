@@ -193,8 +193,13 @@ def load_policy(
     seed: int = 0,
     asset_id: str | None = None,
     dtype: str = "float32",
+    norm_stats_missing: str = "fail",
 ) -> Policy:
-    """Load a policy; without a checkpoint, random weights (named as such by the caller).
+    """Load a policy; without a checkpoint, random weights (named as such by the caller)
+    and identity norm stats.
+
+    asset_id, norm_stats_missing: which of the checkpoint's norm stats apply, and what a
+    checkpoint without any gets (`checkpoint.find_norm_stats`).
 
     dtype: compute and KV-cache dtype; "float32" on CPU (bfloat16 matmuls are very slow
     there), "bfloat16" on a GPU or Jetson (half the memory and bandwidth).
@@ -206,7 +211,7 @@ def load_policy(
     tokenizer = load_tokenizer(tokenizer_path)
     if checkpoint_dir:
         tree = load_params(Path(checkpoint_dir), config, tokenizer)
-        norm = find_norm_stats(Path(checkpoint_dir), asset_id)
+        norm = find_norm_stats(Path(checkpoint_dir), asset_id, norm_stats_missing)
     else:
         # Random weights are made for the tokenizer: any id it produces has a row.
         if tokenizer.vocab_size > config.vocab_size:

@@ -85,7 +85,7 @@ from oxygen_ros.spin import CannotStart, Hosted, run_node
 from oxygen_ros.topics import ControllerGate, Gate
 from oxygen_ros.worker import FrameWorker
 
-_LOAD_PARAMETERS = ("preset", "robot", "checkpoint_dir", "tokenizer_path")
+_LOAD_PARAMETERS = ("preset", "robot", "checkpoint_dir", "tokenizer_path", "asset_id")
 _STALL_PERIODS = 3  # frame periods without a ROS clock advance before it counts as stalled
 # The e-stop listens with both durabilities (motion_switch): the latched one reads a
 # button's state at once when the node joins late, the volatile one hears publishers that

@@ -43,6 +43,7 @@ from oxygen_core.engine.types import (
     is_parameter,
     parameter,
 )
+from oxygen_core.model.checkpoint import NORM_STATS_MISSING
 from oxygen_core.safety.gate import POLICIES
 from oxygen_core.safety.limits import JointLimits
 from oxygen_ros.convert import DEFAULT_MAX_IMAGE_PIXELS, PILLOW_WARN_PIXELS
@@ -77,6 +78,17 @@ class NodeConfig:
     )
     tokenizer_path: str = parameter(
         "", "SentencePiece model file; empty: the tokenizer the project ships."
+    )
+    asset_id: str = parameter(
+        "",
+        "The checkpoint's norm stats to use: assets/<asset_id>/norm_stats.json (openpi's "
+        "asset id, e.g. a LeRobot repo id org/name); empty: the only one there.",
+    )
+    norm_stats_missing: str = parameter(
+        "fail",
+        "What a checkpoint without norm stats gets: fail (configure fails) or identity "
+        "(only for a checkpoint trained without normalisation).",
+        choices=NORM_STATS_MISSING,
     )
     dtype: str = parameter(
         "float32",

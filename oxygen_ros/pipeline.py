@@ -46,7 +46,9 @@ def make_pipeline(settings: Settings) -> Pipeline:
         checkpoint_dir=cfg.checkpoint_dir or None,
         tokenizer_path=cfg.tokenizer_path or None,
         seed=settings.engine.seed,
+        asset_id=cfg.asset_id or None,
         dtype=cfg.dtype,
+        norm_stats_missing=cfg.norm_stats_missing,
     )
     layout = fit_to_model(cfg, policy.config, policy.robot)
     check_delay(cfg, settings.engine, policy.config)

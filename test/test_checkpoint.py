@@ -24,7 +24,12 @@ import pytest
 from oxygen_core.config import model_preset
 from oxygen_core.model import pi05
 from oxygen_core.model import weights as P
-from oxygen_core.model.checkpoint import EMBEDDING, find_norm_stats, save_checkpoint
+from oxygen_core.model.checkpoint import (
+    EMBEDDING,
+    asset_ids,
+    find_norm_stats,
+    save_checkpoint,
+)
 from oxygen_core.model.normalize import NormStats, Stats, identity_stats, read_norm_stats
 from oxygen_core.model.tokenizer import bundled_model_path
 from oxygen_core.observation import Observation
@@ -122,9 +127,11 @@ def test_value_wrapped_training_checkpoint_loads(tree: P.Tree, tmp_path: Path):
     wrapped = jax.tree.map(lambda leaf: {"value": np.asarray(leaf)}, tree)
     with ocp.PyTreeCheckpointer() as ckptr:
         ckptr.save(tmp_path / "params", {"params": wrapped})
-    policy = load_policy(preset="tiny", robot="demo", checkpoint_dir=tmp_path)
+    policy = load_policy(
+        preset="tiny", robot="demo", checkpoint_dir=tmp_path, norm_stats_missing="identity"
+    )
     assert_same_params(policy.params, tree)
-    # No assets: identity statistics, so model actions pass through (to float tolerance).
+    # No assets, identity asked for: model actions pass through (to float tolerance).
     x = np.linspace(-1.0, 1.0, 14, dtype=np.float32).reshape(2, 7)
     np.testing.assert_allclose(policy.robot_actions(x, np.zeros(7)), x, atol=2e-6)
 
@@ -155,7 +162,12 @@ def test_checkpoint_saved_on_a_multi_device_mesh_loads(tree: P.Tree, tmp_path: P
         check=True,
         timeout=300,
     )
-    policy = load_policy(preset="tiny", robot="demo", checkpoint_dir=tmp_path / "ckpt")
+    policy = load_policy(
+        preset="tiny",
+        robot="demo",
+        checkpoint_dir=tmp_path / "ckpt",
+        norm_stats_missing="identity",
+    )
     assert_same_params(policy.params, tree)
 
 
@@ -210,22 +222,54 @@ def test_missing_checkpoint_directory_is_named(tmp_path: Path):
         load_policy(preset="tiny", robot="demo", checkpoint_dir=absent)
 
 
+def copy_stats(ckpt: Path, assets: Path, asset_id: str) -> None:
+    """The fixture's stats under `assets/<asset_id>/`, as openpi writes an asset."""
+    (assets / asset_id).mkdir(parents=True)
+    (assets / asset_id / "norm_stats.json").write_text(
+        (ckpt / "assets" / "demo" / "norm_stats.json").read_text()
+    )
+
+
 def test_norm_stats_choice_and_errors(ckpt: Path, tmp_path: Path):
     assets = tmp_path / "assets"
-    for name in ("droid", "libero"):
-        (assets / name).mkdir(parents=True)
-        (assets / name / "norm_stats.json").write_text(
-            (ckpt / "assets" / "demo" / "norm_stats.json").read_text()
-        )
-    with pytest.raises(ValueError, match=r"several norm stats.*\['droid', 'libero'\]"):
+    for name in ("droid", "physical-intelligence/libero"):
+        copy_stats(ckpt, assets, name)
+    assert asset_ids(tmp_path) == ["droid", "physical-intelligence/libero"]
+    with pytest.raises(
+        ValueError, match=r"several asset ids \['droid', 'physical-intelligence/libero'\]"
+    ):
         find_norm_stats(tmp_path)
-    chosen = find_norm_stats(tmp_path, asset_id="libero")
+    chosen = find_norm_stats(tmp_path, asset_id="physical-intelligence/libero")
     np.testing.assert_array_equal(chosen.state.q99, STATS.state.q99)
+    with pytest.raises(ValueError) as err:
+        find_norm_stats(tmp_path, asset_id="libero")
+    assert str(err.value) == (
+        f"asset_id 'libero' has no norm_stats.json in {assets}; asset ids there: "
+        "['droid', 'physical-intelligence/libero']"
+    )
     broken = assets / "droid" / "norm_stats.json"
     broken.write_text('{"norm_stats": {"state": {}}}')
     with pytest.raises(ValueError, match=f"cannot read norm stats from {broken}"):
         read_norm_stats(broken)
-    assert find_norm_stats(tmp_path / "empty") is None
+
+
+def test_a_checkpoint_without_norm_stats_fails_unless_identity_is_asked_for(tmp_path: Path):
+    with pytest.raises(ValueError, match="has no assets/<asset_id>/norm_stats.json"):
+        find_norm_stats(tmp_path)
+    assert find_norm_stats(tmp_path, missing="identity") is None
+
+
+def test_an_openpi_nested_asset_id_loads_through_load_policy(tree: P.Tree, ckpt: Path, tmp_path):
+    """pi05_libero's layout: stats under assets/physical-intelligence/libero/."""
+    nested = tmp_path / "pi05_libero"
+    save_checkpoint(nested, tree, STATS, asset_id="physical-intelligence/libero")
+    policy = load_policy(preset="tiny", robot="demo", checkpoint_dir=nested)
+    np.testing.assert_array_equal(policy.norm.actions.q99, STATS.actions.q99)
+    copy_stats(ckpt, nested / "assets", "trossen")
+    with pytest.raises(ValueError, match="several asset ids"):
+        load_policy(preset="tiny", robot="demo", checkpoint_dir=nested)
+    named = load_policy(preset="tiny", robot="demo", checkpoint_dir=nested, asset_id="trossen")
+    np.testing.assert_array_equal(named.norm.state.q99, STATS.state.q99)
 
 
 # ------------------------------------------------------------------------ normalisation

@@ -38,6 +38,7 @@ from std_msgs.msg import String
 from oxygen_core.config import model_preset
 from oxygen_core.model import weights as P
 from oxygen_core.model.checkpoint import EMBEDDING, save_checkpoint
+from oxygen_core.model.normalize import NormStats, identity_stats, write_norm_stats
 from oxygen_ros.node import OxygenNode
 
 pytestmark = pytest.mark.ros
@@ -186,6 +187,20 @@ def test_a_checkpoint_of_another_vocabulary_fails_configure_in_one_line(rig, tmp
         line = _configure_error(rig, "has a vocabulary of 257152 tokens")
     assert line.startswith(f"configure failed: ValueError: checkpoint {tmp_path / 'ckpt'}")
     assert "set tokenizer_path to the tokenizer the checkpoint was trained with" in line
+
+
+def test_norm_stats_that_cannot_be_chosen_fail_configure_in_one_line(rig, tmp_path):
+    """No stats at all, then two asset ids and none named: never identity on a guess."""
+    ckpt = tmp_path / "ckpt"
+    tree = P.init_params(model_preset("tiny"), seed=0)
+    save_checkpoint(ckpt, tree)
+    with rig.parameters(checkpoint_dir=str(ckpt)):
+        line = _configure_error(rig, "has no assets/<asset_id>/norm_stats.json")
+        stats = NormStats(state=identity_stats(7), actions=identity_stats(32))
+        for asset_id in ("trossen", "physical-intelligence/aloha"):
+            write_norm_stats(ckpt / "assets" / asset_id / "norm_stats.json", stats)
+        line = _configure_error(rig, "several asset ids")
+    assert "['physical-intelligence/aloha', 'trossen']: set asset_id" in line
 
 
 def test_configure_succeeds_once_the_parameter_is_fixed(rig):

@@ -26,6 +26,9 @@ import pytest
 import yaml
 from rosbags.rosbag2 import Reader
 
+from oxygen_core.config import model_preset
+from oxygen_core.model import weights as P
+from oxygen_core.model.checkpoint import save_checkpoint
 from oxygen_ros.tools import replay
 from oxygen_ros.tools.bagio import (
     BagMessage,
@@ -393,6 +396,18 @@ def test_mistakes_fail_before_the_model_loads_with_one_line(tmp_path, clean_bag,
         assert replay.main(argv) == 1
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, err
+
+
+def test_a_checkpoint_without_norm_stats_fails_the_replay_in_one_line(tmp_path, clean_bag, capsys):
+    """Replay loads the model as the node does: no identity stats on a guess."""
+    save_checkpoint(tmp_path / "ckpt", P.init_params(model_preset("tiny"), seed=0))
+    params = yaml.safe_load(TINY.read_text())
+    params["/**"]["ros__parameters"]["checkpoint_dir"] = str(tmp_path / "ckpt")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    argv = [str(clean_bag), "--params", str(tmp_path / "params.yaml"), "--out", str(tmp_path / "o")]
+    assert replay.main([*argv, "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no assets/<asset_id>/norm_stats.json" in err, err
 
 
 def test_the_bundled_demo_bag_is_the_generators_default_scene(topics):

@@ -3,7 +3,8 @@
 Layout (as openpi writes it): `<ckpt>/params` holds `{"params": tree}` where tree uses
 openpi's parameter names with stacked layers; training checkpoints may wrap every leaf
 in a `value` key, which is stripped. `<ckpt>/assets/<asset_id>/norm_stats.json` holds the
-quantile statistics. Weights cannot be downloaded here, so tests write a checkpoint in
+quantile statistics, where asset_id defaults to the LeRobot repo id (`org/name`, two
+folders deep). Weights cannot be downloaded here, so tests write a checkpoint in
 this exact layout at tiny size with `save_checkpoint` and load it back.
 
 A checkpoint is only usable with the tokenizer it was trained with: the embedding table
@@ -81,13 +82,51 @@ def check_vocabulary(flat: dict[str, object], tokenizer: Tokenizer, params_dir: 
         )
 
 
-def find_norm_stats(ckpt_dir: Path, asset_id: str | None = None) -> NormStats | None:
-    """Norm stats of `asset_id`, or of the only asset present; None when there are none."""
+NORM_STATS = "norm_stats.json"
+# What a checkpoint without norm stats gets: "fail" (the default) refuses it; "identity"
+# maps [-1, 1] onto itself, for a checkpoint trained without normalisation.
+NORM_STATS_MISSING = ("fail", "identity")
+
+
+def asset_ids(ckpt_dir: Path) -> list[str]:
+    """The asset ids holding norm stats, as openpi names them: the folder of each
+    `assets/**/norm_stats.json` relative to `assets/`, so a LeRobot repo id such as
+    `physical-intelligence/libero` is one id two levels deep."""
     assets = Path(ckpt_dir) / "assets"
-    if asset_id is not None:
-        return read_norm_stats(assets / asset_id / "norm_stats.json")
-    found = sorted(assets.glob("*/norm_stats.json"))
-    if len(found) > 1:
-        names = [f.parent.name for f in found]
-        raise ValueError(f"several norm stats in {assets} ({names}); choose one with asset_id")
-    return read_norm_stats(found[0]) if found else None
+    return sorted(p.parent.relative_to(assets).as_posix() for p in assets.rglob(NORM_STATS))
+
+
+def find_norm_stats(
+    ckpt_dir: Path, asset_id: str | None = None, missing: str = "fail"
+) -> NormStats | None:
+    """Norm stats of `asset_id`, or of the only asset present.
+
+    Without stats the model's normalised outputs would be commanded as robot units, so
+    every doubt is one ValueError line: a named id that holds none (listing those that
+    do), several ids and none named, or none at all unless `missing` is "identity" (then
+    None: the caller uses identity stats)."""
+    ckpt_dir = Path(ckpt_dir)
+    ids = asset_ids(ckpt_dir)
+    if asset_id:
+        if asset_id not in ids:
+            raise ValueError(
+                f"asset_id {asset_id!r} has no {NORM_STATS} in {ckpt_dir / 'assets'}; "
+                f"asset ids there: {ids or 'none'}"
+            )
+        return read_norm_stats(ckpt_dir / "assets" / asset_id / NORM_STATS)
+    if len(ids) > 1:
+        raise ValueError(
+            f"checkpoint {ckpt_dir} holds norm stats for several asset ids {ids}: set "
+            f"asset_id to the one of your robot's data"
+        )
+    if ids:
+        return read_norm_stats(ckpt_dir / "assets" / ids[0] / NORM_STATS)
+    if missing not in NORM_STATS_MISSING:
+        raise ValueError(f"norm_stats_missing {missing!r} is not one of {NORM_STATS_MISSING}")
+    if missing == "identity":
+        return None
+    raise ValueError(
+        f"checkpoint {ckpt_dir} has no assets/<asset_id>/{NORM_STATS}: its normalised "
+        f"actions cannot be turned into robot units (set norm_stats_missing: identity only "
+        f"for a checkpoint trained without normalisation)"
+    )
