@@ -151,11 +151,21 @@ class Policy:
         padded[..., : normalized.shape[-1]] = normalized
         return padded
 
-    def noise(self, seed: int | tuple[int, ...], batch: int = 1) -> np.ndarray:
-        """Flow-matching start noise float32 [batch, H, A], a pure function of the seed."""
-        rng = np.random.default_rng(seed)
+    def noise(
+        self, seed: int | tuple[int, ...], batch: int = 1, given: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Flow-matching start noise float32 [batch, H, A], a pure function of the seed;
+        or `given` ([H, A] or [batch, H, A]) checked against those shapes, so a
+        comparison with another runtime can feed both the same draw."""
         shape = (batch, self.config.action_horizon, self.config.action_dim)
-        return rng.standard_normal(shape, np.float32)
+        if given is None:
+            return np.random.default_rng(seed).standard_normal(shape, np.float32)
+        given = np.asarray(given, np.float32)
+        if given.shape not in (shape, shape[1:]):
+            raise ValueError(f"noise of shape {given.shape}, expected {shape[1:]} or {shape}")
+        if not np.isfinite(given).all():
+            raise ValueError("noise has non-finite values")
+        return given.reshape(shape)
 
 
 def prompt_state(robot: RobotConfig, norm: NormStats, state: np.ndarray) -> np.ndarray | None:

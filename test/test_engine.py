@@ -529,3 +529,22 @@ def test_verify_cli_rejects_a_zero_k(capsys):
         main(["--k", "0"])
     assert exit_info.value.code == 2
     assert "--k must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_given_noise_replaces_the_seeded_draw_and_bad_noise_is_refused(policy, observations):
+    """Engine.act(noise=...), as openpi's Policy.infer takes it: the seeded draw passed in
+    acts exactly as no noise does; another draw acts otherwise; a misshapen one is refused
+    before the frame counts."""
+    seeded = make_engine(policy, engine_config())
+    given = make_engine(policy, engine_config())
+    h, a = policy.config.action_horizon, policy.config.action_dim
+    draw = policy.noise((given.cfg.seed, given.frame + 1))
+    np.testing.assert_array_equal(
+        given.act(observations[0], noise=draw[0]).actions, seeded.act(observations[0]).actions
+    )
+    other = given.act(observations[1], noise=np.zeros((h, a), np.float32)).actions
+    assert not np.allclose(other, seeded.act(observations[1]).actions)
+    frame = given.frame
+    with pytest.raises(ValueError, match=rf"noise of shape \(1, {h}\), expected \({h}, {a}\)"):
+        given.act(observations[2], noise=np.zeros((1, h), np.float32))
+    assert given.frame == frame

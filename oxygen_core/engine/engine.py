@@ -118,7 +118,11 @@ class Engine(abc.ABC):
 
     # ------------------------------------------------------------------ phase 1
     def act(
-        self, obs: Observation, handover: Handover | None = None, plan_answer: str | None = None
+        self,
+        obs: Observation,
+        handover: Handover | None = None,
+        plan_answer: str | None = None,
+        noise: np.ndarray | None = None,
     ) -> ActionResult:
         """Prefill once, answer the robot's plan prompt if it has one (`model/plan.py`),
         denoise S steps; raises ObservationError on unusable input.
@@ -128,8 +132,12 @@ class Engine(abc.ABC):
         `handover.py`, `model/rtc.py`). Raises ValueError on a malformed one.
         plan_answer: the plan to act on instead of the VLM's answer (evaluation with the
         true answer: `Policy.action_cache`); ValueError for a robot without a plan stage.
+        noise: the denoiser's start [H, A] or [1, H, A] instead of the frame's seeded draw
+        (as openpi's `Policy.infer(obs, noise=...)`): an outside check feeds both the same.
         """
         inputs = self.policy.prefix_inputs(obs)
+        # Drawn for the frame about to start, and checked before it counts as started.
+        start = self.policy.noise((self.cfg.seed, self.frame + 1), given=noise)
         delay, meet = handover_overlap(self.cfg, self.delay, self.policy, handover)
         mode = self.cfg.chunk_handover if meet is not None else "replace"
         self.frame += 1
@@ -140,7 +148,7 @@ class Engine(abc.ABC):
             self.policy.action_cache(cache, None if plan_answer is None else [plan_answer])
         )
         plan_s = 0.0 if plan_ids is None else time.perf_counter() - t1
-        raw = self._denoise(act_cache, mode, meet, obs.state)
+        raw = self._denoise(act_cache, start, mode, meet, obs.state)
         t2 = time.perf_counter()
         self._cache, self._inputs, self._act_s = cache, inputs, t2 - t0
         self.scheduler.trigger(self.frame, obs.prompt)
@@ -153,11 +161,15 @@ class Engine(abc.ABC):
         )
 
     def _denoise(
-        self, cache: pi05.PrefixCache, mode: str, meet: rtc.Overlap | None, state: np.ndarray
+        self,
+        cache: pi05.PrefixCache,
+        noise: np.ndarray,
+        mode: str,
+        meet: rtc.Overlap | None,
+        state: np.ndarray,
     ) -> np.ndarray:
-        """The frame's model-space chunk [1, H, A] from its seeded noise; "rtc" guides it
-        toward the rows the robot runs meanwhile (`meet`)."""
-        noise = self.policy.noise((self.cfg.seed, self.frame))
+        """The frame's model-space chunk [1, H, A] from `noise`; "rtc" guides it toward
+        the rows the robot runs meanwhile (`meet`)."""
         params, steps = self.policy.params, self.cfg.denoise_steps
         if mode != "rtc":
             return np.asarray(pi05.denoise(params, self.model, cache, noise, steps))
