@@ -178,6 +178,16 @@ SPACES: dict[str, Space] = {
 }
 
 
+# What the robot's commands are, and so where they may go (oxygen_ros.params checks it):
+# only absolute joint positions go on ~/joint_trajectory and through the chunk gate.
+ACTION_SPACES: dict[str, str] = {
+    "position": "absolute joint positions",
+    "velocity": "joint velocities (rad/s after velocity_scale)",
+    "end_effector": "end-effector commands for the robot's own controller",
+}
+CAMERA_ROTATIONS = (0, 180)  # degrees, applied to a camera's image before resizing
+
+
 @dataclasses.dataclass(frozen=True)
 class RobotConfig:
     """What a robot feeds the model and takes from it.
@@ -194,6 +204,12 @@ class RobotConfig:
     - "grip": the tabletop arm (7 joints, `oxygen_core.kinematics`) driven at its grip
       point: the model's 5 dims are the point's x, y, z, the tool roll (joint_6) and the
       opening, and the joints come from the arm's top-down inverse kinematics.
+
+    The fields from action_space on are what the robot's runtime does around the model
+    (openpi's clients: `aloha_real/real_env.py`, `droid/main.py`, `libero/main.py`), which
+    the node replaces: the grippers' measured joint and command mapped to and from the
+    runtime's normalised value, the DROID client's binarised gripper and clip, velocities
+    scaled to rad/s, cameras rotated before resizing (`robot_io`, `oxygen_ros.inputs`).
 
     A robot is also data in a params YAML (`oxygen_core.robot_spec`, which holds the
     meaning and range of every field); the presets below are named robots of that schema.
@@ -212,9 +228,20 @@ class RobotConfig:
     # plan_tokens tokens after the prefill, and the action expert reads prefix + answer.
     plan_prompt: str | None = None
     plan_tokens: int = 12
+    action_space: str = "position"  # one of ACTION_SPACES
+    gripper_dims: tuple[int, ...] = ()  # state and action dims that are grippers
+    # The measured gripper joint at the runtime's gripper value 0 and 1; () = as measured.
+    gripper_state_range: tuple[float, ...] = ()
+    # The gripper command at the runtime's value 0 and 1; () = the runtime's value.
+    gripper_command_range: tuple[float, ...] = ()
+    gripper_threshold: float = 0.0  # > 0: gripper actions become 1 above it, else 0
+    action_clip: float = 0.0  # > 0: actions clipped to [-clip, clip] (after the threshold)
+    velocity_scale: float = 0.0  # action_space velocity: rad/s per unit of the other dims
+    camera_rotations: tuple[int, ...] = ()  # per camera, degrees; () = none
 
     def __post_init__(self) -> None:
         self._check_cameras()
+        self._check_conventions()
         if self.plan_prompt is not None and (not self.plan_prompt or self.plan_tokens < 1):
             raise ValueError("a plan needs a non-empty plan_prompt and plan_tokens >= 1")
         if self.space not in SPACES:
@@ -239,6 +266,39 @@ class RobotConfig:
         if list(self.cameras) != sorted(set(self.cameras), key=IMAGE_SLOTS.index):
             raise ValueError(f"cameras {list(self.cameras)} must be in slot order, each once")
 
+    def _check_conventions(self) -> None:
+        """The runtime conventions are consistent with the robot's dims and action space."""
+        if self.action_space not in ACTION_SPACES:
+            raise ValueError(
+                f"action_space {self.action_space!r} is not one of {tuple(ACTION_SPACES)}"
+            )
+        dims = min(self.action_dim, self.state_dim)
+        if any(not 0 <= i < dims for i in self.gripper_dims):
+            raise ValueError(f"gripper_dims {self.gripper_dims} outside [0, {dims})")
+        for name in ("gripper_state_range", "gripper_command_range"):
+            span = getattr(self, name)
+            if span and (len(span) != 2 or span[0] == span[1]):
+                raise ValueError(f"{name} {span} must be two different values (at 0 and 1)")
+            if span and not self.gripper_dims:
+                raise ValueError(f"{name} needs gripper_dims")
+        if (self.action_space == "velocity") != (self.velocity_scale > 0):
+            raise ValueError("velocity_scale > 0 goes with action_space velocity, and only it")
+        if self.gripper_threshold < 0 or self.action_clip < 0:
+            raise ValueError("gripper_threshold and action_clip are >= 0 (0: off)")
+        if self.camera_rotations and len(self.camera_rotations) != len(self.cameras):
+            raise ValueError(
+                f"camera_rotations {list(self.camera_rotations)} needs one per camera "
+                f"({len(self.cameras)})"
+            )
+        if any(r not in CAMERA_ROTATIONS for r in self.camera_rotations):
+            raise ValueError(f"camera_rotations must be some of {CAMERA_ROTATIONS}")
+
+    def slot_rotations(self, count: int) -> tuple[int, ...]:
+        """camera_rotations of the first `count` image slots, in slot order (0 for a slot
+        the robot has no camera in)."""
+        turns = dict(zip(self.cameras, self.camera_rotations, strict=False))
+        return tuple(turns.get(slot, 0) for slot in IMAGE_SLOTS[:count])
+
     @property
     def model_dims(self) -> int:
         """Action (and state) dimensions in the checkpoint's space."""
@@ -257,7 +317,18 @@ class RobotConfig:
 
 # The openpi checkpoints' training settings (openpi training/config.py): pi05_libero
 # (H=10, no state in the prompt), pi05_droid (H=15), pi05_aloha (H=50, the six joints of
-# each arm as deltas, trained in openpi's ALOHA space).
+# each arm as deltas, trained in openpi's ALOHA space); and what each runtime does around
+# the model (docs/DESIGN.md section 17 cites the files):
+# - LIBERO (examples/libero/main.py): both images rotated 180 degrees; 7 end-effector
+#   actions for LIBERO's own controller.
+# - DROID (examples/droid/main.py; the droid repository's robot_ik_solver.py): the gripper
+#   reads 0 open .. 1 closed and its action is binarised at 0.5, then every action is
+#   clipped to [-1, 1]; the 7 arm actions are joint velocities, 1.0 = 0.2 rad per 15 Hz
+#   step (3 rad/s). The gripper's driver units are the robot's: a params file declares
+#   them (config/droid.yaml).
+# - ALOHA (examples/aloha_real/constants.py, real_env.py): the state's gripper is the
+#   finger position (m) normalised over [0.01844, 0.05800] (0 closed, 1 open); the command
+#   is the gripper joint's angle (rad), the runtime's 0..1 spread over [-0.6213, 1.4910].
 ROBOT_PRESETS: dict[str, RobotConfig] = {
     "libero": RobotConfig(
         "libero",
@@ -266,9 +337,20 @@ ROBOT_PRESETS: dict[str, RobotConfig] = {
         state_dim=8,
         action_horizon=10,
         discrete_state=False,
+        action_space="end_effector",
+        camera_rotations=(180, 180),
     ),
     "droid": RobotConfig(
-        "droid", cameras=IMAGE_SLOTS[:2], action_dim=8, state_dim=8, action_horizon=15
+        "droid",
+        cameras=IMAGE_SLOTS[:2],
+        action_dim=8,
+        state_dim=8,
+        action_horizon=15,
+        action_space="velocity",
+        velocity_scale=0.2 * 15,
+        gripper_dims=(7,),
+        gripper_threshold=0.5,
+        action_clip=1.0,
     ),
     "aloha": RobotConfig(
         "aloha",
@@ -278,6 +360,9 @@ ROBOT_PRESETS: dict[str, RobotConfig] = {
         action_horizon=50,
         delta_actions=(0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12),
         space="aloha",
+        gripper_dims=(6, 13),
+        gripper_state_range=(0.01844, 0.05800),
+        gripper_command_range=(-0.6213, 1.4910),
     ),
     "humanoid": RobotConfig("humanoid", cameras=IMAGE_SLOTS, action_dim=26, state_dim=26),
     "demo": RobotConfig("demo", cameras=IMAGE_SLOTS, action_dim=7, state_dim=7),

@@ -31,7 +31,14 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from oxygen_core.config import IMAGE_SLOTS, ROBOT_PRESETS, SPACES, RobotConfig
+from oxygen_core.config import (
+    ACTION_SPACES,
+    CAMERA_ROTATIONS,
+    IMAGE_SLOTS,
+    ROBOT_PRESETS,
+    SPACES,
+    RobotConfig,
+)
 
 BASE = "base"  # the declaration's preset to start from; not a RobotConfig field
 REQUIRED = ("cameras", "action_dim", "state_dim")  # what a declaration without base must give
@@ -77,6 +84,33 @@ FIELDS: dict[str, FieldDoc] = {
         "the answer; left out: one stage."
     ),
     "plan_tokens": FieldDoc("Longest answer to plan_prompt, in tokens.", (1, 1024)),
+    "action_space": FieldDoc(
+        "What the robot's commands are: "
+        + "; ".join(f"{k} ({v})" for k, v in ACTION_SPACES.items())
+        + ". Only position goes on ~/joint_trajectory and through the chunk gate.",
+        choices=tuple(ACTION_SPACES),
+    ),
+    "gripper_dims": FieldDoc("State and action dimensions that are grippers."),
+    "gripper_state_range": FieldDoc(
+        "The measured gripper joint's values at the runtime's gripper 0 and 1 (two floats, "
+        "e.g. ALOHA's finger position in m, closed then open); left out: as measured."
+    ),
+    "gripper_command_range": FieldDoc(
+        "The gripper command's values at the runtime's gripper 0 and 1 (two floats, in the "
+        "gripper controller's unit); left out: the runtime's 0..1."
+    ),
+    "gripper_threshold": FieldDoc(
+        "Gripper actions become 1 above it, else 0 (DROID's client: 0.5); 0: off."
+    ),
+    "action_clip": FieldDoc("Actions clipped to [-clip, clip] after the threshold; 0: off."),
+    "velocity_scale": FieldDoc(
+        "action_space velocity: rad/s per unit of the non-gripper actions (DROID: 0.2 rad "
+        "per 15 Hz step = 3.0)."
+    ),
+    "camera_rotations": FieldDoc(
+        f"Per camera, degrees the image is turned before resizing: {CAMERA_ROTATIONS} "
+        "(LIBERO: 180 for both)."
+    ),
 }
 
 
@@ -148,6 +182,8 @@ def _checked(key: str, value: Any, where: str) -> Any:
     if not ok:
         kind = f"a list of {element.__name__}" if element else expected.__name__
         raise ValueError(f"{where}.{key}={value!r} is not {kind}")
+    if float in (element, expected):
+        value = tuple(map(float, value)) if element else float(value)
     field = FIELDS[key]
     if field.span is not None and not field.span[0] <= value <= field.span[1]:
         raise ValueError(f"{where}.{key}={value!r} is outside [{field.span[0]}, {field.span[1]}]")
@@ -157,5 +193,10 @@ def _checked(key: str, value: Any, where: str) -> Any:
 
 
 def _is(value: Any, kind: type) -> bool:
-    """isinstance, except that a bool is no int (True would pass for action_dim 1)."""
-    return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    """isinstance, except that a bool is no number (True would pass for action_dim 1) and
+    an int is a float (YAML writes 1.0 as 1 when a person types 1)."""
+    if isinstance(value, bool):
+        return kind is bool
+    if kind is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, kind)

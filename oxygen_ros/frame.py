@@ -51,7 +51,6 @@ from oxygen_core.engine import Engine
 from oxygen_core.engine.timeline import ChunkTimeline, Release, Takeover
 from oxygen_core.engine.types import ActionResult, LanguageResult
 from oxygen_core.model.rtc import control_steps
-from oxygen_core.observation import Observation
 from oxygen_core.safety.gate import ChunkGate
 from oxygen_core.safety.guard import ChunkGuard
 from oxygen_ros import topics
@@ -117,8 +116,9 @@ class FrameLoop:
         latency_scale: float = 1.0,
     ) -> None:
         """clock: the steady clock Tick.start_s and deadline_s are on (seconds). gate: the
-        chunk gate over `layout.action_names`, which must be among `cfg.joint_names` (None:
-        chunks go out unchecked, reported as an ERROR). max_rejections: rejected chunks in
+        chunk gate over `layout.action_names`, which the assembler must read from the joint
+        state as its `commanded_names` (None: chunks go out unchecked, reported as an
+        ERROR). max_rejections: rejected chunks in
         a row before the loop holds the robot. latency_scale: robot-clock seconds per
         steady second, for the delay estimate d (1 on a robot; 0 in a replay as fast as
         possible, where bag time stands still while a frame computes; R paced at R x)."""
@@ -140,7 +140,8 @@ class FrameLoop:
         self._held = threading.Event()  # a hold went out: the next frame meets no chunk
         self._standing = False  # a hold went out and no chunk since: the outage has its hold
         self._frame_ns = round(cfg.frame_period_s * 1e9)
-        self._measured = _state_index(cfg.joint_names, layout.action_names, gate)
+        if gate is not None and not assembler.commanded_names:
+            raise ValueError("the chunk gate needs action_names: it checks chunks from their state")
         self._last_state: np.ndarray | None = None  # the last frame's, for a hold
         self._guard = None if gate is None else ChunkGuard(gate, max_rejections)
         self._latency_scale = latency_scale
@@ -206,7 +207,7 @@ class FrameLoop:
             return
         for slot, detail in self._assembler.blanked.items():
             self._warn(f"blank {slot}", f"camera left blank: {detail}")
-        self._last_state = self._measured_state(obs)
+        self._last_state = self._assembler.commanded
         takeover = self._timeline.at(stamp_to_ns(tick.stamp))
         action = self._engine.act(obs, takeover.handover)
         if self._held.is_set():  # held while act ran (a stall, a stop): this chunk is stale
@@ -289,10 +290,6 @@ class FrameLoop:
             return
         self.hold(reason)
 
-    def _measured_state(self, obs: Observation) -> np.ndarray | None:
-        """The observation's positions of the commanded joints (None: some is not measured)."""
-        return None if self._measured is None else obs.state[self._measured]
-
     def _warn(self, key: str, message: str) -> None:
         """One line per key (a skip reason, a blank camera) per throttle period."""
         line = self._throttle.line(key, message)
@@ -344,17 +341,3 @@ class FrameLoop:
         self._origins[frame] = stamp
         if len(self._origins) > _ORIGINS_KEPT:
             self._origins.popitem(last=False)
-
-
-def _state_index(
-    joint_names: tuple[str, ...], action_names: tuple[str, ...], gate: ChunkGate | None
-) -> np.ndarray | None:
-    """Where each commanded joint sits in the observation's state; None when some is not
-    measured, which the gate does not allow (it checks every chunk from that state)."""
-    missing = [name for name in action_names if name not in joint_names]
-    if action_names and not missing:
-        return np.array([joint_names.index(name) for name in action_names])
-    if gate is not None:
-        what = f"commanded joint {missing[0]!r} among joint_names" if missing else "action_names"
-        raise ValueError(f"the chunk gate needs the {what}: it checks chunks from their state")
-    return None

@@ -27,6 +27,15 @@ max_instruction_chars, or one the policy says cannot fit its prompt (`instructio
 run once when the instruction arrives), is refused: the previous instruction stays in
 force, and `instruction_refusals` and `instruction_refused` (why, as a short excerpt)
 say so for /diagnostics.
+
+The robot's runtime conventions that act on messages are applied here, as openpi's
+clients apply them before the server: a camera's rotation (`RobotConfig.camera_rotations`)
+before resizing, and the policy's check that the measured state is in the units the robot
+spec says (`state_check`, e.g. a gripper far outside its range: a `bad_joint_state`). A
+frame also reads the commanded joints' positions from the same JointState
+(`commanded_names`, then `commanded`): the chunk gate and the holds judge commands against
+them, and a controller's joint may be another joint than the state's (ALOHA's gripper
+command is the gripper's angle, its state the finger position).
 """
 
 from __future__ import annotations
@@ -69,6 +78,7 @@ JOINT_STATE = "joint_state"  # freshness() key of the joint state, next to the s
 # A spoken or typed task is a sentence or two; pi0.5's largest prompt is 200 tokens.
 DEFAULT_MAX_INSTRUCTION_CHARS = 1000
 InstructionCheck = Callable[[str], str | None]  # why an instruction is refused, or None
+StateCheck = Callable[[np.ndarray, Sequence[str]], str | None]  # why a state is unusable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +113,11 @@ class FrameAssembler:
         max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
         max_instruction_chars: int = DEFAULT_MAX_INSTRUCTION_CHARS,
         instruction_check: InstructionCheck | None = None,
+        state_check: StateCheck | None = None,
+        commanded_names: Sequence[str] = (),
+        camera_rotations: Sequence[int] = (),
     ) -> None:
+        """camera_rotations: degrees per camera topic (() = none)."""
         self.camera_topics = tuple(camera_topics)
         self.slots = IMAGE_SLOTS[: len(camera_topics)]
         self.joint_names = tuple(joint_names)
@@ -114,12 +128,18 @@ class FrameAssembler:
         self.max_image_pixels = max_image_pixels
         self.max_instruction_chars = max_instruction_chars
         self._instruction_check = instruction_check
+        self._state_check = state_check
+        self.commanded_names = tuple(commanded_names)
+        self.camera_rotations = tuple(camera_rotations) or (0,) * len(self.camera_topics)
         self._check_settings(state_dim)
         self.skip_counts: dict[SkipReason, int] = dict.fromkeys(SKIP_REASONS, 0)
         self.instruction_refusals = 0
         self.instruction_refused = ""  # why the latest instruction was refused; "" if taken
         self.blank_counts: dict[str, int] = dict.fromkeys(self.slots, 0)
         self.ignored_joints: tuple[str, ...] = ()  # joints of the last JointState not used
+        # The commanded joints' positions in the last assembled frame's JointState (None
+        # without commanded_names).
+        self.commanded: np.ndarray | None = None
         self.blanked: dict[str, str] = {}  # image slot -> why it was left out of the last frame
         self._images: list[Any | None] = [None] * len(self.slots)
         self._joint_state: Any | None = None
@@ -233,9 +253,14 @@ class FrameAssembler:
             return Skip("stale_joint_state", stale)
         try:
             state = joint_positions(msg, self.joint_names)
+            commanded = joint_positions(msg, self.commanded_names) if self.commanded_names else None
         except InputError as error:
             return Skip("bad_joint_state", str(error))
-        self.ignored_joints = unused_joints(msg, self.joint_names)
+        problem = self._state_check(state, self.joint_names) if self._state_check else None
+        if problem:
+            return Skip("bad_joint_state", problem)
+        self.ignored_joints = unused_joints(msg, self.joint_names + self.commanded_names)
+        self.commanded = commanded
         return state
 
     def _usable_cameras(self, images: list[Any | None], now_s: float) -> _Usable | Skip:
@@ -281,15 +306,19 @@ class FrameAssembler:
     def _decode(self, i: int, msg: Any) -> np.ndarray:
         cached = self._decoded[i]
         if cached is None or cached[0] is not msg:
-            cached = self._decoded[i] = (msg, self._decode_new(msg))
+            cached = self._decoded[i] = (msg, self._decode_new(msg, self.camera_rotations[i]))
         if isinstance(cached[1], str):
             raise InputError(cached[1])  # a new exception each frame: no growing traceback
         return cached[1]
 
-    def _decode_new(self, msg: Any) -> np.ndarray | str:
-        """The model's image, or why the message does not give one."""
+    def _decode_new(self, msg: Any, rotation: int) -> np.ndarray | str:
+        """The model's image, turned by `rotation` degrees (0 or 180), or why the message
+        does not give one."""
         try:
-            return resize_with_pad(image_to_rgb(msg, self.max_image_pixels), self.image_size)
+            rgb = image_to_rgb(msg, self.max_image_pixels)
+            if rotation == 180:
+                rgb = rgb[::-1, ::-1]
+            return resize_with_pad(rgb, self.image_size)
         except InputError as error:
             return str(error)
         except Exception as error:  # a decoder's own exception types: still a bad image
@@ -304,6 +333,11 @@ class FrameAssembler:
             )
         if len(self.joint_names) != state_dim:
             raise ValueError(f"{len(self.joint_names)} joint_names for state_dim {state_dim}")
+        if len(self.camera_rotations) != len(self.camera_topics):
+            raise ValueError(
+                f"{len(self.camera_rotations)} camera_rotations for "
+                f"{len(self.camera_topics)} camera_topics"
+            )
         if self.missing_camera not in MISSING_CAMERA_POLICIES:
             raise ValueError(
                 f"missing_camera {self.missing_camera!r} is not one of "

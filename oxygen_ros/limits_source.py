@@ -81,12 +81,6 @@ def read_limits(node: Node, cfg: NodeConfig, commanded: Sequence[str]) -> JointL
     one line naming the parameter (and the joint) on anything the gate cannot run with."""
     if cfg.gate_policy == "off" or not cfg.joint_trajectory or not commanded:
         return None
-    unmeasured = [name for name in commanded if name not in cfg.joint_names]
-    if unmeasured:
-        raise ValueError(
-            f"gate_policy={cfg.gate_policy} needs every commanded joint's measured position, "
-            f"but {unmeasured[0]!r} is not in joint_names"
-        )
     urdf, where = _urdf(node, cfg)
     block = block_bounds(_block(node), "parameters")
     source = f"{where} + joint_limits" if where else "joint_limits"

@@ -34,7 +34,14 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from oxygen_core import robot_spec
-from oxygen_core.config import IMAGE_SLOTS, MODEL_PRESETS, ROBOT_PRESETS, ModelConfig, RobotConfig
+from oxygen_core.config import (
+    ACTION_SPACES,
+    IMAGE_SLOTS,
+    MODEL_PRESETS,
+    ROBOT_PRESETS,
+    ModelConfig,
+    RobotConfig,
+)
 from oxygen_core.engine.types import (
     DEFAULT_STREAMS,
     EngineConfig,
@@ -284,8 +291,11 @@ def declare_parameters(node: Node) -> None:
             _declare(node, f"streams.{name}.{key}", value, type(value), meta)
     robot = node.get_parameter("robot").value
     for key, field in robot_spec.FIELDS.items():
-        meta = {"doc": field.doc, "span": field.span, "choices": field.choices}
-        _declare(node, f"robots.{robot}.{key}", None, robot_spec.FIELD_TYPES[key], meta)
+        hint = robot_spec.FIELD_TYPES[key]
+        # A float field takes an int too (YAML's 1 for 1.0); robot_spec checks the value.
+        floats = float in (hint, *typing.get_args(hint))
+        meta = {"doc": field.doc, "span": field.span, "choices": field.choices, "dynamic": floats}
+        _declare(node, f"robots.{robot}.{key}", None, hint, meta)
     commanded = _read(node, "action_names", (), None) or _read(node, "joint_names", (), None)
     declare_limit_parameters(node, commanded)
 
@@ -318,7 +328,26 @@ def read_settings(node: Node) -> Settings:
         limits = read_limits(node, cfg, commanded_names(cfg, robot))
     except ValueError as error:  # one line, whatever a parser's message spans
         raise ConfigError(" ".join(str(error).split())) from None
+    check_outputs(cfg, robot, gated=limits is not None)
     return Settings(node=cfg, engine=engine, robot=robot, limits=limits)
+
+
+def check_outputs(cfg: NodeConfig, robot: RobotConfig, gated: bool) -> None:
+    """Only absolute joint positions may go where positions are expected: on
+    ~/joint_trajectory, and through the chunk gate, which judges positions."""
+    if robot.action_space == "position":
+        return
+    what = f"robot {robot.name!r} commands {ACTION_SPACES[robot.action_space]}"
+    if cfg.joint_trajectory:
+        raise ConfigError(
+            f"{what} (action_space {robot.action_space}), which ~/joint_trajectory cannot "
+            f"carry: set joint_trajectory: false and read ~/action_chunk"
+        )
+    if gated:
+        raise ConfigError(
+            f"{what} (action_space {robot.action_space}): the chunk gate judges joint "
+            f"positions; remove the joint limits, the robot's own controller enforces them"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -442,8 +471,12 @@ def _declare(node: Node, name: str, default: Any, hint: Any, meta: dict) -> None
         descriptor.floating_point_range = [
             FloatingPointRange(from_value=span[0], to_value=span[1], step=0.0)
         ]
-    # An empty tuple has no element type for rclpy to infer, and None no value.
-    value = _ros_type(hint) if default is None or default == () else _to_ros(default)
+    # An empty tuple has no element type for rclpy to infer, and None no value; a
+    # dynamically typed parameter is declared without a type.
+    if descriptor.dynamic_typing and (default is None or default == ()):
+        value = None
+    else:
+        value = _ros_type(hint) if default is None or default == () else _to_ros(default)
     node.declare_parameter(name, value, descriptor)
 
 
@@ -472,8 +505,17 @@ def _ros_type(hint: Any) -> Parameter.Type:
     """The ROS parameter type of a field's type hint (a scalar or a tuple of one)."""
     if typing.get_origin(hint) is tuple:
         element = typing.get_args(hint)[0]
-        return {str: Parameter.Type.STRING_ARRAY, int: Parameter.Type.INTEGER_ARRAY}[element]
-    types = {str: Parameter.Type.STRING, int: Parameter.Type.INTEGER, bool: Parameter.Type.BOOL}
+        return {
+            str: Parameter.Type.STRING_ARRAY,
+            int: Parameter.Type.INTEGER_ARRAY,
+            float: Parameter.Type.DOUBLE_ARRAY,
+        }[element]
+    types = {
+        str: Parameter.Type.STRING,
+        int: Parameter.Type.INTEGER,
+        bool: Parameter.Type.BOOL,
+        float: Parameter.Type.DOUBLE,
+    }
     return types[hint]
 
 

@@ -9,9 +9,11 @@ limits (`Settings.limits`, resolved from the parameters; no gate without them).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
+from oxygen_core import robot_io
 from oxygen_core.engine import Engine, make_engine
 from oxygen_core.observation import Observation
 from oxygen_core.policy import Policy, load_policy
@@ -20,7 +22,6 @@ from oxygen_ros.inputs import FrameAssembler
 from oxygen_ros.params import (
     ChunkLayout,
     ConfigError,
-    NodeConfig,
     Settings,
     check_delay,
     fit_to_model,
@@ -52,7 +53,7 @@ def make_pipeline(settings: Settings) -> Pipeline:
     )
     layout = fit_to_model(cfg, policy.config, policy.robot)
     check_delay(cfg, settings.engine, policy.config)
-    assembler = _assembler(cfg, policy)
+    assembler = _assembler(settings, policy, layout)
     engine = make_engine(policy, settings.engine)
     engine.warmup(blank_observation(policy, assembler, cfg.instruction))
     return Pipeline(settings, layout, assembler, engine, chunk_gate(settings))
@@ -71,11 +72,16 @@ def restart_pipeline(pipeline: Pipeline) -> Pipeline:
     the same engine restarted (Engine.restart) and a new assembler (no inputs, no skip
     counts). An evaluation worker replays many bags with one compiled engine this way."""
     pipeline.engine.restart()
-    assembler = _assembler(pipeline.settings.node, pipeline.engine.policy)
+    assembler = _assembler(pipeline.settings, pipeline.engine.policy, pipeline.layout)
     return dataclasses.replace(pipeline, assembler=assembler)
 
 
-def _assembler(cfg: NodeConfig, policy: Policy) -> FrameAssembler:
+def _assembler(settings: Settings, policy: Policy, layout: ChunkLayout) -> FrameAssembler:
+    """The frame assembler with the robot's conventions for messages: its cameras'
+    rotations, its state check, and the commanded joints read for the gate and the holds
+    when trajectories go out or the gate judges them."""
+    cfg, robot = settings.node, policy.robot
+    judged = cfg.joint_trajectory or settings.limits is not None
     assembler = FrameAssembler(
         camera_topics=cfg.camera_topics,
         joint_names=cfg.joint_names,
@@ -87,6 +93,9 @@ def _assembler(cfg: NodeConfig, policy: Policy) -> FrameAssembler:
         max_image_pixels=cfg.max_image_pixels,
         max_instruction_chars=cfg.max_instruction_chars,
         instruction_check=policy.instruction_problem,
+        state_check=functools.partial(robot_io.gripper_problem, robot),
+        commanded_names=layout.action_names if judged else (),
+        camera_rotations=robot.slot_rotations(len(cfg.camera_topics)),
     )
     refused = assembler.on_instruction(cfg.instruction)
     if refused:

@@ -18,7 +18,7 @@ from std_msgs.msg import String
 
 from oxygen_core.safety.limits import urdf_bounds
 from oxygen_core.sim import arm
-from oxygen_ros.params import ConfigError, declare_parameters, read_settings
+from oxygen_ros.params import ConfigError, commanded_names, declare_parameters, read_settings
 
 pytestmark = pytest.mark.ros
 
@@ -120,9 +120,21 @@ def test_robot_description_must_be_a_urdf(tmp_path):
     assert missing.startswith(f"robot_description_file {tmp_path / 'none.urdf'}: cannot read")
 
 
-def test_the_gate_needs_every_commanded_joint_measured(tmp_path):
-    message = _refused(tmp_path, action_names=["joint_1", "joint_3"], joint_names=JOINTS)
-    assert "'joint_3' is not in joint_names" in message
+def test_a_commanded_joint_outside_the_state_is_judged_by_its_own_limits(tmp_path):
+    """ALOHA commands the gripper joint and reads the finger joint as its state: the gate
+    judges the commanded joint (read by name from the JointState) by the limits given."""
+    message = _refused(
+        tmp_path, {"joint_1": FULL}, action_names=["joint_1", "joint_3"], robot_description=URDF
+    )
+    assert "joint 'joint_3' has no min_position" in message
+    block = {
+        "joint_1": FULL,
+        "joint_3": {**FULL, "min_position": -1.0, "max_position": 1.0, "max_velocity": 2.0},
+    }
+    settings = _settings(
+        tmp_path, block, action_names=["joint_1", "joint_3"], robot_description=URDF
+    )
+    assert settings.limits.names == ("joint_1", "joint_3")
 
 
 def test_no_limits_are_read_without_a_gate(tmp_path):
@@ -193,4 +205,4 @@ def test_every_shipped_joint_position_config_limits_every_commanded_joint(name):
     from oxygen_ros.tools.configure import load_settings
 
     settings, _ = load_settings(ROOT / "config" / f"{name}.yaml")
-    assert settings.limits.names == settings.node.joint_names
+    assert settings.limits.names == commanded_names(settings.node, settings.robot)

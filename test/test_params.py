@@ -242,8 +242,12 @@ def test_fit_refuses_cameras_the_topics_do_not_fill_in_order():
 
 
 def _declared(folder: Path, name: str, fields: dict, **params) -> Path:
-    """config/tiny.yaml with `robot: name` declared under robots.<name> as `fields`."""
+    """config/tiny.yaml with `robot: name` declared under robots.<name> as `fields`; for a
+    robot whose commands are no joint positions, without trajectories and joint limits."""
     raw = yaml.safe_load((CONFIG / "tiny.yaml").read_text())
+    if fields.get("action_space", "position") != "position":
+        params = {"joint_trajectory": False, **params}
+        del raw["/**"]["ros__parameters"]["joint_limits"]
     raw["/**"]["ros__parameters"].update({"robot": name, "robots": {name: fields}, **params})
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))

@@ -237,6 +237,7 @@ def _observations(
         missing_camera=cfg.missing_camera,
         max_image_pixels=cfg.max_image_pixels,
         max_instruction_chars=cfg.max_instruction_chars,
+        camera_rotations=src.settings.robot.slot_rotations(len(names.cameras)),
     )
     assembler.on_instruction(cfg.instruction)
     slots = {t: [i for i, c in enumerate(names.cameras) if c == t] for t in names.cameras}
