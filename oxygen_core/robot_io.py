@@ -101,6 +101,14 @@ def actions_to_model(
     return actions.astype(np.float32)
 
 
+def neutral_state(robot: RobotConfig) -> np.ndarray:
+    """A state the robot can report, float32 [state_dim]: zeros, the grippers mid-range
+    (ALOHA's finger at 0 m would be no position at all). Warm-up and shape checks use it."""
+    state = np.zeros(robot.state_dim, np.float32)
+    state[list(robot.gripper_dims)] = np.mean(robot.gripper_state_range or (0.0, 1.0))
+    return state
+
+
 # How far past its range a gripper may read, as a share of the range, before the state is
 # taken to be in other units: a gripper squeezing past its closed mark reads a little out.
 GRIPPER_MARGIN = 0.25

@@ -62,8 +62,9 @@ class MotionSwitch:
     @property
     def state(self) -> str:
         """ENABLED, or "dry run: " and why (the service's reply and the diagnostics value)."""
-        why = [w for w, on in (("disabled", not self._enabled), ("e-stop", self.estop_pressed))
-        if on]
+        why = [
+            w for w, on in (("disabled", not self._enabled), ("e-stop", self.estop_pressed)) if on
+        ]
         return f"dry run: {' and '.join(why)}" if why else ENABLED
 
     def set_enabled(self, enabled: bool) -> str:

@@ -107,5 +107,5 @@ def blank_observation(policy: Policy, assembler: FrameAssembler, prompt: str) ->
     """Black images in the slots the cameras fill: warm-up compiles the shapes that run."""
     size = policy.config.vision.image_size
     images = {slot: np.zeros((size, size, 3), np.uint8) for slot in assembler.slots}
-    state = np.zeros(policy.robot.state_dim, np.float32)
+    state = robot_io.neutral_state(policy.robot)
     return Observation(images=images, state=state, prompt=prompt or "warm up")

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 import pytest
 
+from oxygen_core.model.checkpoint import TOKENIZER_FILE, TRAIN_CONFIG
 from oxygen_core.train import average, cli
 
 PARENT = Path(__file__).resolve().parents[1] / "data" / "policy" / "sim_demo"
@@ -40,11 +41,11 @@ def test_the_mean_of_two_stages_loads_as_their_mean_with_the_parents_io(tmp_path
     assert got.keys() == parent.keys()
     for key, value in parent.items():
         np.testing.assert_allclose(got[key], value - 0.25, atol=1e-6, err_msg=key)
-    meta = json.loads((out / cli.CONFIG_FILE).read_text())
-    shipped = json.loads((PARENT / cli.CONFIG_FILE).read_text())
+    meta = json.loads((out / TRAIN_CONFIG).read_text())
+    shipped = json.loads((PARENT / TRAIN_CONFIG).read_text())
     assert {k: meta[k] for k in average.SHARED} == {k: shipped.get(k) for k in average.SHARED}
     assert [x["checkpoint"] for x in meta["average_of"]] == [str(a), str(b)]
-    assert (out / cli.TOKENIZER_FILE).read_bytes() == (PARENT / cli.TOKENIZER_FILE).read_bytes()
+    assert (out / TOKENIZER_FILE).read_bytes() == (PARENT / TOKENIZER_FILE).read_bytes()
     mean_policy, _ = cli.trained_policy(out)
     assert average.same_norm_stats(mean_policy.norm, cli.trained_policy(PARENT)[0].norm)
 

@@ -11,6 +11,7 @@ import pytest
 from oxygen_core.config import ROBOT_PRESETS, model_preset, robot_preset
 from oxygen_core.engine import EngineConfig, make_engine
 from oxygen_core.model import weights as P
+from oxygen_core.model.checkpoint import TOKENIZER_FILE, TRAIN_CONFIG
 from oxygen_core.model.normalize import NormStats, identity_stats
 from oxygen_core.model.tokenizer import load_tokenizer
 from oxygen_core.robot_spec import declaration, declared_robot
@@ -24,7 +25,7 @@ from oxygen_core.train.records import Dart, expert_episode
 DT = 0.05
 H = 10
 POLICY = Path(__file__).resolve().parents[1] / "data" / "policy" / "sim_demo"
-META = json.loads((POLICY / cli.CONFIG_FILE).read_text())
+META = json.loads((POLICY / TRAIN_CONFIG).read_text())
 ROBOT = robot_preset(META["robot"])
 CFG = ROBOT.apply(model_preset("demo"))
 
@@ -104,7 +105,7 @@ def test_oxygen_train_continues_a_checkpoint_with_its_norm_stats_and_tokenizer(t
     base = cli.base_policy(args)
     other = dataclasses.replace(data, episode=[f"{e}-b" for e in data.episode])
     prep = cli.prepare(CFG, ROBOT, D.concat([data, other]), 2, base=base)  # one held out
-    assert prep.tokenizer_bytes == (POLICY / cli.TOKENIZER_FILE).read_bytes()
+    assert prep.tokenizer_bytes == (POLICY / TOKENIZER_FILE).read_bytes()
     for ours, theirs in (
         (prep.norm.state, base.norm.state),
         (prep.norm.actions, base.norm.actions),
@@ -190,8 +191,8 @@ def test_a_checkpoint_of_a_declared_robot_loads_and_continues_without_its_params
     cfg = robot.apply(model_preset("tiny"))
     norm = NormStats(state=identity_stats(4), actions=identity_stats(cfg.action_dim))
     cli.write_checkpoint(ckpt, P.to_runtime(P.init_params(cfg, 0)), norm, robot.name)
-    (ckpt / cli.TOKENIZER_FILE).write_bytes(load_tokenizer().model_proto)
-    (ckpt / cli.CONFIG_FILE).write_text(json.dumps(cli.run_fields(args)))
+    (ckpt / TOKENIZER_FILE).write_bytes(load_tokenizer().model_proto)
+    (ckpt / TRAIN_CONFIG).write_text(json.dumps(cli.run_fields(args)))
     policy, meta = cli.trained_policy(ckpt)
     assert policy.robot == robot and meta["robot"] == "arm4"
     args.init_from = str(ckpt)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from oxygen_core import robot_spec
@@ -26,7 +27,10 @@ from oxygen_core.config import (
     model_preset,
     robot_preset,
 )
+from oxygen_core.model import weights as P
+from oxygen_core.model.checkpoint import EMBEDDING, save_checkpoint
 from oxygen_core.model.info import main
+from oxygen_core.model.normalize import NormStats, identity_stats, write_norm_stats
 
 GEMMA_2B_PUBLISHED = 2_506_172_416  # 256k vocab; PaliGemma adds 1,152 tokens x 2048
 PI05_VLM = GEMMA_2B_PUBLISHED + (257_152 - 256_000) * 2048
@@ -171,6 +175,38 @@ def test_info_rejects_an_unknown_preset(capsys):
         main(["--preset", "pi0"])
     assert exit_.value.code == 2
     assert "invalid choice: 'pi0'" in capsys.readouterr().err
+
+
+def test_info_describes_an_openpi_layout_checkpoint_without_loading_it(tmp_path, capsys):
+    """pi05_base's layout at tiny size: two asset ids, one of them nested, each with the
+    sizes of its stats; the tokenizer its embedding needs; the presets those sizes fit."""
+    tree = P.init_params(model_preset("tiny"), seed=0)
+    tree_flat = P.flatten(tree)
+    vocab = tree_flat[EMBEDDING].shape[0]
+    ckpt = tmp_path / "pi05_base"
+    save_checkpoint(ckpt, tree, norm(14, 14), asset_id="trossen")
+    write_norm_stats(ckpt / "assets" / "org" / "my_droid" / "norm_stats.json", norm(8, 32))
+    assert main(["--checkpoint", str(ckpt), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["total_params"] == sum(np.size(v) for v in tree_flat.values())
+    assert (info["model_presets"], info["action_dim"], info["vocab_size"]) == (["tiny"], 32, vocab)
+    assert info["asset_ids"] == {
+        "org/my_droid": {"state": 8, "actions": 32},
+        "trossen": {"state": 14, "actions": 14},
+    }
+    assert info["action_horizon"] is None  # openpi records none
+    assert info["robot_presets"]["aloha"] == ["trossen"]
+    assert info["robot_presets"]["droid"] == ["org/my_droid"]
+    assert "libero" in info["robot_presets"] and "humanoid" not in info["robot_presets"]
+    assert main(["--checkpoint", str(ckpt)]) == 0
+    table = capsys.readouterr().out
+    assert "org/my_droid: state 8, actions 32" in table and "aloha: asset_id trossen" in table
+    assert main(["--checkpoint", str(tmp_path / "none")]) == 1
+    assert "no Orbax params at" in capsys.readouterr().err
+
+
+def norm(state: int, actions: int) -> NormStats:
+    return NormStats(state=identity_stats(state), actions=identity_stats(actions))
 
 
 def test_installed_console_script(capsys):

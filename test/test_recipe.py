@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from oxygen_core.model.checkpoint import TRAIN_CONFIG
 from oxygen_core.train import cli, recipe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +57,7 @@ def test_a_tiny_recipe_trains_its_stages_and_averages_them(tmp_path, capsys):
     recipe.main([recipe.RECIPE_FLAG, str(path)])
     loaded = recipe.load(path)
     work, out = tmp_path / "work", tmp_path / "policy"
-    meta = json.loads((out / cli.CONFIG_FILE).read_text())
+    meta = json.loads((out / TRAIN_CONFIG).read_text())
     assert meta["recipe"] == loaded.provenance(recipe.AVERAGE)
     assert meta["recipe"]["path"] == str(path) and meta["recipe"]["stage"] == "average"
     first, second = (recipe.checkpoint_dir(work, s) for s in ("first", "second"))
@@ -78,7 +79,7 @@ def test_a_tiny_recipe_trains_its_stages_and_averages_them(tmp_path, capsys):
     recipe.main([recipe.RECIPE_FLAG, str(path)])
     said = capsys.readouterr().out
     assert "stage first: done before" in said and "stage second: oxygen-train" in said
-    assert json.loads((second / cli.CONFIG_FILE).read_text())["add_episodes"] == []
+    assert json.loads((second / TRAIN_CONFIG).read_text())["add_episodes"] == []
     # --from-stage retrains the named stage and its readers even with their keys unchanged.
     recipe.main([recipe.RECIPE_FLAG, str(path), "--from-stage", "second"])
     said = capsys.readouterr().out
@@ -121,7 +122,7 @@ def test_the_shipped_recipe_is_the_shipped_checkpoints_history():
     recipe's content hash is the one the checkpoint names."""
     # Loaded as `make policy` names it, from the repository root.
     shipped = dataclasses.replace(recipe.load(SHIPPED), path=SHIPPED.relative_to(ROOT))
-    meta = json.loads((POLICY / cli.CONFIG_FILE).read_text())
+    meta = json.loads((POLICY / TRAIN_CONFIG).read_text())
     assert meta["recipe"] == shipped.provenance(recipe.AVERAGE)
     assert shipped.out == POLICY.relative_to(ROOT)
     stages = _assert_recorded(shipped, meta)
@@ -136,7 +137,7 @@ def test_the_policy_before_contacts_is_its_recipes_history():
     earlier name (so the recorded path and hash are of that file, not checked here)."""
     loaded = recipe.load(BEFORE_CONTACTS_RECIPE)
     assert loaded.out == BEFORE_CONTACTS.relative_to(ROOT)
-    meta = json.loads((BEFORE_CONTACTS / cli.CONFIG_FILE).read_text())
+    meta = json.loads((BEFORE_CONTACTS / TRAIN_CONFIG).read_text())
     assert meta["recipe"]["stage"] == recipe.AVERAGE
     stages = _assert_recorded(loaded, meta)
     assert list(stages) == [

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from oxygen_core.config import IMAGE_SLOTS
+from oxygen_core.model.checkpoint import TOKENIZER_FILE, TRAIN_CONFIG
 from oxygen_core.policy import load_policy
-from oxygen_core.train import cli
 from oxygen_core.train.records import Record, expert_episode
 from oxygen_ros.tools import train
 from oxygen_ros.tools.bag_records import BagError, Sources, bag_records, sources
@@ -165,12 +165,12 @@ def test_a_few_steps_on_a_bag_write_a_checkpoint_the_policy_loads(bag, src, tmp_
     common = ["--bags", str(bag), "--params", str(PARAMS), "--out", str(out), "--work", str(work)]
     common += ["--preset", "tiny", "--steps", "2", "--batch-size", "2"]
     train.main([*common, "--robot", "sim", "--val-every-episode", "2"])
-    meta = json.loads((out / cli.CONFIG_FILE).read_text())
+    meta = json.loads((out / TRAIN_CONFIG).read_text())
     [episodes] = work.glob(f"bags-*-{CAMERA}.npz")
     assert meta["episodes"] == str(episodes) and meta["train"]["steps"] == 2
     steps = len(bag_records(bag, src, HORIZON, CAMERA))
     assert meta["train_steps"] + meta["val_steps"] == steps and meta["val_steps"] > 0
-    policy = load_policy("tiny", "sim", out, out / cli.TOKENIZER_FILE)
+    policy = load_policy("tiny", "sim", out, out / TOKENIZER_FILE)
     assert policy.robot.name == "sim" and policy.tokenizer is not None
     # A robot that plans from the grounding rows cannot train on bags alone.
     with pytest.raises(SystemExit, match="no grounding rows"):

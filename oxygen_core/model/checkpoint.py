@@ -15,6 +15,8 @@ one line naming both sizes and both files rather than in a list of shape mismatc
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import jax
@@ -27,6 +29,10 @@ from oxygen_core.model.normalize import NormStats, read_norm_stats, write_norm_s
 from oxygen_core.model.tokenizer import Tokenizer
 
 EMBEDDING = f"{P.LLM_PREFIX}/embedder/input_embedding"
+# What a checkpoint trained here records about its run (oxygen_core.train.cli); openpi's
+# checkpoints have none.
+TRAIN_CONFIG = "train_config.json"
+TOKENIZER_FILE = "tokenizer.model"  # the tokenizer a checkpoint trained here was made with
 
 
 def save_checkpoint(
@@ -41,14 +47,45 @@ def save_checkpoint(
         write_norm_stats(ckpt_dir / "assets" / asset_id / "norm_stats.json", norm_stats)
 
 
-def load_params(ckpt_dir: Path, config: ModelConfig, tokenizer: Tokenizer | None = None) -> P.Tree:
-    """Restore parameters as numpy arrays and check them against the tokenizer's
-    vocabulary (when given) and the preset's shapes."""
+@dataclasses.dataclass(frozen=True)
+class ArrayInfo:
+    """One stored parameter's shape and dtype, read without loading it."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def stored_arrays(ckpt_dir: Path) -> dict[str, ArrayInfo]:
+    """Every parameter of `<ckpt_dir>/params` by its path (the `value` wrapping of
+    training checkpoints stripped), from Orbax's metadata alone: a 3 B checkpoint is
+    described without reading its 12 GB."""
+    params_dir = _params_dir(ckpt_dir)
+    with ocp.PyTreeCheckpointer() as ckptr:
+        meta = ckptr.metadata(params_dir)
+    meta = getattr(meta, "item_metadata", meta) or meta
+    tree = meta.get("params", meta)
+    flat = {
+        "/".join(str(getattr(k, "key", k)) for k in path): leaf
+        for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
+    }
+    if flat and all(p.endswith("/value") for p in flat):
+        flat = {p[: -len("/value")]: v for p, v in flat.items()}
+    return {p: ArrayInfo(tuple(v.shape), str(v.dtype)) for p, v in flat.items()}
+
+
+def _params_dir(ckpt_dir: Path) -> Path:
     params_dir = Path(ckpt_dir).resolve() / "params"
     if not params_dir.is_dir():
         raise FileNotFoundError(
             f"no Orbax params at {params_dir} (expected <checkpoint_dir>/params)"
         )
+    return params_dir
+
+
+def load_params(ckpt_dir: Path, config: ModelConfig, tokenizer: Tokenizer | None = None) -> P.Tree:
+    """Restore parameters as numpy arrays and check them against the tokenizer's
+    vocabulary (when given) and the preset's shapes."""
+    params_dir = _params_dir(ckpt_dir)
     with ocp.PyTreeCheckpointer() as ckptr:
         # Restore as host numpy arrays: a checkpoint saved sharded over a training mesh
         # would otherwise ask for that mesh's devices.
@@ -67,6 +104,34 @@ def load_params(ckpt_dir: Path, config: ModelConfig, tokenizer: Tokenizer | None
     tree = P.unflatten({p: np.asarray(v) for p, v in flat.items()})
     P.check_shapes(tree, config)
     return tree
+
+
+def trained_horizon(ckpt_dir: Path) -> int | None:
+    """The action horizon the checkpoint records (`TRAIN_CONFIG`'s action_horizon), or
+    None when it records none: openpi's checkpoints and ones trained here before it was
+    recorded. openpi's configs train pi05_aloha at 50, pi05_droid at 15, pi05_libero at 10."""
+    path = Path(ckpt_dir) / TRAIN_CONFIG
+    if not path.is_file():
+        return None
+    try:
+        horizon = json.loads(path.read_text()).get("action_horizon")
+    except (OSError, ValueError, AttributeError) as error:
+        raise ValueError(f"cannot read {path}: {error}") from None
+    if horizon is not None and not (isinstance(horizon, int) and horizon >= 1):
+        raise ValueError(f"{path}: action_horizon {horizon!r} is not a positive integer")
+    return horizon
+
+
+def check_horizon(ckpt_dir: Path, config: ModelConfig, robot_name: str) -> None:
+    """A checkpoint that records its horizon runs at it: the robot spec's action_horizon
+    says what it was trained with, so a different one fails in one line."""
+    trained = trained_horizon(ckpt_dir)
+    if trained is not None and trained != config.action_horizon:
+        raise ValueError(
+            f"checkpoint {ckpt_dir} was trained with action_horizon {trained}, but robot "
+            f"{robot_name!r} runs the model at {config.action_horizon}: set the robot's "
+            f"action_horizon to {trained}"
+        )
 
 
 def check_vocabulary(flat: dict[str, object], tokenizer: Tokenizer, params_dir: Path) -> None:

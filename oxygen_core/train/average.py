@@ -32,9 +32,10 @@ import jax
 import numpy as np
 
 from oxygen_core.model import weights as P
+from oxygen_core.model.checkpoint import TOKENIZER_FILE, TRAIN_CONFIG
 from oxygen_core.model.normalize import NormStats
 from oxygen_core.policy import Policy
-from oxygen_core.train.cli import CONFIG_FILE, TOKENIZER_FILE, trained_policy, write_checkpoint
+from oxygen_core.train.cli import trained_policy, write_checkpoint
 
 # train_config.json fields the inputs must share (robot_declaration: a robot declared as data)
 SHARED = ("preset", "robot", "robot_declaration", "camera_size")
@@ -89,7 +90,7 @@ def average(paths: list[Path], out: Path, recipe: dict | None = None) -> None:
         "average_of": [{"checkpoint": str(p), "train_config": m} for p, m in inputs],
         "recipe": recipe,
     }
-    (out / CONFIG_FILE).write_text(json.dumps(summary, indent=1) + "\n")
+    (out / TRAIN_CONFIG).write_text(json.dumps(summary, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -32,7 +32,7 @@ from oxygen_core.config import ROBOT_PRESETS, ModelConfig, RobotConfig, model_pr
 from oxygen_core.engine.engine import make_engine
 from oxygen_core.engine.types import DEFAULT_STREAMS, EngineConfig, StreamConfig
 from oxygen_core.model import weights as P
-from oxygen_core.model.checkpoint import save_checkpoint
+from oxygen_core.model.checkpoint import TOKENIZER_FILE, TRAIN_CONFIG, save_checkpoint
 from oxygen_core.model.normalize import NormStats
 from oxygen_core.model.tokenizer import Tokenizer
 from oxygen_core.policy import Policy, load_policy
@@ -52,8 +52,6 @@ from oxygen_core.train.init import training_params
 from oxygen_core.train.records import Dart
 from oxygen_core.train.trainer import TrainConfig, train
 
-TOKENIZER_FILE = "tokenizer.model"
-CONFIG_FILE = "train_config.json"
 SCENE_FIRST_SEED = 10_000  # still scenes: above the expert's seeds, below the evaluation's
 DEFAULT_CAMERA = 64  # a baseline's camera pixels without a checkpoint (the shipped policy's)
 DEFAULT_HORIZON = 10  # a baseline's chunk rows without a checkpoint (the demo preset's H)
@@ -267,7 +265,7 @@ def run_training(args: argparse.Namespace, recipe: dict | None = None) -> None:
         "wall_s_this_run": round(time.perf_counter() - started, 1),
         "recipe": recipe,
     }
-    (out / CONFIG_FILE).write_text(json.dumps(summary, indent=1) + "\n")
+    (out / TRAIN_CONFIG).write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary["final_val"]))
 
 
@@ -279,6 +277,7 @@ def run_fields(args: argparse.Namespace) -> dict:
         "preset": args.preset,
         "robot": args.robot,
         "robot_declaration": None if robot.name in ROBOT_PRESETS else declaration(robot),
+        "action_horizon": robot.apply(model_preset(args.preset)).action_horizon,
         "camera_size": args.camera_size,
         "families": list(args.families),
         "seeds": args.seeds,
@@ -482,7 +481,7 @@ def initial_params(cfg: ModelConfig, args: argparse.Namespace, base: Policy | No
 def trained_policy(ckpt: Path) -> tuple[Policy, dict]:
     """A checkpoint written by oxygen-train, loaded with the preset and robot it was trained
     as, and its train_config.json."""
-    meta = json.loads((ckpt / CONFIG_FILE).read_text())
+    meta = json.loads((ckpt / TRAIN_CONFIG).read_text())
     robot = checkpoint_robot(meta, ckpt)
     return load_policy(meta["preset"], robot, ckpt, ckpt / TOKENIZER_FILE), meta
 
@@ -493,7 +492,7 @@ def checkpoint_robot(meta: dict, ckpt: Path) -> RobotConfig:
     declared = meta.get("robot_declaration")
     if declared is None:
         return robot_preset(meta["robot"])
-    return declared_robot(meta["robot"], declared, f"{ckpt / CONFIG_FILE} robot_declaration")
+    return declared_robot(meta["robot"], declared, f"{ckpt / TRAIN_CONFIG} robot_declaration")
 
 
 def same_io(trained: RobotConfig, robot: RobotConfig) -> bool:

@@ -56,6 +56,7 @@ from typing import Any, NoReturn
 
 import yaml
 
+from oxygen_core.model.checkpoint import TRAIN_CONFIG
 from oxygen_core.train import average, cli
 
 RECIPE_FLAG = "--recipe"
@@ -303,8 +304,8 @@ def _parent(
 def _checkpoint_hash(where: _Where, at: str, path: Path) -> str:
     """A hash of every file of a checkpoint outside the recipe (a few MB: milliseconds),
     which must be a complete one (oxygen-train writes its train_config.json last)."""
-    if not (path / cli.CONFIG_FILE).is_file():
-        raise where.error(at, f"{INIT_FROM}: {path} holds no {cli.CONFIG_FILE}: no checkpoint")
+    if not (path / TRAIN_CONFIG).is_file():
+        raise where.error(at, f"{INIT_FROM}: {path} holds no {TRAIN_CONFIG}: no checkpoint")
     digest = hashlib.sha256()
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         digest.update(str(file.relative_to(path)).encode() + b"\0" + file.read_bytes())
@@ -381,7 +382,7 @@ def _ready(recipe: Recipe, stage: Stage, redo: bool) -> bool:
     if folder.exists() and (redo or json.loads(marker.read_text()).get("key") != stage.key):
         shutil.rmtree(folder)
     checkpoint = checkpoint_dir(recipe.work, stage.name)
-    if not stage.args.episodes_only and (checkpoint / cli.CONFIG_FILE).is_file():
+    if not stage.args.episodes_only and (checkpoint / TRAIN_CONFIG).is_file():
         return True
     shutil.rmtree(checkpoint, ignore_errors=True)  # a partial one: oxygen-train rewrites it
     folder.mkdir(parents=True, exist_ok=True)
@@ -394,9 +395,9 @@ def _average(recipe: Recipe) -> None:
     """The mean of the averaged stages into recipe.out, replacing the checkpoint there
     (and only a checkpoint: a directory without train_config.json is refused)."""
     out = recipe.out
-    if out.exists() and not (out / cli.CONFIG_FILE).is_file():
+    if out.exists() and not (out / TRAIN_CONFIG).is_file():
         raise RecipeError(
-            f"{recipe.path}: {AVERAGE}: {out} holds no {cli.CONFIG_FILE}, so it is no "
+            f"{recipe.path}: {AVERAGE}: {out} holds no {TRAIN_CONFIG}, so it is no "
             "checkpoint to replace; move it or pass another --out"
         )
     shutil.rmtree(out, ignore_errors=True)
