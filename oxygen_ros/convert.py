@@ -364,6 +364,21 @@ def trajectory_msg(
     )
 
 
+def stop_chunk_msg(
+    joint_names: Sequence[str], action_dim: int, *, control_period_s: float
+) -> ActionChunk:
+    """The hold of a controller that reads ~/command_chunk: a chunk of 0 rows, stamped
+    zero (on arrival), meaning "run nothing more: stop" (a velocity controller commands
+    zero velocity). No measured state is needed, unlike a position hold."""
+    return ActionChunk(
+        header=Header(stamp=Time()),
+        horizon=0,
+        action_dim=action_dim,
+        joint_names=list(joint_names),
+        control_period=duration_msg(control_period_s),
+    )
+
+
 def hold_trajectory_msg(
     joint_names: Sequence[str], positions: np.ndarray, *, stamp: Time
 ) -> JointTrajectory:

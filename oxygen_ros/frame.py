@@ -42,6 +42,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Time
@@ -63,6 +64,7 @@ from oxygen_ros.convert import (
     narration_markers,
     ns_to_stamp,
     stamp_to_ns,
+    stop_chunk_msg,
 )
 from oxygen_ros.diagnostics import NodeStats
 from oxygen_ros.inputs import SKIP_REASONS, FrameAssembler, Skip
@@ -163,30 +165,41 @@ class FrameLoop:
         self._engine.reset()
 
     def hold(self, reason: str) -> bool:
-        """Stop the robot where it is (any thread): one trajectory to the controller at the
-        latest measured joint positions, stamped zero (on arrival), replacing whatever it
-        runs; the next frame hands over from nothing. The latest JointState is not finite:
-        the last frame's measured state (where the robot last was known to be). False when
-        nothing went out: no trajectory output, no usable joint state, or the outputs are
-        closed."""
-        if not self._cfg.joint_trajectory:
-            return False
-        names = self._layout.action_names
-        positions = self._assembler.measured_positions(names)
-        if positions is None:  # a non-finite JointState: the last frame's measured state
-            positions = self._last_state
-        if positions is None:
-            self._warn(f"no hold {reason}", f"cannot hold ({reason}): no finite joint state")
+        """Stop the robot where it is (any thread), replacing whatever its controller runs;
+        the next frame hands over from nothing. A trajectory controller gets one point at
+        the latest measured joint positions, stamped zero (on arrival; a JointState that
+        is not finite: the last frame's measured state, where the robot last was known to
+        be); a ~/command_chunk controller a chunk of 0 rows (stop). False when nothing
+        went out: no controller output, no usable joint state, or the outputs closed."""
+        messages = self._hold_messages(reason)
+        if not messages:
             return False
         self._held.set()
-        sent = self._out.publish(
-            topics.JOINT_TRAJECTORY, hold_trajectory_msg(names, positions, stamp=Time())
-        )
+        sent = False
+        for name, msg in messages:
+            sent = self._out.publish(name, msg) or sent
         if sent:
             self._standing = True
             self._stats.held(reason)
             self._warn(f"hold {reason}", f"holding the robot where it is: {reason}")
         return sent
+
+    def _hold_messages(self, reason: str) -> list[tuple[str, Any]]:
+        """(output, message) of a hold on each controller output the node has."""
+        names, messages = self._layout.action_names, []
+        if self._cfg.command_chunk:
+            stop = stop_chunk_msg(names, len(names), control_period_s=self._cfg.control_period_s)
+            messages.append((topics.COMMAND_CHUNK, stop))
+        if self._cfg.joint_trajectory:
+            positions = self._assembler.measured_positions(names)
+            if positions is None:  # a non-finite JointState: the last frame's measured state
+                positions = self._last_state
+            if positions is None:
+                self._warn(f"no hold {reason}", f"cannot hold ({reason}): no finite joint state")
+            else:
+                hold = hold_trajectory_msg(names, positions, stamp=Time())
+                messages.append((topics.JOINT_TRAJECTORY, hold))
+        return messages
 
     def overrun(self, tick_ns: int) -> None:
         """A tick the worker could not take because a frame still runs (a stalled engine,
@@ -252,6 +265,8 @@ class FrameLoop:
             deadline_met=met,
         )
         published = self._out.publish(topics.ACTION_CHUNK, msg)
+        if published and self._cfg.command_chunk:
+            self._out.publish(topics.COMMAND_CHUNK, msg)
         if published and self._cfg.joint_trajectory:
             trajectory = joint_trajectory_msg(
                 chunk, stamp=stamp, joint_names=names, control_period_s=period

@@ -7,13 +7,13 @@ Each pair of lifecycle hooks creates and destroys the same resources:
 - activate / deactivate: subscriptions, the frame worker thread, the frame timer and the
   diagnostics timer (on the steady clock, so /diagnostics keeps coming when /clock stops).
 
-What reaches the controller (~/joint_trajectory) is oxygen_ros.motion_switch's: the
-`~/enable` service (std_srvs/SetBool; start_enabled until it is called) and the e-stop
-(estop_topic, std_msgs/Bool, reliable, from latched and volatile publishers alike: true =
-stop), both made at configure, switch it off at once with one hold and on again at the
-next frame; while off, frames run on as a dry run. Every transition away from active
+What reaches the controller (~/joint_trajectory, ~/command_chunk) is
+oxygen_ros.motion_switch's: the `~/enable` service (std_srvs/SetBool; start_enabled until
+it is called) and the e-stop (estop_topic, std_msgs/Bool, reliable, from latched and
+volatile publishers alike: true = stop), both made at configure, switch it off at once
+with one hold and on again at the next frame; while off, frames run on as a dry run. Every transition away from active
 (deactivate, shutdown, `release` on Ctrl-C, a second stop signal) and every failed frame
-sends one hold through FrameLoop.hold, while the trajectory publisher is still active;
+sends one hold through FrameLoop.hold, while the controller publishers are still active;
 cleanup comes only from inactive, after the deactivation's hold, when no lifecycle
 publisher can send anything.
 

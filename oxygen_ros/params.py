@@ -118,6 +118,11 @@ class NodeConfig:
     joint_trajectory: bool = parameter(
         True, "Also publish ~/joint_trajectory (only when actions are joint positions)."
     )
+    command_chunk: bool = parameter(
+        False,
+        "Also publish ~/command_chunk: the chunk for a controller that takes velocities or "
+        "end-effector commands, behind ~/enable and the e-stop (a chunk of 0 rows: stop).",
+    )
     instruction: str = parameter("", "Task instruction until one arrives on instruction_topic.")
     instruction_topic: str = parameter("~/instruction", "std_msgs/String topic of instructions.")
     control_rate_hz: float = parameter(

@@ -11,8 +11,10 @@ row here and a test fails if any consumer misses it.
 port's business, not the frame's. `Gate` is the open/close switch the node puts in front of
 its publishers (deactivation closes it) and the FrameLoop unit test puts in front of its
 recorder. `ControllerGate` is the port in front of that, which the node's enable switch
-(oxygen_ros.motion_switch) turns: with it off, everything but the controller output
-(JOINT_TRAJECTORY) still goes out, a dry run.
+(oxygen_ros.motion_switch) turns: with it off, everything but the controller outputs
+(`CONTROLLER_OUTPUTS`: JOINT_TRAJECTORY, and COMMAND_CHUNK for a robot whose controller
+takes velocities or end-effector commands) still goes out, a dry run. ACTION_CHUNK is
+never a controller's input: it keeps coming while the robot is stopped.
 
 Relative names: `~/` resolves under the node (`/oxygen/...`).
 """
@@ -33,11 +35,14 @@ from oxygen_ros.convert import msgtype
 from oxygen_ros.msg import ActionChunk, EngineStats, LanguageTokens
 
 REQUEST = "~/request"  # std_msgs/String holding a stream's name: an on-demand request
-ENABLE = "~/enable"  # std_srvs/SetBool service: whether trajectories reach the controller
+ENABLE = "~/enable"  # std_srvs/SetBool service: whether CONTROLLER_OUTPUTS go out
 
 # Output names, the keys FrameLoop publishes by.
 ACTION_CHUNK = "action_chunk"
 JOINT_TRAJECTORY = "joint_trajectory"
+COMMAND_CHUNK = "command_chunk"
+# What reaches a controller, and so only while ~/enable and the e-stop let it.
+CONTROLLER_OUTPUTS = frozenset({JOINT_TRAJECTORY, COMMAND_CHUNK})
 TOKENS = "tokens"
 TEXT = "text"
 STATS = "stats"
@@ -81,6 +86,15 @@ OUTPUTS: tuple[Output, ...] = (
         "points at the control period",
         deadline=True,
         when="joint_trajectory",
+    ),
+    Output(
+        COMMAND_CHUNK,
+        "~/command_chunk",
+        ActionChunk,
+        1,
+        "the chunk for a velocity or end-effector controller; 0 rows = stop",
+        deadline=True,
+        when="command_chunk",
     ),
     Output(
         TOKENS,
@@ -186,7 +200,7 @@ class Gate:
 
 
 class ControllerGate:
-    """An `OutputPort` that passes JOINT_TRAJECTORY only while live; the rest always.
+    """An `OutputPort` that passes CONTROLLER_OUTPUTS only while live; the rest always.
 
     One re-entrant lock covers the live check and the trajectory's publish, and `stop`
     sends its hold and goes dark under that lock: a trajectory a frame is publishing when
@@ -204,7 +218,7 @@ class ControllerGate:
             return self._live
 
     def publish(self, name: str, msg: Any, stream: str | None = None) -> bool:
-        if name != JOINT_TRAJECTORY:
+        if name not in CONTROLLER_OUTPUTS:
             return self._port.publish(name, msg, stream)
         with self._lock:
             return self._live and self._port.publish(name, msg, stream)

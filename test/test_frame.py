@@ -188,6 +188,7 @@ def rig(
     missing_camera="skip",
     chunk_gate: ChunkGate | None = None,
     max_rejections: int = 3,
+    cfg: NodeConfig = CFG,
 ) -> Rig:
     clock = FakeClock()
     engine = FakeEngine(clock, act_s, handover=handover, delays=list(delays))
@@ -210,7 +211,7 @@ def rig(
         assembler=assembler,
         outputs=port,
         stats=stats,
-        cfg=CFG,
+        cfg=cfg,
         layout=ChunkLayout(horizon=HORIZON, action_names=JOINTS),
         logger=log,
         clock=clock,
@@ -522,6 +523,25 @@ def test_a_hold_is_one_point_at_the_measured_state_and_the_next_frame_meets_noth
     assert any("holding the robot where it is: e-stop" in w for w in r.log.warnings)
     r.tick(10.1)
     assert r.engine.handovers[-1] is None  # the stopped robot runs no chunk to meet
+
+
+def test_a_command_chunk_controller_gets_the_chunk_and_a_zero_row_chunk_as_its_hold():
+    """A velocity or end-effector robot: no trajectory, its controller reads
+    ~/command_chunk, whose hold needs no measured state."""
+    cfg = dataclasses.replace(CFG, joint_trajectory=False, command_chunk=True)
+    r = rig(act_s=[0.03], cfg=cfg)
+    r.assembler.on_instruction("stack")
+    assert r.loop.hold("e-stop")  # no joint state yet: the stop needs none
+    ((name, _, stop),) = r.port.sent
+    assert (name, stop.horizon, len(stop.actions)) == (topics.COMMAND_CHUNK, 0, 0)
+    assert (stop.header.stamp.sec, stop.header.stamp.nanosec) == (0, 0)
+    assert list(stop.joint_names) == list(JOINTS)
+    r.port.sent.clear()
+    r.feed()
+    r.tick(10.1)
+    sent = {name: msg for name, _, msg in r.port.sent}
+    assert topics.JOINT_TRAJECTORY not in sent
+    assert sent[topics.COMMAND_CHUNK] is sent[topics.ACTION_CHUNK]
 
 
 # ------------------------------------------------------------------ the chunk gate

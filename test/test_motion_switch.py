@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from oxygen_ros.diagnostics import NodeStats
 from oxygen_ros.motion_switch import ENABLED, MotionSwitch
-from oxygen_ros.topics import JOINT_TRAJECTORY, ControllerGate
+from oxygen_ros.topics import ACTION_CHUNK, COMMAND_CHUNK, JOINT_TRAJECTORY, ControllerGate
 
 
 class Port:
@@ -26,7 +26,9 @@ def live_switch() -> tuple[MotionSwitch, Port]:
     port = Port()
     gate = ControllerGate(port)
     switch = MotionSwitch(
-        gate, lambda reason: gate.publish(JOINT_TRAJECTORY, f"hold:{reason}"), NodeStats(),
+        gate,
+        lambda reason: gate.publish(JOINT_TRAJECTORY, f"hold:{reason}"),
+        NodeStats(),
         enabled=True,
     )
     switch.activated()
@@ -56,3 +58,14 @@ def test_released_only_when_both_last_words_are_false():
     switch.set_estop(True, "latched")  # a button latched pressed before the node joined
     assert switch.set_estop(False, "volatile") == "dry run: e-stop"
     assert switch.set_estop(False, "latched") == ENABLED
+
+
+def test_while_stopped_no_controller_output_passes_and_the_chunk_for_watching_does():
+    switch, port = live_switch()
+    gate = switch._gate
+    switch.set_estop(True, "volatile")
+    port.sent.clear()
+    assert not gate.publish(COMMAND_CHUNK, "velocities")
+    assert not gate.publish(JOINT_TRAJECTORY, "positions")
+    assert gate.publish(ACTION_CHUNK, "chunk")
+    assert port.sent == ["chunk"]
