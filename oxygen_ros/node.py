@@ -8,14 +8,14 @@ Each pair of lifecycle hooks creates and destroys the same resources:
   diagnostics timer (on the steady clock, so /diagnostics keeps coming when /clock stops).
 
 What reaches the controller (~/joint_trajectory, ~/command_chunk) is
-oxygen_ros.motion_switch's: the `~/enable` service (std_srvs/SetBool; start_enabled until
-it is called) and the e-stop (estop_topic, std_msgs/Bool, reliable, from latched and
-volatile publishers alike: true = stop), both made at configure, switch it off at once
-with one hold and on again at the next frame; while off, frames run on as a dry run. Every transition away from active
-(deactivate, shutdown, `release` on Ctrl-C, a second stop signal) and every failed frame
-sends one hold through FrameLoop.hold, while the controller publishers are still active;
-cleanup comes only from inactive, after the deactivation's hold, when no lifecycle
-publisher can send anything.
+oxygen_ros.motion_switch's: the `~/enable` service (std_srvs/SetBool; start_enabled
+until it is called) and the e-stop (estop_topic, std_msgs/Bool, reliable, from latched
+and volatile publishers alike: true = stop), both made at configure, switch it off at
+once with one hold and on again at the next frame; while off, frames run on as a dry
+run. Every transition away from active (deactivate, shutdown, `release` on Ctrl-C, a
+second stop signal) and every failed frame sends one hold through FrameLoop.hold, while
+the controller publishers are still active; cleanup comes only from inactive, after the
+deactivation's hold, when no lifecycle publisher can send anything.
 
 Callbacks only store messages (in the FrameAssembler). Subscriptions and both timers
 go through `oxygen_ros.router` (InputRouter, Tick.at), the code replay runs too. The
