@@ -138,7 +138,9 @@ def test_console_prints_status_once_a_second_and_every_finished_text():
     published = tuple(
         dataclasses.replace(t, topic=t.topic.replace("~", "/oxygen"))
         for t in topics.output_topics(
-            SimpleNamespace(stream_names=("narration",), joint_trajectory=False)
+            SimpleNamespace(
+                stream_names=("narration",), joint_trajectory=False, command_chunk=False
+            )
         )
     )
     names = TopicNames(

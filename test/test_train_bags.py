@@ -168,6 +168,7 @@ def test_a_few_steps_on_a_bag_write_a_checkpoint_the_policy_loads(bag, src, tmp_
     meta = json.loads((out / TRAIN_CONFIG).read_text())
     [episodes] = work.glob(f"bags-*-{CAMERA}.npz")
     assert meta["episodes"] == str(episodes) and meta["train"]["steps"] == 2
+    assert meta["action_horizon"] == HORIZON  # the horizon the node checks it is run at
     steps = len(bag_records(bag, src, HORIZON, CAMERA))
     assert meta["train_steps"] + meta["val_steps"] == steps and meta["val_steps"] > 0
     policy = load_policy("tiny", "sim", out, out / TOKENIZER_FILE)

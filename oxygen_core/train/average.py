@@ -87,6 +87,7 @@ def average(paths: list[Path], out: Path, recipe: dict | None = None) -> None:
     inputs = zip(paths, metas, strict=True)
     summary = {
         **{k: metas[0].get(k) for k in SHARED},
+        "action_horizon": first.config.action_horizon,
         "average_of": [{"checkpoint": str(p), "train_config": m} for p, m in inputs],
         "recipe": recipe,
     }

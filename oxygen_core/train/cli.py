@@ -258,6 +258,7 @@ def run_training(args: argparse.Namespace, recipe: dict | None = None) -> None:
     plot_history(history, out / "loss.png")
     summary = {
         **run_fields(args),
+        "action_horizon": cfg.action_horizon,  # what the node checks it is run at
         "train_steps": len(train_set),
         "val_steps": len(val_set),
         "train": dataclasses.asdict(tc),
@@ -277,7 +278,6 @@ def run_fields(args: argparse.Namespace) -> dict:
         "preset": args.preset,
         "robot": args.robot,
         "robot_declaration": None if robot.name in ROBOT_PRESETS else declaration(robot),
-        "action_horizon": robot.apply(model_preset(args.preset)).action_horizon,
         "camera_size": args.camera_size,
         "families": list(args.families),
         "seeds": args.seeds,
