@@ -54,6 +54,7 @@ from oxygen_core.engine.types import ActionResult, LanguageResult
 from oxygen_core.model.rtc import control_steps
 from oxygen_core.safety.gate import ChunkGate
 from oxygen_core.safety.guard import ChunkGuard
+from oxygen_core.safety.velocity import VelocityCap
 from oxygen_ros import topics
 from oxygen_ros.convert import (
     action_chunk_msg,
@@ -116,6 +117,7 @@ class FrameLoop:
         gate: ChunkGate | None = None,
         max_rejections: int = 3,
         latency_scale: float = 1.0,
+        velocity_cap: VelocityCap | None = None,
     ) -> None:
         """clock: the steady clock Tick.start_s and deadline_s are on (seconds). gate: the
         chunk gate over `layout.action_names`, which the assembler must read from the joint
@@ -123,7 +125,9 @@ class FrameLoop:
         ERROR). max_rejections: rejected chunks in
         a row before the loop holds the robot. latency_scale: robot-clock seconds per
         steady second, for the delay estimate d (1 on a robot; 0 in a replay as fast as
-        possible, where bag time stands still while a frame computes; R paced at R x)."""
+        possible, where bag time stands still while a frame computes; R paced at R x).
+        velocity_cap: a velocity robot's speed bounds, which every published row is
+        scaled into (oxygen_core.safety.velocity)."""
         self._engine = engine
         self._assembler = assembler
         self._out = outputs
@@ -146,6 +150,7 @@ class FrameLoop:
             raise ValueError("the chunk gate needs action_names: it checks chunks from their state")
         self._last_state: np.ndarray | None = None  # the last frame's, for a hold
         self._guard = None if gate is None else ChunkGuard(gate, max_rejections)
+        self._velocity_cap = velocity_cap
         self._latency_scale = latency_scale
         if self._guard is not None:
             stats.gated(self._guard.tally)
@@ -247,6 +252,8 @@ class FrameLoop:
                 throttle_duration_sec=2.0,
             )
         release = self._gated(release, takeover.tick_ns)
+        if release is not None and self._velocity_cap is not None:
+            release = self._capped(release)
         self._remember_origin(action.frame, tick.stamp)
         if release is None:
             return True  # rejected: the robot runs the chunk before; language goes on
@@ -296,6 +303,17 @@ class FrameLoop:
         if screened.release is None:
             self._watch(tick_ns, "chunk rejected")
         return screened.release
+
+    def _capped(self, release: Release) -> Release:
+        """`release` with its rows scaled into the robot's velocity bounds (one warning
+        per throttle period when some row was)."""
+        rows, factor = self._velocity_cap.cap(release.rows)
+        if factor < 1.0:
+            self._warn(
+                "velocity cap",
+                f"chunk slowed to {factor:.0%} of its speed: a joint passed its max_velocity",
+            )
+        return release.with_rows(rows)
 
     def _watch(self, tick_ns: int, reason: str) -> None:
         """The watchdog: hold the robot, once per outage, when the running chunk's last row

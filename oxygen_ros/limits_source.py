@@ -16,7 +16,9 @@ configure, not leave a joint with the URDF's bound alone. They are dynamically t
 
 Only a gate needs limits: none are read with gate_policy off, or when the chunk is not
 joint positions (joint_trajectory false: velocity or end-effector actions, which the
-position gate cannot judge).
+position gate cannot judge). A robot commanded in joint velocities through
+~/command_chunk needs only its joints' max_velocity, which its rows are capped at
+(`read_velocity_cap`, oxygen_core.safety.velocity).
 """
 
 from __future__ import annotations
@@ -25,13 +27,22 @@ import typing
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.wait_for_message import wait_for_message
 from std_msgs.msg import String
 
-from oxygen_core.safety.limits import JointLimits, block_bounds, resolve, urdf_bounds
+from oxygen_core.config import RobotConfig
+from oxygen_core.safety.limits import (
+    JointLimits,
+    block_bounds,
+    resolve,
+    urdf_bounds,
+    velocity_bounds,
+)
+from oxygen_core.safety.velocity import VelocityCap
 
 
 class NodeConfig(typing.Protocol):
@@ -39,6 +50,7 @@ class NodeConfig(typing.Protocol):
 
     gate_policy: str
     joint_trajectory: bool
+    command_chunk: bool
     joint_names: tuple[str, ...]
     robot_description: str
     robot_description_file: str
@@ -85,6 +97,33 @@ def read_limits(node: Node, cfg: NodeConfig, commanded: Sequence[str]) -> JointL
     block = block_bounds(_block(node), "parameters")
     source = f"{where} + joint_limits" if where else "joint_limits"
     return resolve(commanded, urdf_bounds(urdf, where) if where else None, block, source)
+
+
+def read_velocity_cap(
+    node: Node, cfg: NodeConfig, robot: RobotConfig, commanded: Sequence[str]
+) -> VelocityCap | None:
+    """The bounds a velocity robot's ~/command_chunk rows are capped at: max_velocity of
+    each commanded joint but the grippers (whose commands are positions); None for other
+    robots, or without ~/command_chunk. ValueError in one line as `read_limits`."""
+    if robot.action_space != "velocity" or not cfg.command_chunk:
+        return None
+    if not commanded:
+        raise ValueError("a velocity robot's ~/command_chunk needs action_names to cap them")
+    urdf, where = _urdf(node, cfg)
+    columns = [i for i in range(len(commanded)) if i not in robot.gripper_dims]
+    joints = [commanded[i] for i in columns]
+    # A gripper's bounds may be in the block (a ros2_control file): not velocities here.
+    grippers = {commanded[i] for i in robot.gripper_dims if i < len(commanded)}
+    block = block_bounds(_block(node), "parameters")
+    source = f"{where} + joint_limits" if where else "joint_limits"
+    bounds = np.full(len(commanded), np.inf)
+    bounds[columns] = velocity_bounds(
+        joints,
+        urdf_bounds(urdf, where) if where else None,
+        {joint: b for joint, b in block.items() if joint not in grippers},
+        source,
+    )
+    return VelocityCap(bounds)
 
 
 def _urdf(node: Node, cfg: NodeConfig) -> tuple[str, str]:

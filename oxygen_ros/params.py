@@ -53,9 +53,10 @@ from oxygen_core.engine.types import (
 from oxygen_core.model.checkpoint import NORM_STATS_MISSING
 from oxygen_core.safety.gate import POLICIES
 from oxygen_core.safety.limits import JointLimits
+from oxygen_core.safety.velocity import VelocityCap
 from oxygen_ros.convert import DEFAULT_MAX_IMAGE_PIXELS, PILLOW_WARN_PIXELS
 from oxygen_ros.inputs import DEFAULT_MAX_INSTRUCTION_CHARS, MISSING_CAMERA_POLICIES
-from oxygen_ros.limits_source import declare_limit_parameters, read_limits
+from oxygen_ros.limits_source import declare_limit_parameters, read_limits, read_velocity_cap
 
 _ENGINE = EngineConfig()
 
@@ -267,12 +268,14 @@ _STREAM_FIELDS: dict[str, tuple[str, tuple[float, float] | None, tuple[str, ...]
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """The node's parameters split by owner: the node itself, the engine and the robot,
-    and the commanded joints' limits (None when no chunk gate runs)."""
+    the commanded joints' limits (None when no chunk gate runs) and a velocity robot's
+    speed bounds (None for other robots)."""
 
     node: NodeConfig
     engine: EngineConfig
     robot: RobotConfig
     limits: JointLimits | None = None
+    velocity_cap: VelocityCap | None = None
 
 
 def _fields(config: type) -> list[tuple[dataclasses.Field, Any]]:
@@ -329,12 +332,14 @@ def read_settings(node: Node) -> Settings:
         streams=tuple(_read_stream(node, name) for name in cfg.stream_names),
     )
     robot = _read_robot(node, cfg.robot)
+    commanded = commanded_names(cfg, robot)
     try:
-        limits = read_limits(node, cfg, commanded_names(cfg, robot))
+        limits = read_limits(node, cfg, commanded)
+        velocity_cap = read_velocity_cap(node, cfg, robot, commanded)
     except ValueError as error:  # one line, whatever a parser's message spans
         raise ConfigError(" ".join(str(error).split())) from None
     check_outputs(cfg, robot, gated=limits is not None)
-    return Settings(node=cfg, engine=engine, robot=robot, limits=limits)
+    return Settings(cfg, engine, robot, limits, velocity_cap)
 
 
 def check_outputs(cfg: NodeConfig, robot: RobotConfig, gated: bool) -> None:

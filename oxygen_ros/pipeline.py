@@ -18,6 +18,7 @@ from oxygen_core.engine import Engine, make_engine
 from oxygen_core.observation import Observation
 from oxygen_core.policy import Policy, load_policy
 from oxygen_core.safety.gate import ChunkGate
+from oxygen_core.safety.velocity import VelocityCap
 from oxygen_ros.inputs import FrameAssembler
 from oxygen_ros.params import (
     ChunkLayout,
@@ -35,6 +36,7 @@ class Pipeline:
     assembler: FrameAssembler
     engine: Engine
     gate: ChunkGate | None  # what FrameLoop checks every chunk with; None: gate_policy off
+    velocity_cap: VelocityCap | None  # a velocity robot's speed bounds; None for others
 
 
 def make_pipeline(settings: Settings) -> Pipeline:
@@ -56,7 +58,9 @@ def make_pipeline(settings: Settings) -> Pipeline:
     assembler = _assembler(settings, policy, layout)
     engine = make_engine(policy, settings.engine)
     engine.warmup(blank_observation(policy, assembler, cfg.instruction))
-    return Pipeline(settings, layout, assembler, engine, chunk_gate(settings))
+    return Pipeline(
+        settings, layout, assembler, engine, chunk_gate(settings), settings.velocity_cap
+    )
 
 
 def chunk_gate(settings: Settings) -> ChunkGate | None:

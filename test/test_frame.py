@@ -29,6 +29,7 @@ from oxygen_core.model.rtc import DelayEstimator
 from oxygen_core.observation import Observation
 from oxygen_core.safety.gate import ChunkGate
 from oxygen_core.safety.limits import JointLimits
+from oxygen_core.safety.velocity import VelocityCap
 from oxygen_ros import topics
 from oxygen_ros.convert import seconds_to_stamp
 from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
@@ -189,6 +190,7 @@ def rig(
     chunk_gate: ChunkGate | None = None,
     max_rejections: int = 3,
     cfg: NodeConfig = CFG,
+    velocity_cap: VelocityCap | None = None,
 ) -> Rig:
     clock = FakeClock()
     engine = FakeEngine(clock, act_s, handover=handover, delays=list(delays))
@@ -217,6 +219,7 @@ def rig(
         clock=clock,
         gate=chunk_gate,
         max_rejections=max_rejections,
+        velocity_cap=velocity_cap,
     )
     return Rig(loop, engine, port, stats, assembler, clock, log)
 
@@ -542,6 +545,20 @@ def test_a_command_chunk_controller_gets_the_chunk_and_a_zero_row_chunk_as_its_h
     sent = {name: msg for name, _, msg in r.port.sent}
     assert topics.JOINT_TRAJECTORY not in sent
     assert sent[topics.COMMAND_CHUNK] is sent[topics.ACTION_CHUNK]
+
+
+def test_a_velocity_robots_rows_go_out_scaled_into_its_bounds():
+    """The fake engine's rows reach 3 per second on joint a: capped at 1, b with it."""
+    cfg = dataclasses.replace(CFG, joint_trajectory=False, command_chunk=True)
+    r = rig(act_s=[0.03], cfg=cfg, velocity_cap=VelocityCap(np.array([1.0, np.inf])))
+    r.assembler.on_instruction("stack")
+    r.feed()
+    r.tick(10.0)
+    sent = {name: msg for name, _, msg in r.port.sent}
+    chunk = sent[topics.COMMAND_CHUNK]
+    rows = np.asarray(chunk.actions).reshape(chunk.horizon, chunk.action_dim)
+    assert np.abs(rows[:, 0]).max() <= 1.0 + 1e-6 and np.abs(rows[:, 0]).max() > 0.99
+    assert any("chunk slowed to 33% of its speed" in w for w in r.log.warnings)
 
 
 # ------------------------------------------------------------------ the chunk gate

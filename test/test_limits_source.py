@@ -206,3 +206,33 @@ def test_every_shipped_joint_position_config_limits_every_commanded_joint(name):
 
     settings, _ = load_settings(ROOT / "config" / f"{name}.yaml")
     assert settings.limits.names == commanded_names(settings.node, settings.robot)
+
+
+def _velocity_robot(tmp_path: Path, block: dict | None, **params):
+    """A DROID-like robot (7 velocity joints and a gripper) on ~/command_chunk."""
+    joints = [f"j{i}" for i in range(7)] + ["finger"]
+    robots = {"vel": {"base": "droid"}}
+    return _settings(
+        tmp_path,
+        block,
+        robot="vel",
+        robots=robots,
+        joint_names=joints,
+        action_names=joints,
+        joint_trajectory=False,
+        command_chunk=True,
+        camera_topics=["/a", "/b"],
+        **params,
+    )
+
+
+def test_a_velocity_robot_is_capped_at_its_joints_max_velocity(tmp_path):
+    block = {f"j{i}": {"max_velocity": 2.0 + i} for i in range(7)}
+    block["finger"] = {"max_velocity": 0.1}  # a gripper's bound: its command is a position
+    cap = _velocity_robot(tmp_path, block).velocity_cap
+    np.testing.assert_array_equal(cap.bounds, [2, 3, 4, 5, 6, 7, 8, np.inf])
+    del block["j3"]
+    with pytest.raises(ConfigError) as error:
+        _velocity_robot(tmp_path, block)
+    assert str(error.value).startswith("joint_limits: joint 'j3' has no max_velocity")
+    assert _settings(tmp_path, gate_policy="off").velocity_cap is None  # a position robot

@@ -239,10 +239,11 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
 
 
 def params_file(folder: Path, case: Case, checkpoint: Path, **changes) -> Path:
-    """config/<case>.yaml on the tiny model and this checkpoint, without the gate."""
+    """config/<case>.yaml on the tiny model and this checkpoint, without the position gate
+    (the commands compared are the engine's, before the frame's gate or velocity cap)."""
     raw = yaml.safe_load((ROOT / "config" / f"{case.config}.yaml").read_text())
     params = raw["/**"]["ros__parameters"]
-    for key in ("joint_limits", "robot_description_topic", "tokenizer_path"):
+    for key in ("robot_description_topic", "tokenizer_path"):
         params.pop(key, None)
     # The tiny model's 48-token prompt is too short for a 26-joint state: the same robot
     # with pi0.5's own budget.

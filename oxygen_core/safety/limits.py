@@ -187,6 +187,35 @@ def resolve(
     )
 
 
+def velocity_bounds(
+    joint_names: Sequence[str],
+    urdf: Mapping[str, Bounds] | None,
+    block: Mapping[str, Bounds] | None,
+    source: str,
+) -> np.ndarray:
+    """max_velocity of each joint of a robot commanded in velocities (URDF, the block on
+    top), float64; inf where switched off (has_velocity_limits: false). ValueError in one
+    line for a block joint that is not among them, or a joint without the bound."""
+    urdf, block = urdf or {}, block or {}
+    unknown = sorted(set(block) - set(joint_names))
+    if unknown:
+        raise ValueError(
+            f"{source}: joint_limits names {unknown[0]!r}, which is not a velocity-commanded "
+            f"joint (joint names: {', '.join(joint_names)})"
+        )
+    bounds = []
+    for name in joint_names:
+        entry = {**urdf.get(name, {}), **block.get(name, {})}
+        if "max_velocity" not in entry:
+            raise ValueError(
+                f"{source}: joint {name!r} has no max_velocity, which its velocity commands "
+                f"are capped at (give it in joint_limits, or switch it off with "
+                f"has_velocity_limits: false)"
+            )
+        bounds.append(entry["max_velocity"])
+    return np.array(bounds, np.float64)
+
+
 def ros_parameters(params: Path) -> dict[str, Any]:
     """The ros__parameters of a params YAML, every node's merged in file order."""
     data = yaml.safe_load(Path(params).read_text(encoding="utf-8")) or {}
