@@ -152,14 +152,7 @@ def resolve(
 ) -> JointLimits:
     """The commanded joints' limits: URDF bounds with the block's on top. ValueError in
     one line for a block joint that is not commanded, lower > upper, or a missing bound."""
-    urdf, block = urdf or {}, block or {}
-    unknown = sorted(set(block) - set(joint_names))
-    if unknown:
-        raise ValueError(
-            f"{source}: joint_limits names {unknown[0]!r}, which is not a commanded joint "
-            f"(joint names: {', '.join(joint_names)})"
-        )
-    merged = [{**urdf.get(name, {}), **block.get(name, {})} for name in joint_names]
+    merged = _merged(joint_names, urdf, block, source)
     for name, entry in zip(joint_names, merged, strict=True):
         missing = [key for key in _BOUND_KEYS if key not in entry]
         if missing:
@@ -187,6 +180,24 @@ def resolve(
     )
 
 
+def _merged(
+    joint_names: Sequence[str],
+    urdf: Mapping[str, Bounds] | None,
+    block: Mapping[str, Bounds] | None,
+    source: str,
+) -> list[Bounds]:
+    """Each joint's URDF bounds with the block's on top; ValueError in one line for a
+    block joint that is not among `joint_names`."""
+    urdf, block = urdf or {}, block or {}
+    unknown = sorted(set(block) - set(joint_names))
+    if unknown:
+        raise ValueError(
+            f"{source}: joint_limits names {unknown[0]!r}, which is not a commanded joint "
+            f"(joint names: {', '.join(joint_names)})"
+        )
+    return [{**urdf.get(name, {}), **block.get(name, {})} for name in joint_names]
+
+
 def velocity_bounds(
     joint_names: Sequence[str],
     urdf: Mapping[str, Bounds] | None,
@@ -196,16 +207,8 @@ def velocity_bounds(
     """max_velocity of each joint of a robot commanded in velocities (URDF, the block on
     top), float64; inf where switched off (has_velocity_limits: false). ValueError in one
     line for a block joint that is not among them, or a joint without the bound."""
-    urdf, block = urdf or {}, block or {}
-    unknown = sorted(set(block) - set(joint_names))
-    if unknown:
-        raise ValueError(
-            f"{source}: joint_limits names {unknown[0]!r}, which is not a velocity-commanded "
-            f"joint (joint names: {', '.join(joint_names)})"
-        )
     bounds = []
-    for name in joint_names:
-        entry = {**urdf.get(name, {}), **block.get(name, {})}
+    for name, entry in zip(joint_names, _merged(joint_names, urdf, block, source), strict=True):
         if "max_velocity" not in entry:
             raise ValueError(
                 f"{source}: joint {name!r} has no max_velocity, which its velocity commands "
