@@ -158,9 +158,10 @@ class NodeConfig:
     )
     qos_deadline_factor: float = parameter(
         1.5,
-        "QoS deadline offered on ~/action_chunk and ~/joint_trajectory, in frame periods: a "
-        "margin over the period, so timer jitter raises no DDS deadline event. Misses are "
-        "counted on the steady clock against one period, whatever this is.",
+        "QoS deadline offered on the chunk outputs (~/action_chunk, ~/joint_trajectory, "
+        "~/command_chunk), in frame periods: a margin over the period, so timer jitter "
+        "raises no DDS deadline event. Misses are counted on the steady clock against one "
+        "period, whatever this is.",
         (1.0, 100.0),
     )
     max_image_pixels: int = parameter(
