@@ -194,7 +194,7 @@ class OxygenNode(LifecycleNode):
             cfg=cfg,
             layout=pipeline.layout,
             gate=pipeline.gate,
-            velocity_cap=pipeline.velocity_cap,
+            velocity_cap=pipeline.settings.velocity_cap,
             max_rejections=cfg.gate_max_rejections,
             logger=self.get_logger(),
         )

@@ -339,25 +339,18 @@ def read_settings(node: Node) -> Settings:
         velocity_cap = read_velocity_cap(node, cfg, robot, commanded)
     except ValueError as error:  # one line, whatever a parser's message spans
         raise ConfigError(" ".join(str(error).split())) from None
-    check_outputs(cfg, robot, gated=limits is not None)
+    check_outputs(cfg, robot)
     return Settings(cfg, engine, robot, limits, velocity_cap)
 
 
-def check_outputs(cfg: NodeConfig, robot: RobotConfig, gated: bool) -> None:
-    """Only absolute joint positions may go where positions are expected: on
-    ~/joint_trajectory, and through the chunk gate, which judges positions."""
-    if robot.action_space == "position":
-        return
-    what = f"robot {robot.name!r} commands {ACTION_SPACES[robot.action_space]}"
-    if cfg.joint_trajectory:
+def check_outputs(cfg: NodeConfig, robot: RobotConfig) -> None:
+    """Only absolute joint positions may go on ~/joint_trajectory (and so through the
+    chunk gate, which only judges what goes there)."""
+    if robot.action_space != "position" and cfg.joint_trajectory:
         raise ConfigError(
-            f"{what} (action_space {robot.action_space}), which ~/joint_trajectory cannot "
-            f"carry: set joint_trajectory: false and read ~/action_chunk"
-        )
-    if gated:
-        raise ConfigError(
-            f"{what} (action_space {robot.action_space}): the chunk gate judges joint "
-            f"positions; remove the joint limits, the robot's own controller enforces them"
+            f"robot {robot.name!r} commands {ACTION_SPACES[robot.action_space]} (action_space "
+            f"{robot.action_space}), which ~/joint_trajectory cannot carry: set "
+            f"joint_trajectory: false and command_chunk: true"
         )
 
 

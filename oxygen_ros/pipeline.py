@@ -18,7 +18,6 @@ from oxygen_core.engine import Engine, make_engine
 from oxygen_core.observation import Observation
 from oxygen_core.policy import Policy, load_policy
 from oxygen_core.safety.gate import ChunkGate
-from oxygen_core.safety.velocity import VelocityCap
 from oxygen_ros.inputs import FrameAssembler
 from oxygen_ros.params import (
     ChunkLayout,
@@ -36,7 +35,6 @@ class Pipeline:
     assembler: FrameAssembler
     engine: Engine
     gate: ChunkGate | None  # what FrameLoop checks every chunk with; None: gate_policy off
-    velocity_cap: VelocityCap | None  # a velocity robot's speed bounds; None for others
 
 
 def make_pipeline(settings: Settings) -> Pipeline:
@@ -58,9 +56,7 @@ def make_pipeline(settings: Settings) -> Pipeline:
     assembler = _assembler(settings, policy, layout)
     engine = make_engine(policy, settings.engine)
     engine.warmup(blank_observation(policy, assembler, cfg.instruction))
-    return Pipeline(
-        settings, layout, assembler, engine, chunk_gate(settings), settings.velocity_cap
-    )
+    return Pipeline(settings, layout, assembler, engine, chunk_gate(settings))
 
 
 def chunk_gate(settings: Settings) -> ChunkGate | None:
@@ -83,9 +79,8 @@ def restart_pipeline(pipeline: Pipeline) -> Pipeline:
 def _assembler(settings: Settings, policy: Policy, layout: ChunkLayout) -> FrameAssembler:
     """The frame assembler with the robot's conventions for messages: its cameras'
     rotations, its state check, and the commanded joints read for the gate and the holds
-    when trajectories go out or the gate judges them."""
+    when trajectories go out (only they are gated)."""
     cfg, robot = settings.node, policy.robot
-    judged = cfg.joint_trajectory or settings.limits is not None
     assembler = FrameAssembler(
         camera_topics=cfg.camera_topics,
         joint_names=cfg.joint_names,
@@ -98,7 +93,7 @@ def _assembler(settings: Settings, policy: Policy, layout: ChunkLayout) -> Frame
         max_instruction_chars=cfg.max_instruction_chars,
         instruction_check=policy.instruction_problem,
         state_check=functools.partial(robot_io.gripper_problem, robot),
-        commanded_names=layout.action_names if judged else (),
+        commanded_names=layout.action_names if cfg.joint_trajectory else (),
         camera_rotations=robot.slot_rotations(len(cfg.camera_topics)),
     )
     refused = assembler.on_instruction(cfg.instruction)

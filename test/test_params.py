@@ -325,3 +325,14 @@ def test_a_fixed_delay_must_leave_a_chunk_that_lasts_the_frame(handover, delay, 
         return
     with pytest.raises(ConfigError, match=f"rtc_delay_steps={delay} \\+ execute_horizon=2"):
         check_delay(settings.node, engine, model)
+
+
+def test_a_robot_whose_commands_are_not_positions_cannot_publish_trajectories(tmp_path):
+    node = _node(_declared(tmp_path, "velocities", {"base": "droid"}))
+    with pytest.raises(ConfigError) as error:
+        read_settings(node)
+    assert str(error.value) == (
+        "robot 'velocities' commands joint velocities (rad/s after velocity_scale) "
+        "(action_space velocity), which ~/joint_trajectory cannot carry: set "
+        "joint_trajectory: false and command_chunk: true"
+    )

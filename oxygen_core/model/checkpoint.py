@@ -56,20 +56,11 @@ class ArrayInfo:
 
 
 def stored_arrays(ckpt_dir: Path) -> dict[str, ArrayInfo]:
-    """Every parameter of `<ckpt_dir>/params` by its path (the `value` wrapping of
-    training checkpoints stripped), from Orbax's metadata alone: a 3 B checkpoint is
-    described without reading its 12 GB."""
-    params_dir = _params_dir(ckpt_dir)
+    """Every parameter of `<ckpt_dir>/params` by its path, from Orbax's metadata alone: a
+    3 B checkpoint is described without reading its 12 GB."""
     with ocp.PyTreeCheckpointer() as ckptr:
-        meta = ckptr.metadata(params_dir)
-    meta = getattr(meta, "item_metadata", meta) or meta
-    tree = meta.get("params", meta)
-    flat = {
-        "/".join(str(getattr(k, "key", k)) for k in path): leaf
-        for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
-    }
-    if flat and all(p.endswith("/value") for p in flat):
-        flat = {p[: -len("/value")]: v for p, v in flat.items()}
+        meta = _metadata(ckptr, _params_dir(ckpt_dir))
+    flat = _unwrapped(P.flatten(meta.get("params", meta)))
     return {p: ArrayInfo(tuple(v.shape), str(v.dtype)) for p, v in flat.items()}
 
 
@@ -82,6 +73,20 @@ def _params_dir(ckpt_dir: Path) -> Path:
     return params_dir
 
 
+def _metadata(ckptr: ocp.PyTreeCheckpointer, params_dir: Path):
+    """The stored tree's metadata (shapes and dtypes), whatever Orbax version wraps it."""
+    meta = ckptr.metadata(params_dir)
+    return getattr(meta, "item_metadata", meta) or meta
+
+
+def _unwrapped(flat: dict[str, object]) -> dict[str, object]:
+    """Flat parameters without the `value` key openpi's training checkpoints wrap every
+    leaf in."""
+    if flat and all(p.endswith("/value") for p in flat):
+        return {p[: -len("/value")]: v for p, v in flat.items()}
+    return flat
+
+
 def load_params(ckpt_dir: Path, config: ModelConfig, tokenizer: Tokenizer | None = None) -> P.Tree:
     """Restore parameters as numpy arrays and check them against the tokenizer's
     vocabulary (when given) and the preset's shapes."""
@@ -89,16 +94,12 @@ def load_params(ckpt_dir: Path, config: ModelConfig, tokenizer: Tokenizer | None
     with ocp.PyTreeCheckpointer() as ckptr:
         # Restore as host numpy arrays: a checkpoint saved sharded over a training mesh
         # would otherwise ask for that mesh's devices.
-        meta = ckptr.metadata(params_dir)
-        meta = getattr(meta, "item_metadata", meta) or meta
+        meta = _metadata(ckptr, params_dir)
         as_numpy = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), meta)
         restored = ckptr.restore(
             params_dir, args=ocp.args.PyTreeRestore(item=meta, restore_args=as_numpy)
         )
-    tree = restored.get("params", restored)
-    flat = P.flatten(tree)
-    if flat and all(p.endswith("/value") for p in flat):
-        flat = {p[: -len("/value")]: v for p, v in flat.items()}
+    flat = _unwrapped(P.flatten(restored.get("params", restored)))
     if tokenizer is not None:
         check_vocabulary(flat, tokenizer, params_dir)
     tree = P.unflatten({p: np.asarray(v) for p, v in flat.items()})

@@ -203,7 +203,7 @@ class OfflineReplay:
             cfg=cfg,
             layout=pipeline.layout,
             gate=pipeline.gate,
-            velocity_cap=pipeline.velocity_cap,
+            velocity_cap=pipeline.settings.velocity_cap,
             max_rejections=cfg.gate_max_rejections,
             logger=self.log,
             latency_scale=0.0 if rate is None else rate,
