@@ -29,14 +29,13 @@ from oxygen_core import robot_io
 from oxygen_core.config import MODEL_PRESETS, ROBOT_PRESETS, ModelConfig, model_preset
 from oxygen_core.model.checkpoint import (
     EMBEDDING,
-    NORM_STATS,
     TOKENIZER_FILE,
     ArrayInfo,
     asset_ids,
+    find_norm_stats,
     stored_arrays,
     trained_horizon,
 )
-from oxygen_core.model.normalize import read_norm_stats
 from oxygen_core.model.weights import component_of, param_shapes
 
 # Display order of `params.component_of`'s answers.
@@ -107,21 +106,22 @@ def describe_checkpoint(ckpt_dir: Path) -> dict:
     presets = [name for name, cfg in MODEL_PRESETS.items() if _matches(arrays, cfg)]
     vocab = arrays[EMBEDDING].shape[0] if EMBEDDING in arrays else None
     bias = arrays.get("action_out_proj/bias")
+    action_dim = bias.shape[-1] if bias else None
     assets = {}
     for asset in asset_ids(ckpt_dir):
-        stats = read_norm_stats(Path(ckpt_dir) / "assets" / asset / NORM_STATS)
+        stats = find_norm_stats(ckpt_dir, asset)
         assets[asset] = {"state": stats.state.q01.shape[-1], "actions": stats.actions.q01.shape[-1]}
     return {
         "checkpoint": str(ckpt_dir),
         "total_params": sum(math.prod(a.shape) for a in arrays.values()),
         "dtypes": sorted({a.dtype for a in arrays.values()}),
         "model_presets": presets,
-        "action_dim": bias.shape[-1] if bias else None,
+        "action_dim": action_dim,
         "vocab_size": vocab,
         "tokenizer": _tokenizer_needed(Path(ckpt_dir), vocab),
         "asset_ids": assets,
         "action_horizon": trained_horizon(ckpt_dir),
-        "robot_presets": _fitting_robots(presets, assets, bias.shape[-1] if bias else None),
+        "robot_presets": _fitting_robots(presets, assets, action_dim),
     }
 
 
