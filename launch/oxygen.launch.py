@@ -12,8 +12,6 @@ unconfigured forever). Both end with an error (exit status 1) unless the node ex
 oxygen_ros.tools.launch_outcome says which.
 """
 
-from pathlib import Path
-
 from launch import LaunchContext, LaunchDescription
 from launch.actions import (
     DeclareLaunchArgument,
@@ -105,13 +103,11 @@ def generate_launch_description() -> LaunchDescription:
     fail_when_a_transition_fails = [
         _fail_on(node, start, goal, autostart) for start, goal in FAILED_TRANSITIONS
     ]
-    # launch/ and config/ sit side by side both in the checkout and in share/oxygen_ros.
-    default_params = str(Path(__file__).parent.parent / "config" / "tiny.yaml")
     return LaunchDescription(
         [
-            DeclareLaunchArgument(
-                "params_file", default_value=default_params, description="Node parameters YAML."
-            ),
+            # No default: a misspelt or forgotten params_file must not start a robot on
+            # some other robot's parameters (launch refuses, naming the argument).
+            DeclareLaunchArgument("params_file", description="Node parameters YAML (required)."),
             DeclareLaunchArgument(
                 "use_sim_time", default_value="false", description="Follow /clock (bag replay)."
             ),

@@ -65,11 +65,7 @@ def generate_launch_description() -> LaunchDescription:
     return LaunchDescription(
         [
             DeclareLaunchArgument("bag", description="rosbag2 folder to play."),
-            DeclareLaunchArgument(
-                "params_file",
-                default_value=str(Path(__file__).parent.parent / "config" / "tiny.yaml"),
-                description="Node parameters YAML.",
-            ),
+            DeclareLaunchArgument("params_file", description="Node parameters YAML (required)."),
             # Declared here with replay's defaults; oxygen.launch.py's own defaults would
             # otherwise apply (use_sim_time false), since its declarations come later.
             DeclareLaunchArgument(

@@ -1,5 +1,6 @@
 """The installed launch files end, or hold, the launch as a ROS 2 user expects.
 
+- both launch files refuse to start without params_file (no default robot);
 - oxygen.launch.py ends with an error (launch's exit status 1) when the node exits early
   (an integer where a double is due: the node exits 2) or fails its configure (a preset
   that does not exist), instead of hanging with no node or an unconfigured one;
@@ -86,6 +87,20 @@ def test_the_launch_ends_with_an_error_when_the_node_cannot_run(tmp_path, old, n
     assert says in output, output
 
 
+@pytest.mark.parametrize("name", ["oxygen.launch.py", "replay.launch.py"])
+def test_a_launch_without_params_file_refuses_to_start(name):
+    # A misspelt argument must not start the node on some default robot's parameters.
+    launch = _launch(name, "bag:=/nonexistent", "param_file:=/robot.yaml")
+    try:
+        output, _ = launch.communicate(timeout=60)
+    finally:
+        if launch.poll() is None:
+            launch.kill()
+    assert launch.returncode == 1, output
+    assert "missing required argument 'params_file'" in output, output
+    assert "oxygen_node" not in output, output  # no node process was started
+
+
 def _call(node: rclpy.node.Node, client: rclpy.client.Client, request: object) -> object:
     assert client.wait_for_service(timeout_sec=60), client.srv_name
     future = client.call_async(request)
@@ -99,7 +114,7 @@ def test_replay_launch_honours_its_arguments(arguments, sim_time):
     # autostart:=false: the node stays unconfigured, so the bag (absent here) never plays.
     launch = _launch(
         "replay.launch.py", "bag:=/nonexistent", "autostart:=false", "namespace:=replay_ns",
-        *arguments,
+        f"params_file:={SHARE / 'config' / 'tiny.yaml'}", *arguments,
     )  # fmt: skip
     rclpy.init()
     node = rclpy.create_node("replay_launch_probe")
