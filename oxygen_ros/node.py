@@ -9,13 +9,14 @@ Each pair of lifecycle hooks creates and destroys the same resources:
 
 What reaches the controller (~/joint_trajectory, ~/command_chunk) is
 oxygen_ros.motion_switch's: the `~/enable` service (std_srvs/SetBool; start_enabled
-until it is called) and the e-stop (estop_topic, std_msgs/Bool, reliable, from latched
-and volatile publishers alike: true = stop), both made at configure, switch it off at
-once with one hold and on again at the next frame; while off, frames run on as a dry
-run. Every transition away from active (deactivate, shutdown, `release` on Ctrl-C, a
-second stop signal) and every failed frame sends one hold through FrameLoop.hold, while
-the controller publishers are still active; cleanup comes only from inactive, after the
-deactivation's hold, when no lifecycle publisher can send anything.
+until it is called, never with random weights) and the e-stop (estop_topic,
+std_msgs/Bool, reliable, from latched and volatile publishers alike: true = stop), both
+made at configure, switch it off at once with one hold and on again at the next frame;
+while off, frames run on as a dry run. Every transition away from active (deactivate,
+shutdown, `release` on Ctrl-C, a second stop signal) and every failed frame sends one
+hold through FrameLoop.hold, while the controller publishers are still active; cleanup
+comes only from inactive, after the deactivation's hold, when no lifecycle publisher can
+send anything.
 
 Callbacks only store messages (in the FrameAssembler). Subscriptions and both timers
 go through `oxygen_ros.router` (InputRouter, Tick.at), the code replay runs too. The
@@ -206,7 +207,12 @@ class OxygenNode(LifecycleNode):
             reporter=DiagnosticsReporter(self.get_fully_qualified_name(), cfg.frame_period_s),
             logger=self.get_logger(),
         )
-        switch = MotionSwitch(controller, loop.hold, stats, enabled=cfg.start_enabled)
+        if cfg.start_enabled and not cfg.starts_enabled:
+            self.get_logger().warning(
+                "random weights (checkpoint_dir is empty): starting in a dry run despite "
+                "start_enabled; ~/enable true lets their chunks reach the controller"
+            )
+        switch = MotionSwitch(controller, loop.hold, stats, enabled=cfg.starts_enabled)
         c = _Configured(settings, engine, assembler, gate, outputs, stats, loop, router, switch)
         c.enable = self.create_service(
             SetBool, topics.ENABLE, functools.partial(self._on_enable, c)

@@ -42,6 +42,7 @@ from oxygen_core.config import (
     ModelConfig,
     RobotConfig,
 )
+from oxygen_core.engine.compile_cache import DEFAULT_DIR as COMPILE_CACHE_DIR
 from oxygen_core.engine.types import (
     DEFAULT_STREAMS,
     EngineConfig,
@@ -102,6 +103,11 @@ class NodeConfig:
         "float32",
         "Compute and KV-cache dtype: float32 on CPU, bfloat16 on a GPU or Jetson.",
         choices=("float32", "bfloat16"),
+    )
+    compile_cache_dir: str = parameter(
+        COMPILE_CACHE_DIR,
+        "Folder of JAX's persistent compilation cache (~ expanded), so that a restart reads "
+        "the executables configure compiled before; empty: off.",
     )
     camera_topics: tuple[str, ...] = parameter(
         ("/camera/base/image_raw",),
@@ -211,7 +217,9 @@ class NodeConfig:
         (1, 1_000_000),
     )
     start_enabled: bool = parameter(
-        True, "Whether chunks reach the robot after activate, before ~/enable says so."
+        True,
+        "Whether chunks reach the robot after activate, before ~/enable says so; never with "
+        "random weights (checkpoint_dir empty): they wait for ~/enable.",
     )
     estop_topic: str = parameter(
         "~/estop",
@@ -229,6 +237,12 @@ class NodeConfig:
             repeated = sorted({v for v in values if values.count(v) > 1})
             if repeated:
                 raise ConfigError(f"{name} lists {repeated} more than once: {list(values)}")
+
+    @property
+    def starts_enabled(self) -> bool:
+        """start_enabled, unless the weights are random: a forgotten checkpoint_dir must not
+        drive a robot with noise; only an explicit ~/enable lets such chunks out."""
+        return self.start_enabled and bool(self.checkpoint_dir)
 
     @property
     def frame_period_s(self) -> float:

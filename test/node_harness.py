@@ -36,6 +36,7 @@ from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Header, String
+from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
@@ -213,6 +214,7 @@ class Probe(Node):
             self.create_subscription(msg_type, topic, self._recorder(topic), reliable)
         self._change = self.create_client(ChangeState, f"/{target}/change_state")
         self._get = self.create_client(GetState, f"/{target}/get_state")
+        self._enable = self.create_client(SetBool, f"/{target}/enable")
 
     def _start_sim_clock(self, speed: float) -> None:
         publisher = self.create_publisher(Clock, "/clock", 10)
@@ -236,6 +238,13 @@ class Probe(Node):
 
     def state(self) -> str:
         return self._call(self._get, GetState.Request(), 10.0).current_state.label
+
+    def enable(self, on: bool = True) -> str:
+        """Call ~/enable (served from configure on): random weights, which every test
+        model has, start in a dry run and reach the controller only when told to."""
+        response = self._call(self._enable, SetBool.Request(data=on), 10.0)
+        assert response.success, response.message
+        return response.message
 
     def _call(self, client: Any, request: Any, timeout_s: float) -> Any:
         if not client.wait_for_service(timeout_sec=10.0):

@@ -208,6 +208,16 @@ def test_configure_succeeds_once_the_parameter_is_fixed(rig):
     assert rig.probe.state() == "inactive"
 
 
+def test_random_weights_start_in_a_dry_run_despite_start_enabled(rig):
+    """tiny.yaml says start_enabled true, but has no checkpoint: only ~/enable lets out
+    what random weights would do."""
+    assert PARAMS.get("start_enabled", True) and not PARAMS.get("checkpoint_dir")
+    [line] = rig.wait_log("random weights (checkpoint_dir is empty): starting in a dry run")
+    assert line.level == Log.WARN
+    assert rig.probe.enable(False) == "dry run: disabled"  # it was off already
+    assert rig.probe.enable() == "enabled"
+
+
 def test_action_publishers_offer_a_qos_deadline_with_a_margin_over_the_frame_period(rig):
     """qos_deadline_factor (default 1.5) frame periods: jitter raises no DDS event."""
     for topic in ("/oxygen/action_chunk", "/oxygen/joint_trajectory"):
@@ -499,6 +509,7 @@ def test_slow_frames_are_reported_as_deadline_misses(rig):
         ]
     )
     assert rig.probe.transition("configure", timeout_s=300) is True
+    rig.probe.enable()
     assert rig.probe.transition("activate") is True
     start = rig.probe.now_s()
     rig.inbox("/oxygen/action_chunk").wait(

@@ -111,6 +111,7 @@ def seams(trajectories: list[Received]) -> np.ndarray:
 def test_rtc_trajectories_continue_the_previous_chunk_without_recompiling(pair):
     for mode in MODES:
         assert pair.probes[mode].transition("configure", timeout_s=300) is True
+        pair.probes[mode].enable()
     compiled = _engine(pair.nodes["rtc"]).compile_count()  # warm-up compiled every shape
     for mode in MODES:
         assert pair.probes[mode].transition("activate") is True

@@ -51,6 +51,7 @@ def test_repeated_sigint_during_shutdown_still_exits_cleanly(tmp_path):
     spinners.add(probe)
     try:
         probe.inbox["/oxygen/action_chunk"].wait_count(2, timeout_s=240)  # running, active
+        probe.enable()
         trajectories = probe.inbox["/oxygen/joint_trajectory"]
         trajectories.wait_count(1, timeout_s=10)  # matched: the hold will reach the probe
         for _ in range(5):

@@ -3,8 +3,9 @@
     python -m oxygen_ros.tools.estop_latency [--params config/tiny.yaml] [--toggles 100]
 
 The real node runs as its own process (`python -m oxygen_ros.node`, autostart, system
-time), as on a robot; this process feeds it synthetic cameras and joint states at 30 Hz
-and presses and releases its e-stop (std_msgs/Bool, transient local, reliable) over DDS.
+time), as on a robot, switched on through ~/enable; this process feeds it synthetic
+cameras and joint states at 30 Hz and presses and releases its e-stop (std_msgs/Bool,
+transient local, reliable) over DDS.
 Each toggle measures, on this process's steady clock, the time from publishing `true` to
 receiving the hold (one point, stamped zero) on ~/joint_trajectory, counts every chunk
 trajectory received after the hold while the button is pressed (the dry run lasts
@@ -33,6 +34,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, Header
+from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_ros.convert import stamp_to_ns
@@ -72,6 +74,17 @@ class Bench(Node):
         self.create_subscription(JointTrajectory, trajectory, self._on_trajectory, _RELIABLE)
         self.create_subscription(ActionChunk, "/oxygen/action_chunk", self._on_chunk, _RELIABLE)
         self.create_timer(1.0 / SENSOR_HZ, self._publish_inputs)
+        self._enable = self.create_client(SetBool, "/oxygen/enable")
+
+    def enable(self) -> None:
+        """Switch the node's output on: a model with random weights starts in a dry run."""
+        if not self._enable.wait_for_service(timeout_sec=_START_TIMEOUT_S):
+            raise TimeoutError(f"no {self._enable.srv_name} within {_START_TIMEOUT_S:g} s")
+        done = threading.Event()
+        future = self._enable.call_async(SetBool.Request(data=True))
+        future.add_done_callback(lambda _: done.set())
+        if not done.wait(_WAIT_S) or not future.result().success:
+            raise TimeoutError(f"{self._enable.srv_name} did not enable the node")
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         with self.cv:
@@ -150,6 +163,7 @@ def measure(params_file: Path, toggles: int, pressed_chunks: int) -> dict[str, A
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     try:
+        bench.enable()
         bench.wait(lambda: len(bench.trajectories) > 0, _START_TIMEOUT_S, "trajectory at start")
         results = [toggle(bench, pressed_chunks) for _ in range(toggles)]
     finally:
