@@ -35,7 +35,7 @@ setup(
             "oxygen-latency-sweep=oxygen_core.train.latency_sweep:main",
             "oxygen-train-dagger=oxygen_core.train.dagger:main",
             "oxygen-train-average=oxygen_core.train.average:main",
-            "oxygen-node=oxygen_ros.node:main",
+            "oxygen-node=oxygen_ros.platform_check:node_main",
             "oxygen-replay=oxygen_ros.tools.replay:main",
             "oxygen-demo=oxygen_ros.tools.demo:main",
             "oxygen-foxglove=oxygen_ros.tools.foxglove:main",
