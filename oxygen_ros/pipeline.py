@@ -15,6 +15,7 @@ import numpy as np
 
 from oxygen_core import robot_io
 from oxygen_core.engine import Engine, make_engine
+from oxygen_core.engine.compile_cache import use_compile_cache
 from oxygen_core.observation import Observation
 from oxygen_core.policy import Policy, load_policy
 from oxygen_core.safety.gate import ChunkGate
@@ -38,9 +39,11 @@ class Pipeline:
 
 
 def make_pipeline(settings: Settings) -> Pipeline:
-    """Load the policy, build and warm up the engine (every shape compiled), and the
-    assembler. Raises whatever loading raises (the node turns it into FAILURE)."""
+    """Load the policy, build and warm up the engine (every shape compiled, through the
+    persistent compilation cache), and the assembler. Raises whatever loading raises (the
+    node turns it into FAILURE)."""
     cfg = settings.node
+    use_compile_cache(cfg.compile_cache_dir)
     policy = load_policy(
         preset=cfg.preset,
         robot=settings.robot,

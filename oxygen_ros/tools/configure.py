@@ -92,7 +92,7 @@ def params_node(
         raise FileNotFoundError(f"params file {params} does not exist")
     args = ["--ros-args", "--params-file", str(params)]
     for name, value in (overrides or {}).items():
-        args += ["-p", f"{name}:={value}"]
+        args += ["-p", f"{name}:={value if value != '' else repr('')}"]  # rcl: YAML values
     context = Context()
     rclpy.init(args=[], context=context)
     try:
