@@ -87,7 +87,8 @@ def test_a_sigkilled_writer_leaves_a_readable_bag_of_every_closed_file(tmp_path:
     # The file open at the kill is the only loss: about 0.2 s of messages, 5 ms apart.
     assert count >= 3 * 10
     # Left over: the hidden folder of the file being written, or (killed while closing
-    # it) that file complete but not yet listed; recovery lists it.
+    # it) that file complete but not yet listed; recovery lists it, and rewrites the
+    # flushed chunks of the unfinished one (test_bag_recover_chunks).
     n = len(files)
     leftovers = {p.name for p in bag.iterdir()} - {METADATA, *files}
     assert leftovers <= {f".out_{n}", f"out_{n}.mcap"}

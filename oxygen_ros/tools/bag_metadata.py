@@ -1,8 +1,9 @@
 """metadata.yaml of a rosbag2 folder: what it says about each storage file, and its writer.
 
 `BagWriter` (bagio) rewrites metadata.yaml after every file it closes, and `recover`
-(bag_recover) rebuilds it from the complete files of a folder; both describe the files as
-`FileSummary`s and write them with `write_metadata`, in rosbag2 format version 9.
+(bag_recover) rebuilds it from the complete files of a folder and those it rewrites from
+unfinished ones; both describe the files as `FileSummary`s and write them with
+`write_metadata`, in rosbag2 format version 9.
 """
 
 from __future__ import annotations

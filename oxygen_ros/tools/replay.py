@@ -28,8 +28,9 @@ scored are the engine's own, kept by `ChunkTap` before the hand-over and the gat
 sees only what the node published.
 
 A replay that cannot finish still leaves what it did. The output bag is written as closed
-files of `--split-s` seconds each (tools.bagio.BagWriter), so even SIGKILL loses only the
-one still open (`oxygen-bag-recover` writes the metadata a killed run could not). SIGTERM
+files of `--split-s` seconds each whose chunks reach the OS every 0.5 s (tools.bagio.
+BagWriter), so SIGKILL loses at most the last chunk once `oxygen-bag-recover` has rewritten
+the unfinished file's complete chunks and the metadata a killed run could not write. SIGTERM
 and SIGINT, and a corrupt input bag (BagReadError), end the frame loop where it is: the
 bag is closed and report.json / report.md are written with `partial: true` and the reason,
 and the command ends in one line saying why. A run with 0 frames exits 1, naming the skip
