@@ -1,5 +1,6 @@
 # make demo   run the demo (main job)
 # make test   lint, then the test suite
+# make test-py312  the node, engine, replay, safety and robot-install tests on Python 3.12
 # make setup  build .venv: pinned requirements, msg/ interfaces, this project in editable mode
 # make policy rebuild data/policy/sim_demo from its recipe, config/train/sim_demo.yaml
 # make bench-gpu  the paper's benchmark settings with pi05 on a CUDA GPU, into out/bench-gpu
@@ -33,7 +34,7 @@ define mark_done
 rm -f $(STAMPS)/$(1)-* && mkdir -p $(STAMPS) && touch $@
 endef
 
-.PHONY: setup lint test demo policy bench-gpu clean
+.PHONY: setup lint test test-py312 demo policy bench-gpu clean
 
 setup: $(REQ_STAMP) $(MSG_STAMP) $(PKG_STAMP)
 
@@ -45,7 +46,7 @@ $(REQ_STAMP): | $(BIN)/python
 	$(call mark_done,requirements)
 
 $(MSG_STAMP): | $(REQ_STAMP)
-	scripts/build_msgs.sh $(VENV) build/msgs
+	scripts/build_msgs.sh $(VENV) build/msgs-$(notdir $(VENV))
 	$(call mark_done,msgs)
 
 # --no-deps: requirements.txt is the one place that pins dependencies.
@@ -62,7 +63,23 @@ lint: setup
 # deselected, e.g. PYTEST_ARGS="-m 'not ros'") is not a failure.
 test: lint
 	$(BIN)/python -m pytest test/test_node.py $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	$(BIN)/python -m pytest test --ignore=test/test_node.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest test --ignore=test/test_node.py --ignore=$(INSTALL_TEST) $(PYTEST_ARGS)
+
+# Jazzy's Python (3.12, a Thor's Ubuntu 24.04) in a second venv with the same pins (Kilted's
+# cp312 wheels): the node, engine, replay and safety tests, and the robot install script
+# (scripts/install_robot.sh, against these wheels laid out as /opt/ros/<distro>), which runs
+# only here. .ci/run runs it after `make test`.
+PY312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) python3.12)
+INSTALL_TEST := test/test_install_robot.py
+PY312_TESTS := $(INSTALL_TEST) $(addprefix test/test_,$(addsuffix .py,node_process \
+	node_signals node_handover enable_estop motion_switch frame worker router inputs params \
+	convert topics spin engine kv_pool scheduler handover timeline rtc replay replay_handover \
+	bagio bag_recover_chunks gate joint_limits limits_source velocity checkpoint \
+	openpi_reference platform_check fastdds_profile compile_cache))
+test-py312:
+	$(MAKE) setup VENV=.venv-py312 PYTHON=$(PY312)
+	.venv-py312/bin/python -m pytest test/test_node.py $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	.venv-py312/bin/python -m pytest $(PY312_TESTS) $(PYTEST_ARGS)
 
 demo: setup
 	$(BIN)/oxygen-demo $(DEMO_ARGS)
@@ -79,20 +96,26 @@ policy: setup
 
 # `oxygen-bench --paper-gpu` (pi05 in bfloat16, k 1/5/10, N=30, S=10, uniform:1; sized for
 # about 8 minutes of an H200 with compilation, BENCHMARKS.md) writes bench.json, tables.md
-# and the plots into out/bench-gpu. It first adds JAX's CUDA 13 plugin, at the JAX version
-# of requirements.txt, to .venv (once: a stamp; PyPI and an NVIDIA driver needed), and
-# keeps compiled executables in out/bench-gpu/xla-cache, so that a rerun skips compiling.
-# BENCH_GPU_ARGS adds or overrides flags; with "--backend cpu" nothing is installed
-# (BENCH_GPU_ARGS="--preset tiny --dtype float32 --backend cpu" is what the tests run).
+# and the plots into out/bench-gpu. It first adds JAX's CUDA plugin to .venv: CUDA=13
+# (default; NVIDIA driver 580 or newer) or CUDA=12 (driver 525 or newer), at the version
+# scripts/robot_requirements.py reads from requirements.txt (once: a stamp; PyPI needed),
+# and keeps compiled executables in out/bench-gpu/xla-cache, so that a rerun skips
+# compiling. BENCH_GPU_ARGS adds or overrides flags; with "--backend cpu" nothing is
+# installed (BENCH_GPU_ARGS="--preset tiny --dtype float32 --backend cpu" is what the tests run).
+CUDA ?= 13
 JAX_VERSION := $(shell sed -n 's/^jax\[cpu\]==//p' requirements.txt)
-CUDA_STAMP := $(STAMPS)/cuda13-$(JAX_VERSION)
+CUDA_STAMP := $(STAMPS)/cuda$(CUDA)-$(JAX_VERSION)
 BENCH_GPU_ARGS ?=
 
 $(CUDA_STAMP): | $(REQ_STAMP)
 	@nvidia-smi -L >/dev/null 2>&1 || { echo "bench-gpu: no NVIDIA GPU (nvidia-smi -L failed); \
 	BENCH_GPU_ARGS='--backend cpu' runs on the CPU" >&2; exit 1; }
-	$(BIN)/python -m pip install --progress-bar off "jax[cuda13]==$(JAX_VERSION)"
-	$(call mark_done,cuda13)
+	spec=$$($(BIN)/python scripts/robot_requirements.py --jax cuda$(CUDA)); \
+	$(BIN)/python -m pip uninstall -y -q jax-cuda12-plugin jax-cuda12-pjrt jax-cuda13-plugin \
+		jax-cuda13-pjrt; \
+	$(BIN)/python -m pip install --progress-bar off "$$spec"
+	rm -f $(STAMPS)/cuda1*-*  # one CUDA plugin at a time
+	$(call mark_done,cuda$(CUDA))
 
 bench-gpu: setup $(if $(findstring --backend cpu,$(BENCH_GPU_ARGS)),,$(CUDA_STAMP))
 	JAX_COMPILATION_CACHE_DIR=out/bench-gpu/xla-cache \
