@@ -1,17 +1,18 @@
 """How fast the e-stop stops the robot: from the Bool on estop_topic to the hold.
 
     python -m oxygen_ros.tools.estop_latency [--params config/tiny.yaml] [--toggles 100]
+        [--durability transient_local|volatile]
 
 The real node runs as its own process (`python -m oxygen_ros.node`, autostart, system
 time), as on a robot, switched on through ~/enable; this process feeds it synthetic
 cameras and joint states at 30 Hz and presses and releases its e-stop (std_msgs/Bool,
-transient local, reliable) over DDS.
-Each toggle measures, on this process's steady clock, the time from publishing `true` to
-receiving the hold (one point, stamped zero) on ~/joint_trajectory, counts every chunk
-trajectory received after the hold while the button is pressed (the dry run lasts
---pressed-chunks action chunks; it must be 0), then releases it and waits until chunk
-trajectories come again. It prints a table (or JSON with --json) with p50 / p99 / max
-against the control and frame periods of the params file.
+reliable, from a latched or a volatile publisher) over DDS. Each toggle measures, on this
+process's steady clock, the time from publishing `true` to receiving the hold (one point,
+stamped zero) on ~/joint_trajectory, counts every chunk trajectory received after the
+hold while the button is pressed (the dry run lasts --pressed-chunks action chunks; it
+must be 0), then releases it and waits until chunk trajectories come again. It prints a
+table (or JSON with --json) with p50 / p99 / max against the control and frame periods
+of the params file.
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ _IMAGE_H, _IMAGE_W = 48, 64
 _START_TIMEOUT_S = 600.0  # configure compiles every shape
 _WAIT_S = 20.0  # for one hold, or the trajectories after a release
 _RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-_ESTOP_QOS = QoSProfile(
-    depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-)
+# The e-stop publisher's durability: a latched button, or `ros2 topic pub` and most others.
+DURABILITIES = {
+    "transient_local": DurabilityPolicy.TRANSIENT_LOCAL,
+    "volatile": DurabilityPolicy.VOLATILE,
+}
 
 
 def is_hold(msg: JointTrajectory) -> bool:
@@ -61,12 +64,15 @@ def is_hold(msg: JointTrajectory) -> bool:
 class Bench(Node):
     """Synthetic robot inputs, the e-stop, and the arrivals on the node's outputs."""
 
-    def __init__(self, params: dict[str, Any]) -> None:
+    def __init__(self, params: dict[str, Any], durability: str) -> None:
         super().__init__("oxygen_estop_bench")
         self._joints = list(params["joint_names"])
         self._cameras = [self.create_publisher(Image, t, 5) for t in params["camera_topics"]]
         self._joint_pub = self.create_publisher(JointState, params["joint_state_topic"], 5)
-        self.estop = self.create_publisher(Bool, _estop_topic(params), _ESTOP_QOS)
+        qos = QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DURABILITIES[durability]
+        )
+        self.estop = self.create_publisher(Bool, _estop_topic(params), qos)
         self.cv = threading.Condition()
         self.trajectories: list[tuple[float, bool]] = []  # (steady arrival, is a hold)
         self.chunks = 0
@@ -146,7 +152,9 @@ def toggle(bench: Bench, pressed_chunks: int) -> tuple[float, int]:
     return (held_s - pressed_s) * 1e3, moving
 
 
-def measure(params_file: Path, toggles: int, pressed_chunks: int) -> dict[str, Any]:
+def measure(
+    params_file: Path, toggles: int, pressed_chunks: int, durability: str
+) -> dict[str, Any]:
     """Start the node, run the toggles, stop it; the figures."""
     params = yaml.safe_load(params_file.read_text())["/**"]["ros__parameters"]
     control_ms = 1e3 / params["control_rate_hz"]
@@ -157,7 +165,7 @@ def measure(params_file: Path, toggles: int, pressed_chunks: int) -> dict[str, A
     ]  # fmt: skip
     node = child_processes.popen(command, stdout=log, stderr=log)
     rclpy.init()
-    bench = Bench(params)
+    bench = Bench(params, durability)
     executor = SingleThreadedExecutor()
     executor.add_node(bench)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -175,6 +183,7 @@ def measure(params_file: Path, toggles: int, pressed_chunks: int) -> dict[str, A
     latencies = np.array([ms for ms, _ in results])
     return {
         "toggles": toggles,
+        "durability": durability,
         "params": str(params_file),
         "control_period_ms": control_ms,
         "frame_period_ms": control_ms * params["execute_horizon"],
@@ -189,7 +198,7 @@ def measure(params_file: Path, toggles: int, pressed_chunks: int) -> dict[str, A
 def table(figures: dict[str, Any]) -> str:
     control = figures["control_period_ms"]
     rows = [
-        ("toggles", f"{figures['toggles']}"),
+        ("toggles", f"{figures['toggles']} ({figures['durability']} publisher)"),
         ("control period", f"{control:.1f} ms (frame period {figures['frame_period_ms']:.1f} ms)"),
         *(
             (name, f"{figures[key]:.2f} ms ({figures[key] / control:.2f} control periods)")
@@ -210,11 +219,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--params", type=Path, default=resource("config/tiny.yaml"))
     parser.add_argument("--toggles", type=int, default=100)
     parser.add_argument("--pressed-chunks", type=int, default=3, help="dry-run chunks per press")
+    parser.add_argument("--durability", choices=DURABILITIES, default="transient_local")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     if args.toggles < 1 or args.pressed_chunks < 1:
         parser.error("--toggles and --pressed-chunks must be at least 1")
-    figures = measure(args.params, args.toggles, args.pressed_chunks)
+    figures = measure(args.params, args.toggles, args.pressed_chunks, args.durability)
     print(json.dumps(figures, indent=2) if args.json else table(figures))
     return 0 if figures["trajectories_while_stopped"] == 0 else 1
 
