@@ -36,6 +36,7 @@ setup(
             "oxygen-train-dagger=oxygen_core.train.dagger:main",
             "oxygen-train-average=oxygen_core.train.average:main",
             "oxygen-node=oxygen_ros.platform_check:node_main",
+            "oxygen-doctor=oxygen_ros.tools.doctor:main",
             "oxygen-replay=oxygen_ros.tools.replay:main",
             "oxygen-demo=oxygen_ros.tools.demo:main",
             "oxygen-foxglove=oxygen_ros.tools.foxglove:main",

@@ -91,7 +91,7 @@ _STALL_PERIODS = 3  # frame periods without a ROS clock advance before it counts
 # The e-stop listens with both durabilities (motion_switch): the latched one reads a
 # button's state at once when the node joins late, the volatile one hears publishers that
 # latch nothing, such as `ros2 topic pub`.
-_ESTOP_QOS = {
+ESTOP_QOS = {
     source: QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=durability)
     for source, durability in zip(
         ESTOP_SOURCES, (DurabilityPolicy.TRANSIENT_LOCAL, DurabilityPolicy.VOLATILE), strict=True
@@ -222,7 +222,7 @@ class OxygenNode(LifecycleNode):
             self.create_subscription(
                 Bool, cfg.estop_topic, functools.partial(self._on_estop, c, source), qos
             )
-            for source, qos in _ESTOP_QOS.items()
+            for source, qos in ESTOP_QOS.items()
         ]
         return c
 
