@@ -65,9 +65,10 @@ def test_an_arm_the_expert_cannot_plan_from_is_a_failed_episode():
 
 @pytest.fixture(scope="module")
 def engine():
-    """The shipped policy, actions only: its own mistakes are what the data is for."""
+    """The shipped policy, actions only: its own mistakes are what the data is for. A
+    fixed hand-over delay: "auto" follows the wall-clock latency, which varies with load."""
     policy, _ = cli.trained_policy(POLICY)
-    return make_engine(policy, EngineConfig(streams=()))
+    return make_engine(policy, EngineConfig(streams=(), rtc_delay_steps=1))
 
 
 def test_a_closed_loop_can_stop_after_a_number_of_steps(engine):

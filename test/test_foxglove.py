@@ -177,6 +177,8 @@ def test_every_topic_of_a_running_node_reaches_the_client(served, tmp_path):
     )
     probe.faults = SensorFaults()
     try:
+        probe.inbox["/oxygen/action_chunk"].wait_count(1, timeout_s=300)  # active
+        probe.enable()  # random weights: the controller output needs ~/enable
         expected = set(client.channels)
         client.receive(lambda: set(client.received) >= expected, timeout_s=300)
     except TimeoutError:
