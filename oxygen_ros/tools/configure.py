@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import rclpy
@@ -93,14 +93,22 @@ def params_node(
     args = ["--ros-args", "--params-file", str(params)]
     for name, value in (overrides or {}).items():
         args += ["-p", f"{name}:={value if value != '' else repr('')}"]  # rcl: YAML values
+    with own_node(NODE_NAME, namespace, args) as node:
+        yield node
+
+
+@contextlib.contextmanager
+def own_node(name: str, namespace: str = "", cli_args: Sequence[str] = ()) -> Iterator[Node]:
+    """A node in a context of its own, so another rclpy user in the process is left be;
+    no parameter services and no /rosout: it only reads and looks, and goes."""
     context = Context()
     rclpy.init(args=[], context=context)
     try:
         node = rclpy.create_node(
-            NODE_NAME,
+            name,
             namespace=namespace,
             context=context,
-            cli_args=args,
+            cli_args=list(cli_args),
             start_parameter_services=False,
             enable_rosout=False,
         )

@@ -22,14 +22,12 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
-import rclpy
-from rclpy.context import Context
 from rclpy.exceptions import NameValidationException, ParameterException
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -58,7 +56,7 @@ from oxygen_ros.inputs import FrameAssembler
 from oxygen_ros.node import ESTOP_QOS
 from oxygen_ros.params import NodeConfig, Settings, check_delay, commanded_names, fit_to_model
 from oxygen_ros.router import camera_msg_class
-from oxygen_ros.tools.configure import TopicNames, load_settings
+from oxygen_ros.tools.configure import TopicNames, load_settings, own_node
 from oxygen_ros.tools.doctor_findings import Finding
 
 # What reading the params raises: ConfigError (a ValueError), FileNotFoundError, rcl's
@@ -83,7 +81,7 @@ def diagnose(
     with contextlib.ExitStack() as stack:
         # The graph is joined first: DDS discovery, seconds on a loaded machine, then runs
         # while the offline checks do, not inside the listen.
-        node = None if listen_s is None else stack.enter_context(graph_node())
+        node = None if listen_s is None else stack.enter_context(own_node("oxygen_doctor"))
         found, setup = read_params(params, overrides)
         if setup is None:
             return [found]
@@ -330,23 +328,6 @@ class Heard:
     cameras: dict[str, Arrivals]
     publishers: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
     subscribers: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
-
-
-@contextlib.contextmanager
-def graph_node() -> Iterator[Node]:
-    """The doctor's node on the graph, in its own context: a caller's rclpy is left be."""
-    context = Context()
-    rclpy.init(args=[], context=context)
-    try:
-        node = rclpy.create_node(
-            "oxygen_doctor", context=context, start_parameter_services=False, enable_rosout=False
-        )
-        try:
-            yield node
-        finally:
-            node.destroy_node()
-    finally:
-        rclpy.shutdown(context=context)
 
 
 def listen(node: Node, names: TopicNames, listen_s: float) -> Heard:
