@@ -30,6 +30,7 @@ from oxygen_core.config import model_preset
 from oxygen_core.model import weights as P
 from oxygen_core.model.checkpoint import save_checkpoint
 from oxygen_ros.tools import replay
+from oxygen_ros.tools.bag_recover import recover
 from oxygen_ros.tools.bagio import (
     BagMessage,
     BagWriter,
@@ -474,25 +475,47 @@ def test_sigterm_and_sigint_leave_a_readable_bag_and_a_partial_report(
     assert [c.sequence for c in chunks] == list(range(len(chunks)))
 
 
+def _unfinished_bytes(bag: Path) -> int:
+    """Bytes of the storage file being written (in its hidden folder) that reached the OS:
+    none before its first flush (the writer's buffer holds even the MCAP header)."""
+    return sum(p.stat().st_size for p in bag.glob(".*/*.mcap"))
+
+
 @pytest.mark.slow
-def test_a_sigkilled_replay_leaves_a_bag_rosbags_reads_with_all_but_the_last_file(
-    tmp_path, clean_bag, names
+@pytest.mark.parametrize(
+    ("split_s", "closed"), [(60.0, 0), (1.0, 2)], ids=["inside_the_first_file", "late"]
+)
+def test_a_sigkilled_replay_keeps_all_but_its_last_chunk_after_recovery(
+    tmp_path, clean_bag, names, split_s, closed
 ):
-    """Output files of 0.5 s: SIGKILL loses the file being written, nothing before it."""
+    """SIGKILL early (nothing closed yet: only the open file's flushed chunks exist) and
+    late (closed files, then the open one): rosbags reads the closed files as the kill left
+    them, and after oxygen-bag-recover every frame up to the last flushed chunk, no gap."""
     out = tmp_path / "killed"
-    process = _replay_process(clean_bag, out, "--rate", "1.0", "--split-s", "0.5")
+    process = _replay_process(clean_bag, out, "--rate", "1.0", "--split-s", str(split_s))
     bag = out / OUTPUT_BAG
     try:
-        _wait_for(lambda: len(list(bag.glob("*.mcap"))) >= 4, process, "four closed files")
+        _wait_for(
+            lambda: len(list(bag.glob("*.mcap"))) >= closed and _unfinished_bytes(bag) > 0,
+            process,
+            f"{closed} closed files and flushed chunks",
+        )
     finally:
         process.kill()
         process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL
-    with Reader(bag) as reader:  # rosbags opens the folder as the kill left it
-        assert reader.message_count > 0
+    if closed:
+        with Reader(bag) as reader:  # rosbags opens the folder as the kill left it
+            assert reader.message_count > 0
+        kept = len(outputs(out, names.output(ACTION_CHUNK)))
+        assert kept >= 3 * closed  # closed files of 1 s: ~10 frames each at 10 Hz
+    else:
+        kept = 0
+    recovery = recover(bag)
+    assert recovery.salvaged and not list(bag.glob(".*"))  # the unfinished file rewritten
     chunks = outputs(out, names.output(ACTION_CHUNK))
     assert [c.sequence for c in chunks] == list(range(len(chunks)))  # no gap before the loss
-    assert len(chunks) >= 3 * 4  # at least three closed files of ~5 frames each (10 Hz)
+    assert len(chunks) > kept
 
 
 def _corrupt(bag: Path, out: Path) -> Path:
