@@ -46,6 +46,7 @@ from std_msgs.msg import ColorRGBA, Header
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from visualization_msgs.msg import Marker, MarkerArray
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.engine.types import ActionResult, LanguageResult, TokenEvent
 from oxygen_core.image import to_rgb
 from oxygen_core.text import excerpt, excerpt_list
@@ -73,7 +74,6 @@ _ENCODINGS: dict[str, tuple[type[np.unsignedinteger], int, bool]] = {
     "bgr16": (np.uint16, 3, True),
 }
 _MAGIC = {"JPEG": JPEG_SIGNATURE, "PNG": PNG_SIGNATURE}
-NS_PER_S = 1_000_000_000  # the one definition: every tool's ns <-> s uses this
 # Four 1920 x 1080 frames: every camera a robot sends the model (which sees 224 x 224)
 # fits with room to spare, and the largest accepted image decodes to 25 MB of RGB.
 DEFAULT_MAX_IMAGE_PIXELS = 4 * 1920 * 1080
@@ -252,7 +252,7 @@ def unused_joints(msg: Any, joint_names: Sequence[str]) -> tuple[str, ...]:
 
 def stamp_to_seconds(stamp: Any) -> float:
     """builtin_interfaces/Time (or Duration) -> float seconds."""
-    return stamp.sec + stamp.nanosec * 1e-9
+    return stamp.sec + stamp.nanosec / NS_PER_S
 
 
 def _split_seconds(seconds: float) -> tuple[int, int]:

@@ -48,6 +48,7 @@ import numpy as np
 from builtin_interfaces.msg import Time
 from std_msgs.msg import String
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.engine import Engine
 from oxygen_core.engine.timeline import ChunkTimeline, Release, Takeover
 from oxygen_core.engine.types import ActionResult, LanguageResult
@@ -94,7 +95,7 @@ class Tick:
         time in replay) and steady time steady_s, with one frame period to its deadline."""
         return cls(
             stamp=ns_to_stamp(now_ns),
-            now_s=now_ns * 1e-9,
+            now_s=now_ns / NS_PER_S,
             start_s=steady_s,
             deadline_s=steady_s + period_s,
         )
@@ -145,7 +146,7 @@ class FrameLoop:
         self._last_stamps: tuple[int, int] | None = None  # (row0_ns, tick_ns), kept by reset
         self._held = threading.Event()  # a hold went out: the next frame meets no chunk
         self._standing = False  # a hold went out and no chunk since: the outage has its hold
-        self._frame_ns = round(cfg.frame_period_s * 1e9)
+        self._frame_ns = round(cfg.frame_period_s * NS_PER_S)
         if gate is not None and not assembler.commanded_names:
             raise ValueError("the chunk gate needs action_names: it checks chunks from their state")
         self._last_state: np.ndarray | None = None  # the last frame's, for a hold
@@ -338,7 +339,7 @@ class FrameLoop:
         self._stats.stamp_went_back(reason)
         self._warn(
             f"stamp {reason}",
-            f"action chunk stamped {(previous[0] - row0_ns) * 1e-9:.3f} s before the previous "
+            f"action chunk stamped {(previous[0] - row0_ns) / NS_PER_S:.3f} s before the previous "
             f"one ({reason})",
         )
 

@@ -60,6 +60,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profi
 from std_msgs.msg import Bool
 from std_srvs.srv import SetBool
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.engine.types import DEFAULT_STREAMS, EngineConfig
 from oxygen_core.text import excerpt
 from oxygen_ros import ros_args, topics
@@ -407,7 +408,7 @@ class OxygenNode(LifecycleNode):
     def _on_diagnostics(self, c: _Configured, watch: ClockWatch) -> None:
         """On the steady timer: reports even while the ROS clock stands still."""
         now_ns = self.get_clock().now().nanoseconds
-        clock = watch.observe(now_ns * 1e-9, time.monotonic())
+        clock = watch.observe(now_ns / NS_PER_S, time.monotonic())
         c.outputs.publish(topics.DIAGNOSTICS, c.router.report(now_ns, clock))
 
     def _on_frame_error(self, c: _Configured, error: BaseException) -> None:

@@ -29,6 +29,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.text import excerpt, excerpt_list
 from oxygen_ros.convert import ns_to_stamp
 from oxygen_ros.diagnostics import ClockReport, DiagnosticsReporter, InputReport, NodeStats
@@ -118,7 +119,7 @@ class InputRouter:
     def report(self, now_ns: int, clock: ClockReport | None = None) -> DiagnosticArray:
         """The /diagnostics message at node-clock time now_ns (clock: the node's watch on
         the ROS clock; replay runs on the bag clock, which cannot stall)."""
-        inputs = InputReport.of(self.assembler, now_ns * 1e-9)
+        inputs = InputReport.of(self.assembler, now_ns / NS_PER_S)
         return self._reporter.report(ns_to_stamp(now_ns), self.stats.snapshot(), inputs, clock)
 
     def _warn(self, key: str, message: str) -> None:

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from rclpy.serialization import deserialize_message, serialize_message
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.sim.arm import JOINT_NAMES
 from oxygen_core.sim.executor import LimitViolations
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
 from oxygen_core.sim.tasks import Contacts
-from oxygen_ros.convert import NS_PER_S, ns_to_stamp
+from oxygen_ros.convert import ns_to_stamp
 from oxygen_ros.tools.sim.messages import (
     outcome_msg,
     outcome_of,

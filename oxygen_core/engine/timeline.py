@@ -39,6 +39,7 @@ import typing
 
 import numpy as np
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.engine.types import ActionResult, ChunkHandover, Handover
 from oxygen_core.model.rtc import DelayEstimator, shift_chunk
 
@@ -109,7 +110,7 @@ class ChunkTimeline:
     ) -> None:
         """delays: the engine's estimate (`Engine.delay`), written here only; horizon: the
         most rows a frame publishes (None: every row from d on)."""
-        period_ns = round(control_period_s * 1e9) if control_period_s > 0 else 0
+        period_ns = round(control_period_s * NS_PER_S) if control_period_s > 0 else 0
         if period_ns < 1:
             raise ValueError(f"control period must be >= 1 ns, got {control_period_s!r} s")
         if chunk_handover not in typing.get_args(ChunkHandover):

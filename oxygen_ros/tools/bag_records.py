@@ -46,9 +46,10 @@ from typing import Any
 import numpy as np
 from rosbags.rosbag2 import ReaderError
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.offline_score import segment_of
 from oxygen_core.train.records import Record
-from oxygen_ros.convert import NS_PER_S, stamp_to_ns
+from oxygen_ros.convert import stamp_to_ns
 from oxygen_ros.inputs import FrameAssembler, Skip
 from oxygen_ros.params import Settings, commanded_names
 from oxygen_ros.tools.bagio import BagMessage, BagReadError, bag_topics, from_cdr, read_bag

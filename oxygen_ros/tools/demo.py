@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_ros import topics
 from oxygen_ros.convert import stamp_to_ns
 from oxygen_ros.tools import child_processes
@@ -88,7 +89,7 @@ class Console:
         if now - self._last_status_s < _STATUS_PERIOD_S:
             return
         self._last_status_s = now
-        bag_s = (stamp_to_ns(msg.header.stamp) - self._origin_ns) / 1e9
+        bag_s = (stamp_to_ns(msg.header.stamp) - self._origin_ns) / NS_PER_S
         streams = "  ".join(f"{s}: {text[-24:]!r}" for s, text in sorted(self._partial.items()))
         self._print(
             f"[bag {bag_s:5.1f} s] {len(self._arrivals) / _STATUS_PERIOD_S:4.1f} frames/s  "
@@ -157,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     out.mkdir(parents=True, exist_ok=True)
     console = Console(job.names, job.ticks()[0])
-    seconds = (job.span_ns()[1] - job.span_ns()[0]) / 1e9
+    seconds = (job.span_ns()[1] - job.span_ns()[0]) / NS_PER_S
     with open(out / "node.log", "wb") as log:
         node = start_node(args.params, log)
         viewer = start_foxglove(args.params, log) if args.foxglove else None

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_ros.convert import ns_to_stamp
 from oxygen_ros.tools.bagio import STORAGES, BagMessage, BagWriter, Storage, typestore
 from oxygen_ros.tools.configure import load_settings
@@ -186,7 +187,7 @@ def scene_messages(scene: Scene, topics: SceneTopics) -> Iterator[BagMessage]:
     share = count / len(scene.instructions)
     for j in range(count):
         t = (j + 0.5) * dt
-        time_ns = scene.start_ns + round(t * 1e9)
+        time_ns = scene.start_ns + round(t * NS_PER_S)
         phase = min(int(j / share), len(scene.instructions) - 1)
         if j == math.ceil(phase * share):
             yield _string(topics.instruction, time_ns, scene.instructions[phase])

@@ -59,7 +59,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from oxygen_ros.convert import NS_PER_S, InputError, image_to_rgb
+from oxygen_core.clock import NS_PER_S
+from oxygen_ros.convert import InputError, image_to_rgb
 from oxygen_ros.params import ConfigError, commanded_names
 from oxygen_ros.tools.bagio import BagMessage, BagReadError, bag_topics, from_cdr, read_bag
 from oxygen_ros.tools.configure import load_settings

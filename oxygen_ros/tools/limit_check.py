@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.safety.limits import JointLimits, limits_from_files
 from oxygen_ros import topics
 from oxygen_ros.convert import stamp_to_ns
@@ -130,7 +131,7 @@ def _rates(
 ) -> list[Finding]:
     """Velocity into each point (from the previous command when there is one) and the
     acceleration at each point whose next step is this trajectory's."""
-    times = np.concatenate([before[0], traj.times_ns]).astype(np.float64) / 1e9
+    times = np.concatenate([before[0], traj.times_ns]).astype(np.float64) / NS_PER_S
     points = np.vstack([before[1], traj.positions])
     lead = len(before[0])  # points of the previous trajectory in front
     spans = np.diff(times)
@@ -286,7 +287,7 @@ def _describe(f: Finding) -> str:
     where = "the seam" if f.point < 0 else f"point {f.point}"
     return (
         f"{f.joint} {f.value:+.4f} vs limit {f.limit:.4f} (trajectory {f.trajectory}, {where}, "
-        f"t {f.time_ns / 1e9:.3f} s)"
+        f"t {f.time_ns / NS_PER_S:.3f} s)"
     )
 
 

@@ -42,6 +42,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from tqdm import tqdm
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_ros.convert import ns_to_stamp
 from oxygen_ros.diagnostics import DEADLINE_MISSES, FRAME_ERRORS, OVERRUNS
 from oxygen_ros.tools.bagio import BagMessage, BagWriter, bag_topics, message_class, read_bag
@@ -72,7 +73,7 @@ class Pacer:
         """Sleep until `time_ns` is due; its due time on the steady clock (None unpaced)."""
         if self.rate is None:
             return None
-        due_s = self.start_s + (time_ns - self.origin_ns) * 1e-9 / self.rate
+        due_s = self.start_s + (time_ns - self.origin_ns) / NS_PER_S / self.rate
         delay = due_s - time.monotonic()
         if delay > 0:
             time.sleep(delay)
@@ -314,7 +315,7 @@ def _play(
     with tqdm(total=round(seconds, 1), unit="s", desc="play", disable=not progress) as bar:
 
         def advance(time_ns: int) -> None:
-            bar.update(round((time_ns - ticks[0]) / 1e9, 1) - bar.n)
+            bar.update(round((time_ns - ticks[0]) / NS_PER_S, 1) - bar.n)
 
         player.play(clock_times(span, ticks, period_ns(CLOCK_STEP_S)), rate, advance)
 

@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.metaworld.env import ACTION_NAMES, STATE_NAMES
 from oxygen_core.metaworld.tasks import MT10_TASKS
 from oxygen_core.sim.seeds import DEV, range_name
@@ -86,7 +87,7 @@ POLICIES = ("model", *SIM_DRIVEN)
 _RECORDED_KEYS = ("episode", "narration", "memory")
 # An episode is at most 500 steps of 12.5 ms (every MT10 task's step limit); the slack
 # covers Meta-World's reset (about 1 s) and a sim slower than its real-time factor.
-_EPISODE_SIM_S = 500 * CONTROL_PERIOD_NS / 1e9
+_EPISODE_SIM_S = 500 * CONTROL_PERIOD_NS / NS_PER_S
 _EPISODE_SLACK_S = 30.0
 _INPUT_COUNTS = (
     "held_steps", "actions_clipped", "actions_malformed", "chunks_accepted", "lockstep_timeouts",
@@ -191,7 +192,7 @@ def check_params(settings: Settings, names: TopicNames) -> None:
         problem = f"action_names must be the sim's {list(ACTION_NAMES)}: {node.action_names}"
     elif len(names.cameras) != 1:
         problem = f"the sim has one camera (corner2); camera_topics lists {list(names.cameras)}"
-    elif round(node.control_period_s * 1e9) != CONTROL_PERIOD_NS:
+    elif round(node.control_period_s * NS_PER_S) != CONTROL_PERIOD_NS:
         problem = f"control_rate_hz must be the sim's 80, got {node.control_rate_hz:g}"
     else:
         return
@@ -210,7 +211,7 @@ def load_checked(params: Path, overrides: Mapping[str, object]) -> tuple[Setting
 
 def frame_ticks(settings: Settings) -> int:
     """The node's frame period in sim ticks (one ValueError line when it is not whole)."""
-    ticks = settings.node.frame_period_s * 1e9 / CONTROL_PERIOD_NS
+    ticks = settings.node.frame_period_s * NS_PER_S / CONTROL_PERIOD_NS
     if round(ticks) < 1 or abs(ticks - round(ticks)) > 1e-6:
         raise ValueError(f"the node's frame period is {ticks:g} sim ticks: lockstep needs a whole")
     return round(ticks)
@@ -257,7 +258,9 @@ def run_metaworld_eval(spec: MetaWorldEvalSpec, out: Path) -> dict[str, Path]:
     episode_s = _EPISODE_SIM_S / rtf + _EPISODE_SLACK_S
     if spec.delay_steps is not None:
         episode_s += (
-            _EPISODE_SIM_S / (frame_ticks(settings) * CONTROL_PERIOD_NS / 1e9) * (_LOCKSTEP_FRAME_S)
+            _EPISODE_SIM_S
+            / (frame_ticks(settings) * CONTROL_PERIOD_NS / NS_PER_S)
+            * (_LOCKSTEP_FRAME_S)
         )
     record = {t.topic: msgtype(t.msg_class) for t in TOPICS if t.key in _RECORDED_KEYS}
     if model:

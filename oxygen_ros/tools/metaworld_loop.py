@@ -51,6 +51,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Header, String
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.metaworld.baselines import BASELINES, Actor, baseline_actor
 from oxygen_core.metaworld.env import (
     ACTION_NAMES,
@@ -63,7 +64,7 @@ from oxygen_core.metaworld.env import (
 from oxygen_core.metaworld.tasks import MT10_TASKS, Narrator, instruction
 from oxygen_core.train.records import Dart, DartNoise
 from oxygen_ros import convert
-from oxygen_ros.convert import NS_PER_S, ns_to_stamp, stamp_to_ns
+from oxygen_ros.convert import ns_to_stamp, stamp_to_ns
 from oxygen_ros.msg import ActionChunk, EngineStats
 from oxygen_ros.tools.sim_host import INSTRUCTION, SimTopic
 

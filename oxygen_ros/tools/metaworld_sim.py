@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.metaworld.tasks import MT10_TASKS
 from oxygen_ros import ros_args
 from oxygen_ros.msg import ActionChunk, EngineStats
@@ -109,7 +110,7 @@ class MetaWorldSimNode(SimHost):
         try:
             if self.wait_for_peers_s > 0 and not self.wait_for_peers():
                 return
-            self.pace(self.loop.tick, CONTROL_PERIOD_NS / 1e9, self._after_tick)
+            self.pace(self.loop.tick, CONTROL_PERIOD_NS / NS_PER_S, self._after_tick)
             self._log_outcomes()
             self.get_logger().info(summary(self.loop, self.wall_s))
         finally:
@@ -151,7 +152,7 @@ def summary(loop: MetaWorldLoop, wall_s: float) -> str:
         per_task[o["task"]].append(o["success"])
         rejected.update(o["chunks_rejected"])
     success = ", ".join(f"{t} {sum(s)}/{len(s)}" for t, s in per_task.items())
-    sim_s = loop.ticks * CONTROL_PERIOD_NS / 1e9
+    sim_s = loop.ticks * CONTROL_PERIOD_NS / NS_PER_S
     reset_s = sum(o["reset_wall_s"] for o in loop.outcomes)
     renders = sum(o["renders"] for o in loop.outcomes)
     render_s = sum(o["render_wall_s"] for o in loop.outcomes)

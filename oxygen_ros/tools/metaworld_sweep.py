@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.metaworld.tasks import MT10_TASKS
 from oxygen_core.sim import seeds as S
 from oxygen_core.train import latency_sweep
@@ -49,7 +50,7 @@ from oxygen_ros.tools.metaworld_eval import (
 from oxygen_ros.tools.metaworld_loop import CONTROL_PERIOD_NS, TOPICS
 from oxygen_ros.tools.replay_job import OUTPUT_BAG
 
-CONTROL_HZ = 1e9 / CONTROL_PERIOD_NS  # the env's 80 Hz
+CONTROL_HZ = NS_PER_S / CONTROL_PERIOD_NS  # the env's 80 Hz
 ARM = slice(0, 3)  # dx, dy, dz of metaworld_loop's ACTION_NAMES; the gripper is column 3
 _EPISODE_TOPIC = next(t.topic for t in TOPICS if t.key == "episode")
 

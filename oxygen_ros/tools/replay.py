@@ -54,8 +54,8 @@ from rclpy.exceptions import ParameterException
 from rosbags.rosbag2 import ReaderError, WriterError
 from tqdm import tqdm
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_ros import topics
-from oxygen_ros.convert import NS_PER_S
 from oxygen_ros.diagnostics import DiagnosticsReporter, NodeStats
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.pipeline import Pipeline, make_pipeline, restart_pipeline

@@ -20,7 +20,7 @@ from typing import Any
 
 from rosbags.rosbag2 import ReaderError
 
-from oxygen_ros.convert import NS_PER_S
+from oxygen_core.clock import NS_PER_S
 from oxygen_ros.params import Settings, commanded_names
 from oxygen_ros.tools.bagio import (
     BagMessage,

@@ -31,6 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from oxygen_core.bench.metrics import action_hz, lang_tps
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.engine.types import EngineConfig
 from oxygen_core.offline_score import Chunk
 from oxygen_core.text import excerpt
@@ -276,7 +277,7 @@ def _ms(seconds: float | None) -> float | None:
 
 
 def _rel_s(time_ns: int, origin_ns: int) -> float:
-    return round((time_ns - origin_ns) * 1e-9, 6)
+    return round((time_ns - origin_ns) / NS_PER_S, 6)
 
 
 # --------------------------------------------------------------------------- files

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.offline_score import Chunk, ChunkScore, score_against, text_score
 from oxygen_ros.tools.score_targets import ScoreTargets
 
@@ -221,7 +222,7 @@ def plot_score(
     fig = Figure(figsize=(10, 1.6 * len(names) + 1), layout="constrained")
     axes = np.atleast_1d(fig.subplots(len(names), 1, sharex=True))
     series = targets.commands.series
-    rel = lambda ns: (np.asarray(ns, np.float64) - origin_ns) * 1e-9  # noqa: E731
+    rel = lambda ns: (np.asarray(ns, np.float64) - origin_ns) / NS_PER_S  # noqa: E731
     gaps = np.flatnonzero(np.diff(series.segments)) + 1  # no line across a task change
     times = np.insert(rel(series.times_ns), gaps, np.nan)
     for k, ax in enumerate(axes):

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.offline_score import CommandSeries, gripper_threshold, segment_of
 from oxygen_core.safety.limits import JointLimits
 from oxygen_core.text import excerpt_list
@@ -123,7 +124,7 @@ def load_targets(
     """Read the targets of a replay of `bag` (topics: the bag's topic -> type; outputs:
     the node's own topics, never a target). ValueError in one line when a named topic is
     missing or of the wrong type."""
-    period_ns = round(period_s * 1e9)
+    period_ns = round(period_s * NS_PER_S)
     notes: list[str] = []
     topic = spec.target or _only_trajectory(topics, set(outputs), notes)
     commands = None

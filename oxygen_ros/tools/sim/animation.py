@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.sim.outcome import Outcome
 
 WIDTH = 336  # pixels of the scaled-up camera image and the caption
@@ -40,7 +41,7 @@ def frame_image(
     camera = Image.fromarray(pixels).resize((WIDTH, WIDTH), Image.Resampling.NEAREST)
     canvas = Image.new("RGB", (WIDTH, WIDTH + CAPTION_LINES * _LINE_PX + 6), "white")
     canvas.paste(camera, (0, 0))
-    seconds = (time_ns - outcome.start_ns) / 1e9
+    seconds = (time_ns - outcome.start_ns) / NS_PER_S
     lines = [f"{outcome.family} seed {outcome.seed}  t = {seconds:4.1f} s"]
     lines += textwrap.wrap(f"task: {outcome.instruction}", _CHARS)[:1]
     lines += textwrap.wrap(f"narration: {narration}", _CHARS)[:2]

@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.config import model_preset
 from oxygen_core.sim.arm import JOINT_NAMES
 from oxygen_core.sim.seeds import DEV
@@ -212,7 +213,7 @@ def run_sim_eval(spec: SimEvalSpec, out: Path) -> dict[str, Path]:
     if spec.policy == "model":
         record.update(names.outputs())
     echo = print if spec.echo else None
-    collector = Collector(names, TABLETOP, len(spec.families), round(1e9 / spec.gif_fps), echo)
+    collector = Collector(names, TABLETOP, len(spec.families), round(NS_PER_S / spec.gif_fps), echo)
     sim_seconds = sum(TIME_LIMITS[f] for f in spec.families) * spec.episodes
     run = ClosedLoopRun(
         world=TABLETOP,

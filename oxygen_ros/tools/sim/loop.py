@@ -52,6 +52,7 @@ from typing import Any, Protocol
 import numpy as np
 from trajectory_msgs.msg import JointTrajectory
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.sim import baselines
 from oxygen_core.sim.arm import GRIPPER
 from oxygen_core.sim.executor import TrajectoryExecutor
@@ -62,12 +63,11 @@ from oxygen_core.sim.seam import SeamMeter
 from oxygen_core.sim.tasks import FAMILIES, Task, make_task
 from oxygen_core.sim.world import World
 from oxygen_ros import convert
-from oxygen_ros.convert import NS_PER_S as _NS
 from oxygen_ros.tools.sim import messages as m
 
 SIM_DRIVEN = ("expert", *baselines.NAMES)  # policies the sim runs itself (no node)
 POLICIES = ("external", *SIM_DRIVEN)
-_INSTRUCTION_PERIOD_NS = _NS
+_INSTRUCTION_PERIOD_NS = NS_PER_S
 _INBOX_MAX = 16  # trajectories waiting for the next tick; a policy sends about one a frame
 
 
@@ -111,7 +111,7 @@ class SimConfig:
 
     @property
     def period_ns(self) -> int:
-        return round(_NS / self.control_rate_hz)
+        return round(NS_PER_S / self.control_rate_hz)
 
     @property
     def camera_every(self) -> int:
@@ -176,8 +176,8 @@ class SimLoop:
         self._warn = warn
         self._policy_switch = policy_switch
         self._renderer = Renderer(cfg.camera_size, cfg.camera_size)
-        self._dt = cfg.period_ns / _NS
-        self.now_ns = round(cfg.start_s * _NS)
+        self._dt = cfg.period_ns / NS_PER_S
+        self.now_ns = round(cfg.start_s * NS_PER_S)
         self._inbox: collections.deque[JointTrajectory] = collections.deque(maxlen=_INBOX_MAX)
         self._overflowed = 0  # trajectories the full inbox dropped (written by `receive`)
         self._overflow_counted = 0  # of those, counted into an episode (by `tick`)
@@ -233,7 +233,7 @@ class SimLoop:
         if success or ep.steps >= ep.max_steps:
             ep.success, ep.end_ns = success, t
         else:
-            command = self.executor.command(t / _NS)
+            command = self.executor.command(t / NS_PER_S)
             ep.seams.observe(command, self.executor.last_takeover)
             ep.world.step(command, self._dt)
             ep.steps += 1
@@ -268,7 +268,7 @@ class SimLoop:
             world=world,
             start_ns=self.now_ns,
             start_wall_s=time.monotonic(),
-            max_steps=int(round(task.time_limit * _NS / self.cfg.period_ns)),
+            max_steps=int(round(task.time_limit * NS_PER_S / self.cfg.period_ns)),
             seams=SeamMeter(self._dt, gripper=GRIPPER),
             expert=expert,
             baseline=baseline,
@@ -278,7 +278,7 @@ class SimLoop:
         self._next += 1
         if self.executor is None:
             self.executor = TrajectoryExecutor(world.joints)
-        self.executor.reset(world.joints, self.now_ns / _NS)
+        self.executor.reset(world.joints, self.now_ns / NS_PER_S)
         self._port.publish("instruction", m.string_msg(task.instruction), self.now_ns)
 
     def _finish(self, ep: _Episode) -> None:
@@ -293,7 +293,7 @@ class SimLoop:
             contacts=ep.task.contacts(ep.world),
             start_ns=ep.start_ns,
             end_ns=ep.end_ns,
-            duration_s=(ep.end_ns - ep.start_ns) / _NS,
+            duration_s=(ep.end_ns - ep.start_ns) / NS_PER_S,
             time_limit_s=ep.task.time_limit,
             wall_s=time.monotonic() - ep.start_wall_s,
             steps=ep.steps,
@@ -371,7 +371,7 @@ class SimLoop:
         if start < ep.start_ns:  # sent for the previous episode's world
             ep.rejected["previous_episode"] += 1
             return
-        rejection = self.executor.replace(m.trajectory_of(msg, start), now=t / _NS)
+        rejection = self.executor.replace(m.trajectory_of(msg, start), now=t / NS_PER_S)
         if rejection is None:
             ep.accepted += 1
             return

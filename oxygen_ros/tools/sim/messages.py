@@ -27,13 +27,14 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Header, String
 from trajectory_msgs.msg import JointTrajectory
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.sim.arm import JOINT_NAMES
 from oxygen_core.sim.executor import LimitViolations, Trajectory
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
 from oxygen_core.sim.tasks import Contacts
 from oxygen_ros import convert
-from oxygen_ros.convert import NS_PER_S, ns_to_stamp, stamp_to_ns
+from oxygen_ros.convert import ns_to_stamp, stamp_to_ns
 from oxygen_ros.msg import EpisodeOutcome
 from oxygen_ros.tools.sim_host import INSTRUCTION, SimTopic
 

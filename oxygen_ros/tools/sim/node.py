@@ -30,6 +30,7 @@ import collections
 
 from trajectory_msgs.msg import JointTrajectory
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.sim.executor import LimitViolations
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
@@ -116,7 +117,7 @@ class SimNode(SimHost):
         try:
             if self.wait_for_peers_s > 0 and not self.wait_for_peers():
                 return
-            self.pace(self.loop.tick, self.cfg.period_ns / 1e9)
+            self.pace(self.loop.tick, self.cfg.period_ns / NS_PER_S)
             self.get_logger().info(summary(self.loop, self.wall_s))
         finally:
             self.finished.set()
@@ -136,7 +137,7 @@ def summary(loop: SimLoop, wall_s: float) -> str:
     for o in outcomes:
         rejected.update(o.rejected)
     limits = sum((o.limits for o in outcomes), LimitViolations())
-    sim_s = loop.ticks * loop.cfg.period_ns / 1e9
+    sim_s = loop.ticks * loop.cfg.period_ns / NS_PER_S
     renders = sum(o.renders for o in outcomes)
     render_s = sum(o.render_wall_s for o in outcomes)
     return (

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.sim.executor import LimitViolations
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
@@ -191,7 +192,7 @@ def write(
         plot_timeline(report["node"], paths["timeline_png"])
     outcomes = [outcome_of(m) for m in collector.outcomes]
     narration = _narration_track(collector, run.policy == "model")
-    fps = 1e9 / collector.gif_period_ns
+    fps = NS_PER_S / collector.gif_period_ns
     if not animation.write_gif(paths["gif"], collector.frames, outcomes, narration, fps):
         del paths["gif"]
     paths["md"].write_text(markdown(report, paths))
