@@ -8,6 +8,7 @@
     render    numpy ray casting: base and wrist cameras, uint8 RGB
     expert    the scripted expert: joint targets plus narration and memory lines per step
     executor  TrajectoryExecutor: joint trajectories executed as a trajectory controller does
+    jtc       the Jazzy/Kilted joint_trajectory_controller model behind controller="jtc"
     seam      the hand-over metric between consecutive trajectories (jump and jerk)
     runner    expert episodes without ROS; bench: `oxygen-sim-bench`
 
