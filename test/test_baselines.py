@@ -13,6 +13,7 @@ import pytest
 from oxygen_core.safety.limits import limits_from_files
 from oxygen_core.sim import arm, seeds
 from oxygen_core.sim.baselines import course, held_shape, make_baseline, parse_instruction
+from oxygen_core.sim.executor import CONTROLLERS
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.success import SuccessRate
 from oxygen_core.sim.tasks import FAMILIES, make_task
@@ -116,13 +117,19 @@ def test_train_eval_needs_a_checkpoint_or_a_baseline(capsys):
     assert "--with-baselines runs them next to a --checkpoint" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("controller", CONTROLLERS)
 @pytest.mark.parametrize(("family", "seed"), [("push", 0), ("pick", 0)])
-def test_a_baseline_the_sim_runs_equals_the_in_process_one(family, seed):
+def test_a_baseline_the_sim_runs_equals_the_in_process_one(family, seed, controller):
     """oxygen-sim (policy: blind) sends the same chunks at the same ticks as the in-process
-    loop does, so the episode ends the same way at the same step."""
+    loop does, so the episode ends the same way at the same step, under either model of
+    the trajectory controller."""
     actor = BaselineActor("blind", execute=2, horizon=10)
-    reference = rollout.run_episode(actor, family, seed, 2, Renderer(16, 16), limits=LIMITS)
-    cfg = SimConfig(((family, seed),), "blind", camera_size=16, baseline_execute_steps=2)
+    reference = rollout.run_episode(
+        actor, family, seed, 2, Renderer(16, 16), limits=LIMITS, controller=controller
+    )
+    cfg = SimConfig(
+        ((family, seed),), "blind", camera_size=16, baseline_execute_steps=2, controller=controller
+    )
     loop = SimLoop(cfg, _Discard())
     while loop.tick():
         pass

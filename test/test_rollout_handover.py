@@ -42,7 +42,7 @@ def test_a_chunk_reaches_the_controller_link_delay_ticks_after_its_frame():
     link = rollout._Link(TrajectoryExecutor(np.zeros(7)), delay=3, dt=DT)
     rows = np.arange(10, dtype=np.float64)[:, None] * np.ones((1, 7))
     link.send(tick=0, first_row_tick=0, rows=rows)
-    commands = [link.command(t)[0] for t in range(5)]
+    commands = [link.command(t, np.zeros(7))[0] for t in range(5)]
     assert commands[:3] == [0.0, 0.0, 0.0]  # the start pose held while it travels
     assert commands[3:] == pytest.approx([3.0, 4.0])  # its rows 0-2 were past on arrival
 

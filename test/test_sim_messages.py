@@ -33,6 +33,16 @@ def test_a_trajectory_round_trips_into_the_executors_trajectory_exactly():
     back = trajectory_of(wire, start_ns=7 * NS_PER_S + 25_000_000)
     assert back.joint_names == ("j1", "j2") and back.start == 7.025
     assert back.times == [0.0, 0.05, 0.1] and back.positions == rows.tolist()
+    assert back.velocities is None and back.accelerations is None  # linear segments
+
+
+def test_velocities_and_accelerations_reach_the_executor_when_the_points_carry_them():
+    msg = trajectory_msg([0.0, 0.05], np.zeros((2, 2)), NS_PER_S, names=("j1", "j2"))
+    for point, velocity in zip(msg.points, ([0.0, 0.5], [0.0, 0.0]), strict=True):
+        point.velocities = velocity
+    wire = deserialize_message(serialize_message(msg), type(msg))
+    back = trajectory_of(wire, start_ns=NS_PER_S)
+    assert back.velocities == [[0.0, 0.5], [0.0, 0.0]] and back.accelerations is None
 
 
 def test_a_sim_trajectory_names_the_arms_joints_by_default():

@@ -61,6 +61,10 @@ from oxygen_core.sim.jtc import END_VELOCITY_EPSILON, Goal, JtcParams, Spline, t
 _TOLERANCE = 1e-9  # float noise at a limit (a float32 message of a value on it) is not over
 
 Controller = Literal["jtc", "jtc_replacement"]
+CONTROLLERS: tuple[Controller, ...] = ("jtc", "jtc_replacement")
+# Every closed-loop figure so far was measured under it; "jtc" becomes the default with
+# the re-measurement (docs/DESIGN.md section 13).
+DEFAULT_CONTROLLER: Controller = "jtc_replacement"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,7 +187,7 @@ class TrajectoryExecutor:
         initial: np.ndarray,
         joint_names: tuple[str, ...] = JOINT_NAMES,
         limits: tuple[np.ndarray, np.ndarray] | None = None,
-        controller: Controller = "jtc_replacement",
+        controller: Controller = DEFAULT_CONTROLLER,
         jtc: JtcParams | None = None,
     ) -> None:
         """limits: (position [D, 2] low/high, velocity [D]) in `joint_names` order; None: the
@@ -197,6 +201,15 @@ class TrajectoryExecutor:
         self._lead = 0.0 if jtc is None else jtc.period  # "jtc" commands a period ahead
         self._position_limits, self._velocity_limits = self._limits(limits)
         self.reset(initial)
+
+    @classmethod
+    def of(cls, initial: np.ndarray, controller: Controller, period: float) -> TrajectoryExecutor:
+        """The arm's executor under `controller`, updated every `period` seconds (the sim's
+        and the in-process loop's one way to make it)."""
+        if controller not in CONTROLLERS:
+            raise ValueError(f"controller {controller!r} is not one of {CONTROLLERS}")
+        jtc = JtcParams(period) if controller == "jtc" else None
+        return cls(initial, controller=controller, jtc=jtc)
 
     def _limits(self, limits: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, ...]:
         joints = len(self.joint_names)

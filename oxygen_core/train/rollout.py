@@ -44,7 +44,13 @@ from oxygen_core.safety.gate import ChunkGate, Policy
 from oxygen_core.safety.guard import ChunkGuard, GateTally
 from oxygen_core.safety.limits import JointLimits
 from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES
-from oxygen_core.sim.executor import LimitViolations, Trajectory, TrajectoryExecutor
+from oxygen_core.sim.executor import (
+    DEFAULT_CONTROLLER,
+    Controller,
+    LimitViolations,
+    Trajectory,
+    TrajectoryExecutor,
+)
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
 from oxygen_core.sim.seam import SeamMeter, SeamSummary
@@ -115,13 +121,14 @@ class _Link:
         trajectory = Trajectory(JOINT_NAMES, first_row_tick * self.dt, times, rows)
         self._transit.append((tick + self.delay, trajectory))
 
-    def command(self, tick: int) -> np.ndarray:
-        """The controller's command at `tick`, after delivering what has arrived."""
+    def command(self, tick: int, measured: np.ndarray) -> np.ndarray:
+        """The controller's command at `tick`, after delivering what has arrived; measured:
+        the arm's joints now (where a "jtc" controller starts a new trajectory)."""
         while self._transit and self._transit[0][0] <= tick:
             rejection = self.executor.replace(self._transit.pop(0)[1], now=tick * self.dt)
             if rejection is not None:
                 raise RuntimeError(f"the engine's chunk was rejected: {rejection.reason}")
-        return self.executor.command(tick * self.dt)
+        return self.executor.command(tick * self.dt, measured)
 
 
 def run_episode(
@@ -138,18 +145,20 @@ def run_episode(
     limits: JointLimits | None = None,
     gate_policy: Policy = "slow",
     max_rejections: int = 3,
+    controller: Controller = DEFAULT_CONTROLLER,
 ) -> Outcome:
     """One closed-loop episode of the policy behind `engine`, cut at `max_steps` control
     steps when given (short of the task's time limit: not a success). world: the task's
     initial scene made by the caller, which then sees it moved in place (where the policy
     left it: `oxygen_core.train.dagger`). true_plan: a two-stage policy acts on the true
     "Target:" answer of each frame instead of its own (what a perfect answer is worth).
-    limits: the arm's (JOINT_NAMES order), to gate every chunk under `gate_policy`."""
+    limits: the arm's (JOINT_NAMES order), to gate every chunk under `gate_policy`.
+    controller: the trajectory controller's model (oxygen_core.sim.executor)."""
     task = make_task(family, seed)
     world = task.new_world() if world is None else world
     engine.reset()
     dt = 1.0 / control_hz
-    link = _Link(TrajectoryExecutor(world.joints), link_delay, dt)
+    link = _Link(TrajectoryExecutor.of(world.joints, controller, dt), link_delay, dt)
     meter = SeamMeter(dt, gripper=GRIPPER)
     texts: list[Text] = []
     gaps: list[np.ndarray] = []  # per frame: [arm, gripper] of the overlap
@@ -180,7 +189,7 @@ def run_episode(
             for event in engine.language().events:
                 if event.finished:
                     texts.append(Text(event.stream, event.text, event.finish_reason))
-        command = link.command(step)
+        command = link.command(step, world.joints)
         meter.observe(command, link.executor.last_takeover)
         world.step(command, dt)
         if task.succeeded(world):

@@ -55,7 +55,7 @@ from trajectory_msgs.msg import JointTrajectory
 from oxygen_core.clock import NS_PER_S
 from oxygen_core.sim import baselines
 from oxygen_core.sim.arm import GRIPPER
-from oxygen_core.sim.executor import TrajectoryExecutor
+from oxygen_core.sim.executor import CONTROLLERS, DEFAULT_CONTROLLER, Controller, TrajectoryExecutor
 from oxygen_core.sim.expert import Expert
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.render import Renderer
@@ -82,6 +82,7 @@ class SimConfig:
     camera_size: int = 224
     start_s: float = 1.0  # sim time of the first tick (a zero stamp would mean "now")
     command_delay_steps: int = 0  # ticks a received trajectory waits for the controller
+    controller: Controller = DEFAULT_CONTROLLER  # the trajectory controller's model
     reset_ticks: int = 0  # ticks between a reset and the policy switched on (step 1)
     baseline_execute_steps: int = 2  # a baseline's chunk every this many ticks ...
     baseline_horizon: int = 10  # ... of this many rows (the node's execute and action horizons)
@@ -96,6 +97,8 @@ class SimConfig:
                 f"need 1 <= baseline_execute_steps ({self.baseline_execute_steps}) <= "
                 f"baseline_horizon ({self.baseline_horizon})"
             )
+        if self.controller not in CONTROLLERS:
+            raise ValueError(f"controller {self.controller!r} is not one of {CONTROLLERS}")
         if self.command_delay_steps < 0:
             raise ValueError(f"command_delay_steps must be >= 0, got {self.command_delay_steps}")
         if self.reset_ticks < 0:
@@ -233,7 +236,7 @@ class SimLoop:
         if success or ep.steps >= ep.max_steps:
             ep.success, ep.end_ns = success, t
         else:
-            command = self.executor.command(t / NS_PER_S)
+            command = self.executor.command(t / NS_PER_S, ep.world.joints)
             ep.seams.observe(command, self.executor.last_takeover)
             ep.world.step(command, self._dt)
             ep.steps += 1
@@ -277,7 +280,7 @@ class SimLoop:
         )
         self._next += 1
         if self.executor is None:
-            self.executor = TrajectoryExecutor(world.joints)
+            self.executor = TrajectoryExecutor.of(world.joints, self.cfg.controller, self._dt)
         self.executor.reset(world.joints, self.now_ns / NS_PER_S)
         self._port.publish("instruction", m.string_msg(task.instruction), self.now_ns)
 

@@ -109,7 +109,16 @@ def trajectory_of(msg: JointTrajectory, start_ns: int) -> Trajectory:
         start=start_ns / NS_PER_S,
         times=[stamp_to_ns(p.time_from_start) / NS_PER_S for p in msg.points],
         positions=[list(p.positions) for p in msg.points],
+        velocities=_carried(msg, "velocities"),
+        accelerations=_carried(msg, "accelerations"),
     )
+
+
+def _carried(msg: JointTrajectory, field: str) -> list[list[float]] | None:
+    """A per-point field when any point carries it (a point without it is then the
+    executor's shape error to refuse), else None."""
+    rows = [list(getattr(p, field)) for p in msg.points]
+    return rows if any(rows) else None
 
 
 def outcome_msg(o: Outcome) -> EpisodeOutcome:

@@ -31,7 +31,7 @@ import collections
 from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_core.clock import NS_PER_S
-from oxygen_core.sim.executor import LimitViolations
+from oxygen_core.sim.executor import DEFAULT_CONTROLLER, LimitViolations
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
 from oxygen_core.sim.tasks import FAMILIES
@@ -65,6 +65,13 @@ PARAMETERS: tuple[ParamDoc, ...] = (
         0,
         "Control periods a received trajectory waits before the controller takes it (a "
         "link and actuation latency; 0: at the next tick).",
+    ),
+    ParamDoc(
+        "controller",
+        DEFAULT_CONTROLLER,
+        "Model of the trajectory controller: jtc (joint_trajectory_controller as released "
+        "for Jazzy and Kilted) or jtc_replacement (take-over at the stamp; the figures so "
+        "far).",
     ),
     ParamDoc("trajectory_topic", TRAJECTORY_TOPIC, "JointTrajectory input (external policy)."),
     ParamDoc(
@@ -103,6 +110,7 @@ class SimNode(SimHost):
             camera_rate_hz=p["camera_rate_hz"],
             camera_size=p["camera_size"],
             command_delay_steps=p["command_delay_steps"],
+            controller=p["controller"],
             baseline_execute_steps=p["baseline_execute_steps"],
             baseline_horizon=p["baseline_horizon"],
             reset_ticks=reset_ticks if switched else 0,
