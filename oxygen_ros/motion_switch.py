@@ -1,20 +1,20 @@
 """Whether the controller gets trajectories: the ~/enable service, the e-stop, the lifecycle.
 
-Enabled = the ~/enable service's last word (start_enabled until it speaks) is true AND the
-e-stop (estop_topic, true = pressed) is released. The e-stop is heard through two
-subscriptions (`ESTOP_SOURCES`), since one QoS cannot hear every publisher: a transient
-local one reads a latched button's state as soon as it matches, and a volatile one hears
-every publisher, `ros2 topic pub` and other volatile ones included (a transient local
-subscription is QoS-incompatible with them and would never hear their stop). A latched
-publisher's live messages reach both. The e-stop counts as pressed while either
-subscription's last word is `true`, so a duplicate arriving late through the other one can
-only press, never release. Becoming not enabled acts at once, from
-the callback that brought it, not at the next frame: one hold to the controller
+Enabled = the ~/enable service's last word (until it speaks, NodeConfig.starts_enabled:
+start_enabled, never with random weights) is true AND the e-stop (estop_topic, true =
+pressed) is released. The e-stop is heard through two subscriptions (`ESTOP_SOURCES`), since
+one QoS cannot hear every publisher: a transient local one reads a latched button's state as
+soon as it matches, and a volatile one hears every publisher, `ros2 topic pub` and other
+volatile ones included (a transient local subscription is QoS-incompatible with them and
+would never hear their stop). A latched publisher's live messages reach both. The e-stop
+counts as pressed while either subscription's last word is `true`, so a duplicate arriving
+late through the other one can only press, never release. Becoming not enabled acts at once,
+from the callback that brought it, not at the next frame: one hold to the controller
 (FrameLoop.hold, reason "disabled" or "e-stop"), then nothing more on the controller output
 (topics.ControllerGate, which makes the two one step against a frame publishing on the
-worker). Frames keep running and ~/action_chunk keeps showing what the model would do: a
-dry run. Someone else may drive the robot meanwhile, so nothing else from the node reaches
-the controller, not even a hold.
+worker). Frames keep running and ~/action_chunk keeps showing what the model would do: a dry
+run. Someone else may drive the robot meanwhile, so nothing else from the node reaches the
+controller, not even a hold.
 
 Becoming enabled again acts at the start of the next frame, on the worker (`frame_starts`),
 so no frame that began in the dry run sends its trajectory. Frames of the dry run left the
