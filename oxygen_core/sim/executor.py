@@ -125,28 +125,6 @@ class LimitViolations:
         return dataclasses.asdict(self)
 
 
-@dataclasses.dataclass
-class _Linear:
-    """A "jtc_replacement" run: linear from the command at take-over to the points ahead."""
-
-    times: np.ndarray  # absolute times of the points still to run
-    positions: np.ndarray  # (K, D) in the executor's joint order
-    anchor: np.ndarray  # where the command was when this trajectory took over
-    anchor_time: float
-
-    def at(self, t: float) -> np.ndarray:
-        times, points = self.times, self.positions
-        if t >= times[-1]:
-            return points[-1].copy()
-        if t < times[0]:
-            span = times[0] - self.anchor_time
-            fraction = 1.0 if span <= 0 else (t - self.anchor_time) / span
-            return self.anchor + fraction * (points[0] - self.anchor)
-        k = int(np.searchsorted(times, t, side="right")) - 1
-        fraction = (t - times[k]) / (times[k + 1] - times[k])
-        return points[k] + fraction * (points[k + 1] - points[k])
-
-
 # Per-point fields a trajectory may carry: (name, one value's name).
 _FIELDS = (("positions", "position"), ("velocities", "velocity"), ("accelerations", "acceleration"))
 
@@ -231,7 +209,7 @@ class TrajectoryExecutor:
     def reset(self, position: np.ndarray, time: float | None = None) -> None:
         """Forget every trajectory and hold `position` (an episode reset)."""
         self._queue: list[Goal] = []
-        self._run: _Linear | Spline | None = None
+        self._run: Spline | None = None
         self._last = np.array(position, np.float64)
         self._last_time = time
         self.last_takeover: Takeover | None = None
@@ -283,13 +261,13 @@ class TrajectoryExecutor:
         self._run = run
         self.violations += counted
 
-    def _linear(self, goal: Goal, t: float) -> tuple[_Linear, np.ndarray, int, LimitViolations]:
+    def _linear(self, goal: Goal, t: float) -> tuple[Spline, np.ndarray, int, LimitViolations]:
         absolute = goal.start + goal.times
         ahead = int(np.searchsorted(absolute, t, side="left"))  # points at or after t
         skip = min(ahead, len(absolute) - 1)  # all past (a late tick): keep the last point
         times, points = absolute[skip:], goal.positions[skip:]
         anchor_time = goal.start if self._last_time is None else max(goal.start, self._last_time)
-        run = _Linear(times, points, self._last, anchor_time)
+        run = Spline(anchor_time, self._last, times, points, None, None)  # linear segments
         knot_times, knots = times, points
         if self._last_time is not None and times[0] > self._last_time:
             knot_times = np.concatenate([[self._last_time], times])

@@ -89,11 +89,13 @@ Knot = tuple[float, np.ndarray, np.ndarray | None, np.ndarray | None]
 
 @dataclasses.dataclass(frozen=True)
 class Spline:
-    """What the controller samples after a take-over: the state before point 0 (measured
-    at the take-over), then the points, each segment as the fields they carry allow."""
+    """What the controller samples after a take-over: the state before point 0, then the
+    points, each segment as the fields they carry allow. "jtc" starts from the measured
+    state at the take-over; "jtc_replacement" from its last command, without derivatives
+    (linear segments throughout)."""
 
-    before: float  # the take-over time
-    state: np.ndarray  # (D,) measured positions then
+    before: float  # when the command leaves `state`
+    state: np.ndarray  # (D,) positions then
     times: np.ndarray  # (K,) absolute
     positions: np.ndarray  # (K, D)
     velocities: np.ndarray | None
