@@ -14,12 +14,13 @@ import functools
 import numpy as np
 
 from oxygen_core import robot_io
+from oxygen_core.config import ModelConfig
 from oxygen_core.engine import Engine, make_engine
 from oxygen_core.engine.compile_cache import use_compile_cache
 from oxygen_core.observation import Observation
 from oxygen_core.policy import Policy, load_policy
 from oxygen_core.safety.gate import ChunkGate
-from oxygen_ros.inputs import FrameAssembler
+from oxygen_ros.inputs import FrameAssembler, InstructionCheck
 from oxygen_ros.params import (
     ChunkLayout,
     ConfigError,
@@ -80,29 +81,40 @@ def restart_pipeline(pipeline: Pipeline) -> Pipeline:
 
 
 def _assembler(settings: Settings, policy: Policy, layout: ChunkLayout) -> FrameAssembler:
+    """The node's frame assembler, its instruction parameter checked by the policy."""
+    assembler = frame_assembler(settings, policy.config, layout, policy.instruction_problem)
+    refused = assembler.on_instruction(settings.node.instruction)
+    if refused:
+        raise ConfigError(f"instruction parameter refused: {refused}")
+    return assembler
+
+
+def frame_assembler(
+    settings: Settings,
+    model: ModelConfig,
+    layout: ChunkLayout,
+    instruction_check: InstructionCheck | None = None,
+) -> FrameAssembler:
     """The frame assembler with the robot's conventions for messages: its cameras'
     rotations, its state check, and the commanded joints read for the gate and the holds
-    when trajectories go out (only they are gated)."""
-    cfg, robot = settings.node, policy.robot
-    assembler = FrameAssembler(
+    when trajectories go out (only they are gated). oxygen-doctor builds it too, without a
+    policy (so without the instruction check), to refuse what configure would."""
+    cfg, robot = settings.node, settings.robot
+    return FrameAssembler(
         camera_topics=cfg.camera_topics,
         joint_names=cfg.joint_names,
-        state_dim=policy.robot.state_dim,
-        image_size=policy.config.vision.image_size,
+        state_dim=robot.state_dim,
+        image_size=model.vision.image_size,
         stale_timeout_s=cfg.stale_timeout_s,
         sync_slop_s=cfg.sync_slop_s,
         missing_camera=cfg.missing_camera,
         max_image_pixels=cfg.max_image_pixels,
         max_instruction_chars=cfg.max_instruction_chars,
-        instruction_check=policy.instruction_problem,
+        instruction_check=instruction_check,
         state_check=functools.partial(robot_io.gripper_problem, robot),
         commanded_names=layout.action_names if cfg.joint_trajectory else (),
         camera_rotations=robot.slot_rotations(len(cfg.camera_topics)),
     )
-    refused = assembler.on_instruction(cfg.instruction)
-    if refused:
-        raise ConfigError(f"instruction parameter refused: {refused}")
-    return assembler
 
 
 def blank_observation(policy: Policy, assembler: FrameAssembler, prompt: str) -> Observation:

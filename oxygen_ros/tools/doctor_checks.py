@@ -52,9 +52,9 @@ from oxygen_core.model.checkpoint import (
 from oxygen_core.model.tokenizer import load_tokenizer
 from oxygen_ros import topics
 from oxygen_ros.convert import InputError, image_to_rgb, joint_positions, msgtype
-from oxygen_ros.inputs import FrameAssembler
 from oxygen_ros.node import ESTOP_QOS
 from oxygen_ros.params import NodeConfig, Settings, check_delay, commanded_names, fit_to_model
+from oxygen_ros.pipeline import frame_assembler
 from oxygen_ros.router import camera_msg_class
 from oxygen_ros.tools.configure import TopicNames, load_settings, own_node
 from oxygen_ros.tools.doctor_findings import Finding
@@ -105,17 +105,9 @@ def read_params(params: Path, overrides: Mapping[str, str]) -> tuple[Finding, Se
         settings, names = load_settings(params, overrides)
         cfg, robot = settings.node, settings.robot
         model = robot.apply(model_preset(cfg.preset))
-        fit_to_model(cfg, model, robot)
+        layout = fit_to_model(cfg, model, robot)
         check_delay(cfg, settings.engine, model)
-        FrameAssembler(
-            camera_topics=cfg.camera_topics,
-            joint_names=cfg.joint_names,
-            state_dim=robot.state_dim,
-            image_size=model.vision.image_size,
-            stale_timeout_s=cfg.stale_timeout_s,
-            sync_slop_s=cfg.sync_slop_s,
-            camera_rotations=robot.slot_rotations(len(cfg.camera_topics)),
-        )
+        frame_assembler(settings, model, layout)
     except _PARAMS_ERRORS as error:
         fix = f"fix {params} (or the -p override) as the message says"
         return Finding("FAIL", "params", str(error), fix), None
