@@ -62,6 +62,17 @@ def _launch(name: str, *arguments: str, **popen: object) -> subprocess.Popen:
     )  # fmt: skip
 
 
+def _ended(launch: subprocess.Popen, timeout_s: float) -> tuple[int | None, str]:
+    """The launch's exit status and output once it ends by itself; a hang past timeout_s
+    is killed and fails the test (TimeoutExpired)."""
+    try:
+        output, _ = launch.communicate(timeout=timeout_s)
+    finally:
+        if launch.poll() is None:
+            launch.kill()
+    return launch.returncode, output
+
+
 def _params(tmp_path: Path, old: str, new: str) -> Path:
     assert old in TINY
     path = tmp_path / "params.yaml"
@@ -77,26 +88,18 @@ def _params(tmp_path: Path, old: str, new: str) -> Path:
     ],
 )
 def test_the_launch_ends_with_an_error_when_the_node_cannot_run(tmp_path, old, new, says):
-    launch = _launch("oxygen.launch.py", f"params_file:={_params(tmp_path, old, new)}")
-    try:
-        output, _ = launch.communicate(timeout=120)
-    finally:
-        if launch.poll() is None:
-            launch.kill()
-    assert launch.returncode == 1, output
+    returncode, output = _ended(
+        _launch("oxygen.launch.py", f"params_file:={_params(tmp_path, old, new)}"), 120
+    )
+    assert returncode == 1, output
     assert says in output, output
 
 
 @pytest.mark.parametrize("name", ["oxygen.launch.py", "replay.launch.py"])
 def test_a_launch_without_params_file_refuses_to_start(name):
     # A misspelt argument must not start the node on some default robot's parameters.
-    launch = _launch(name, "bag:=/nonexistent", "param_file:=/robot.yaml")
-    try:
-        output, _ = launch.communicate(timeout=60)
-    finally:
-        if launch.poll() is None:
-            launch.kill()
-    assert launch.returncode == 1, output
+    returncode, output = _ended(_launch(name, "bag:=/nonexistent", "param_file:=/robot.yaml"), 60)
+    assert returncode == 1, output
     assert "missing required argument 'params_file'" in output, output
     assert "oxygen_node" not in output, output  # no node process was started
 
