@@ -26,10 +26,12 @@ file on disk is an MCAP header and complete chunks, perhaps followed by a torn o
 What SIGKILL can lose is therefore at most the last chunk: the messages written since the
 last flush, at most `flush_s` of wall time while messages keep coming (default 0.5 s; a replay
 writes every frame and every diagnostics period). There is no timer: after a quiet spell,
-the messages from before it wait for the next write. Measured with a message every 5 ms
-(about 5.6 ms with the write), 8 SIGKILLs each, then `recover`: `flush_s` 0.1 lost 2 to 16
-messages, the default 0.5 lost 2 to 78; before flushes, a kill lost the whole open file (up
-to `split_s`, and all of a bag killed before its first file closed). A flush reaches the OS,
+the messages from before it wait for the next write. Measured with a message every 5 ms,
+8 SIGKILLs 1-4 s into the writing each, then `recover` (`python
+scripts/experiments/bag_kill_loss.py --kills 8 --flush-s F`): `flush_s` 0.1 lost 0 to 12
+messages, the default 0.5 lost 3 to 89; before flushes, a kill lost the whole open file (up
+to `split_s`, and all of a bag killed before its first file closed). A writer killed before
+its first flush leaves nothing to recover (the tool says so in one line). A flush reaches the OS,
 not the disk: SIGKILL is covered, a power cut is not. sqlite3 files are not flushed (rosbags
 commits them only when closed): there a kill loses the open file, up to `split_s` of
 messages.
