@@ -6,6 +6,7 @@ import hashlib
 import numpy as np
 import pytest
 
+from oxygen_core.controller.jtc import JtcParams
 from oxygen_core.sim.executor import (
     LimitViolations,
     Rejection,
@@ -13,7 +14,6 @@ from oxygen_core.sim.executor import (
     Trajectory,
     TrajectoryExecutor,
 )
-from oxygen_core.sim.jtc import JtcParams
 
 NAMES = ("a", "b")
 PERIOD = 0.125  # the controller's update period: each update commands the sample this far ahead
@@ -250,3 +250,13 @@ def test_jtc_replacement_reproduces_the_executor_before_jtc_bit_for_bit():
     expected = (_BEFORE, LimitViolations(trajectories=33, position=22, velocity=65))
     assert _mixed_run(default, measured=False) == expected
     assert _mixed_run(explicit, measured=True) == expected  # the measured joints are ignored
+
+
+def test_a_velocity_state_interface_starts_the_segment_at_the_measured_velocity():
+    ex = _jtc()
+    # From (0, 2) measured to (1, 0) one second on: at s = 0.25 (the update at 1.125),
+    # (s - 2s^2 + s^3) x 2 + (3s^2 - 2s^3) = 0.140625 x 2 + 0.15625 = 0.4375.
+    ex.replace(_traj(1.0, [1.0], [1.0], velocities=[0.0]), now=1.0)
+    moving = np.array([2.0, 20.0])
+    ex.command(1.0, measured=np.zeros(2), measured_velocity=moving)
+    np.testing.assert_array_equal(ex.command(1.125, measured=np.zeros(2)), [0.4375, 4.375])

@@ -4,14 +4,14 @@ The node under test publishes `trajectory_msgs/JointTrajectory` chunks, and a re
 would run them with ros2_control's joint_trajectory_controller. Two models of it:
 
 - `controller="jtc"`: the controller as released for Jazzy and Kilted (rules and sources in
-  `oxygen_core.sim.jtc`): a message replaces what ran at the first update after it arrives,
+  `oxygen_core.controller.jtc`): a message replaces what ran at the first update after it arrives,
   starting from the measured joints (`command(t, measured)`), a zero stamp meaning that
   update; segments are linear, cubic or quintic by what the points carry; each update
   commands the sample one period ahead;
 - `controller="jtc_replacement"` (the default until the figures are re-measured under
   "jtc"): the ROS 1 controller's trajectory replacement, as ros2_controllers documents it
   (doc/trajectory.rst, kilted 123-173; master implemented it as a deferral in PR 2401 and
-  now splices at arrival, PR 2419, see `oxygen_core.sim.jtc`). It ignores `measured` and
+  now splices at arrival, PR 2419, see `oxygen_core.controller.jtc`). It ignores `measured` and
   any velocities or accelerations:
 
   - a trajectory starts at its `start` time (the message's header stamp; the ROS side maps
@@ -23,7 +23,7 @@ would run them with ros2_control's joint_trajectory_controller. Two models of it
 
 Under both, a malformed trajectory (joint names that are not the robot's, no points, a
 wrong number of values, NaN or inf, times that do not strictly increase, or every point
-already in the past; under "jtc" as `oxygen_core.sim.jtc` says) is rejected and changes
+already in the past; under "jtc" as `oxygen_core.controller.jtc` says) is rejected and changes
 nothing, so the caller holds position. The `Rejection` says what kind of problem it is
 (to count by) and, in one line, what exactly.
 
@@ -55,8 +55,8 @@ from typing import Literal
 
 import numpy as np
 
+from oxygen_core.controller.jtc import END_VELOCITY_EPSILON, Goal, JtcParams, Spline, take_over
 from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES, POSITION_LIMITS, VELOCITY_LIMITS
-from oxygen_core.sim.jtc import END_VELOCITY_EPSILON, Goal, JtcParams, Spline, take_over
 
 _TOLERANCE = 1e-9  # float noise at a limit (a float32 message of a value on it) is not over
 
@@ -227,15 +227,22 @@ class TrajectoryExecutor:
             self._queue = [goal]  # one real-time buffer: the latest message is taken
         return None
 
-    def command(self, t: float, measured: np.ndarray | None = None) -> np.ndarray:
+    def command(
+        self,
+        t: float,
+        measured: np.ndarray | None = None,
+        measured_velocity: np.ndarray | None = None,
+    ) -> np.ndarray:
         """The joint targets at sim time t; call once per control tick, t increasing.
         measured: the joint positions now, from which "jtc" starts a trajectory that takes
-        over at this tick (needed then; "jtc_replacement" ignores it). `last_takeover`
-        tells whether a new trajectory took over at this tick."""
+        over at this tick (needed then; "jtc_replacement" ignores it); measured_velocity:
+        the joint velocities now, for a controller with a velocity state interface (None:
+        without one). `last_takeover` tells whether a new trajectory took over at this
+        tick."""
         self.last_takeover = None
         goal = self._due(t)
         if goal is not None:
-            self._take_over(goal, t, measured)
+            self._take_over(goal, t, measured, measured_velocity)
         if self._run is not None:
             self._last = self._run.at(t + self._lead)
         self._last_time = t
@@ -251,11 +258,13 @@ class TrajectoryExecutor:
             self._queue = [q for q in self._queue if q.start > t]
         return due[-1] if due else None
 
-    def _take_over(self, goal: Goal, t: float, measured: np.ndarray | None) -> None:
+    def _take_over(
+        self, goal: Goal, t: float, measured: np.ndarray | None, velocity: np.ndarray | None
+    ) -> None:
         if self.jtc is None:
             run, first, skipped, counted = self._linear(goal, t)
         else:
-            run, first, skipped, counted = self._spline(goal, t, measured)
+            run, first, skipped, counted = self._spline(goal, t, measured, velocity)
         if self._run is not None:
             self.last_takeover = Takeover(t, self._last.copy(), first, skipped)
         self._run = run
@@ -267,7 +276,7 @@ class TrajectoryExecutor:
         skip = min(ahead, len(absolute) - 1)  # all past (a late tick): keep the last point
         times, points = absolute[skip:], goal.positions[skip:]
         anchor_time = goal.start if self._last_time is None else max(goal.start, self._last_time)
-        run = Spline(anchor_time, self._last, times, points, None, None)  # linear segments
+        run = Spline(anchor_time, self._last, None, times, points, None, None)  # linear segments
         knot_times, knots = times, points
         if self._last_time is not None and times[0] > self._last_time:
             knot_times = np.concatenate([[self._last_time], times])
@@ -275,13 +284,13 @@ class TrajectoryExecutor:
         return run, points[0].copy(), skip, self._count(points, knot_times, knots)
 
     def _spline(
-        self, goal: Goal, t: float, measured: np.ndarray | None
+        self, goal: Goal, t: float, measured: np.ndarray | None, velocity: np.ndarray | None
     ) -> tuple[Spline, np.ndarray, int, LimitViolations]:
         if measured is None:
             raise ValueError(
                 "controller 'jtc' starts from the measured joints: command(t, measured)"
             )
-        spline = take_over(goal, t, measured, self._last)
+        spline = take_over(goal, t, measured, self._last, velocity)
         times, points = spline.times, spline.positions
         skip = min(int(np.searchsorted(times, t, side="left")), len(times) - 1)
         after = int(np.searchsorted(times, t, side="right"))

@@ -10,9 +10,11 @@ joint_trajectory_controller_parameters.yaml, doc = .../doc/trajectory.rst):
   112-117); of several that arrive between two updates, only the latest runs (jtc 273-284,
   1385-1399, 1818-1822: one real-time buffer);
 - at that update the trajectory starts from the measured joint positions (jtc 286-289,
-  296-315: `interpolate_from_desired_state` defaults to false, yaml 86-100). The state
-  interface modelled is positions only, so when the points carry velocities (or
-  accelerations) the measured state's are zero (jtc 623-628, traj 58-70);
+  296-315: `interpolate_from_desired_state` defaults to false, yaml 86-100), and from the
+  measured velocities where the controller reads a velocity state interface
+  (`state_interfaces: [position, velocity]`, as arms' configurations list it; jtc 623-628).
+  Without one, and for accelerations always, the state's derivatives are zero where the
+  points carry them (traj 58-70): the segment from the state then starts at rest;
 - a zero stamp is the time of that update (traj 125-134); otherwise point k is due at
   stamp + time_from_start[k]. Before point 0 the command moves from the measured state to
   it; once point 0 is due it follows the points, so a trajectory whose first points are
@@ -96,6 +98,7 @@ class Spline:
 
     before: float  # when the command leaves `state`
     state: np.ndarray  # (D,) positions then
+    state_velocity: np.ndarray | None  # (D,) measured then; None: no velocity interface
     times: np.ndarray  # (K,) absolute
     positions: np.ndarray  # (K, D)
     velocities: np.ndarray | None
@@ -109,14 +112,15 @@ class Spline:
         return _interpolate(self._knot(k), self._knot(k + 1), t)
 
     def _knot(self, k: int) -> Knot:
-        """Point k; k = -1 is the state before, whose derivatives are zero where the points
-        carry them (traj 58-70)."""
+        """Point k; k = -1 is the state before, whose derivatives are the measured velocity
+        (or zero) and zero acceleration where the points carry them (traj 58-70)."""
         if k < 0:
             zero = np.zeros_like(self.state)
+            velocity = zero if self.state_velocity is None else self.state_velocity
             return (
                 self.before,
                 self.state,
-                None if self.velocities is None else zero,
+                None if self.velocities is None else velocity,
                 None if self.accelerations is None else zero,
             )
         return (
@@ -154,15 +158,23 @@ def _interpolate(a: Knot, b: Knot, t: float) -> np.ndarray:
     )
 
 
-def take_over(goal: Goal, t: float, measured: np.ndarray, commanded: np.ndarray) -> Spline:
+def take_over(
+    goal: Goal,
+    t: float,
+    measured: np.ndarray,
+    commanded: np.ndarray,
+    measured_velocity: np.ndarray | None = None,
+) -> Spline:
     """The goal as the controller runs it from its update at t: joints it does not name at
-    `commanded` (fill_partial_goal), a zero stamp at t, the measured state before point 0."""
+    `commanded` (fill_partial_goal), a zero stamp at t, the measured state before point 0
+    (`measured_velocity` None: a controller without a velocity state interface)."""
     positions = goal.positions.copy()
     positions[:, ~goal.named] = commanded[~goal.named]
     start = t if goal.start == 0.0 else goal.start
     return Spline(
         t,
         np.array(measured, np.float64),
+        None if measured_velocity is None else np.array(measured_velocity, np.float64),
         start + goal.times,
         positions,
         goal.velocities,

@@ -1,0 +1,198 @@
+"""The trajectory the node sends, shaped for the controller that runs it.
+
+A frame releases rows on the control grid: row i is due at `row0_ns + i * period`. What a
+trajectory controller does with them depends on which one it is (`ControllerModel`):
+
+- "jtc", ros2_control's joint_trajectory_controller as released for Jazzy and Kilted
+  (`oxygen_core.controller.jtc`): the message replaces the running trajectory at the first
+  update after it arrives, from the measured state, and moves from there to point 0 at
+  `stamp + time_from_start[0]`; a point already due then is sampled mid-segment, a
+  position step. So the rows are shaped:
+
+  - rows due before `arrival_ns + period` are dropped (`arrival_ns`: the latest instant the
+    controller can take the message over, the publish time plus `controller_lead_s`). The
+    segment from the state at arrival to the first point then lasts at least one control
+    period, so a small tracking error is not turned into a large velocity, and no point
+    is ever past at arrival;
+  - the stamp is the first kept row's time, each point one period after the one before;
+  - every point carries a velocity (central differences of the chunk's rows; the last row
+    the velocity of its last step), so the controller runs cubic segments, without the
+    velocity steps of linear ones;
+  - Jazzy and Kilted refuse a trajectory whose last point moves
+    (`allow_nonzero_velocity_at_trajectory_end` is false by default), so the rows end in
+    a stopping tail (`stopping_tail`): the last velocity brought to zero at no more than
+    the joints' `deceleration` limits, on the control grid, ending at rest. A robot whose
+    chunks stop coming then stops within its limits, not in one update.
+
+- "jtc_replacement" (master's `allow_trajectory_replacement`) and "none" (a topic the
+  user's own code reads): the rows as released, positions only, stamped with row 0's time.
+
+A hold is a stop, not a step (`stop`): from the measured positions and velocities, the
+same stopping tail, stamped zero (on arrival). Without measured velocities it is the one
+point at the measured positions: the controller stops in one update.
+
+`hermite_peaks` gives the exact largest velocity and acceleration of each cubic segment
+the controller runs, for the frame's screening of the segment from the state at arrival to
+the first point and for oxygen-limit-check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Literal
+
+import numpy as np
+
+from oxygen_core.clock import NS_PER_S
+
+ControllerModel = Literal["jtc", "jtc_replacement", "none"]
+CONTROLLER_MODELS: tuple[ControllerModel, ...] = typing.get_args(ControllerModel)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shaped:
+    """One trajectory for the controller: points at `stamp_ns + times`."""
+
+    stamp_ns: int  # 0: the controller's update at arrival
+    times: np.ndarray  # (K,) seconds from the stamp, increasing
+    positions: np.ndarray  # (K, D) float64
+    velocities: np.ndarray | None  # (K, D); None: positions only (linear segments)
+    dropped: int = 0  # released rows due before the controller could take the message over
+    tail: int = 0  # points after the released rows: the stop that ends the trajectory
+
+
+def check_model(model: str) -> ControllerModel:
+    """`model` if it is a ControllerModel, else a one-line error naming the choices."""
+    if model not in CONTROLLER_MODELS:
+        raise ValueError(
+            f"unknown controller_model {model!r}; choose {', '.join(CONTROLLER_MODELS)}"
+        )
+    return typing.cast(ControllerModel, model)
+
+
+def for_controller(
+    model: ControllerModel,
+    rows: np.ndarray,
+    row0_ns: int,
+    period_s: float,
+    *,
+    arrival_ns: int,
+    deceleration: np.ndarray | None,
+    before: np.ndarray | None = None,
+) -> Shaped | None:
+    """The released `rows` [H, D] (row i due at row0_ns + i periods) as `model` should get
+    them (module docstring). arrival_ns: the latest instant the controller takes the
+    message over. deceleration [D]: the joints' acceleration limits (None: stop within one
+    period). before [D]: the row due one period before rows[0] (the running chunk's), for
+    row 0's velocity. None under "jtc" when no row is due late enough to be met."""
+    rows = np.asarray(rows, np.float64)
+    times = np.arange(len(rows)) * period_s
+    if model != "jtc":
+        return Shaped(row0_ns, times, rows, None)
+    period_ns = round(period_s * NS_PER_S)
+    due = row0_ns + np.arange(len(rows), dtype=np.int64) * period_ns
+    first = int(np.searchsorted(due, arrival_ns + period_ns, side="left"))
+    if first >= len(rows):
+        return None
+    velocities = grid_velocities(rows, period_s, before)
+    tail, tail_velocities = stopping_tail(rows[-1], velocities[-1], deceleration, period_s)
+    positions = np.vstack([rows[first:], tail])
+    kept_times = np.arange(len(positions)) * period_s
+    return Shaped(
+        int(due[first]),
+        kept_times,
+        positions,
+        np.vstack([velocities[first:], tail_velocities]),
+        dropped=first,
+        tail=len(tail),
+    )
+
+
+def grid_velocities(rows: np.ndarray, period_s: float, before: np.ndarray | None) -> np.ndarray:
+    """Each row's velocity on the control grid: the central difference of its neighbours;
+    row 0 from `before` when given (else its forward step), the last row its last step."""
+    path = rows if before is None else np.vstack([before, rows])
+    if len(path) < 2:
+        return np.zeros_like(rows)
+    velocities = np.empty_like(path)
+    velocities[1:-1] = (path[2:] - path[:-2]) / (2 * period_s)
+    velocities[0] = (path[1] - path[0]) / period_s
+    velocities[-1] = (path[-1] - path[-2]) / period_s
+    return velocities[len(path) - len(rows) :]
+
+
+def stopping_tail(
+    position: np.ndarray, velocity: np.ndarray, deceleration: np.ndarray | None, period_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Points [n, D] and their velocities after (position, velocity), one period apart, that
+    bring every joint to rest with one constant deceleration each, no joint faster than its
+    `deceleration` limit, in whole periods (at least one). A cubic segment between points of
+    a parabola is that parabola, so the controller decelerates exactly so."""
+    velocity = np.asarray(velocity, np.float64)
+    if deceleration is None:
+        n = 1
+    else:
+        stop_s = np.abs(velocity) / np.asarray(deceleration, np.float64)
+        n = max(1, int(np.ceil(np.max(stop_s, initial=0.0) / period_s - 1e-9)))
+    duration = n * period_s
+    t = np.arange(1, n + 1)[:, None] * period_s
+    positions = position + velocity * (t - t * t / (2 * duration))
+    velocities = velocity * (1 - t / duration)
+    velocities[-1] = 0.0  # exactly: Jazzy refuses a last point faster than float epsilon
+    return positions, velocities
+
+
+def stop(
+    position: np.ndarray,
+    velocity: np.ndarray | None,
+    deceleration: np.ndarray | None,
+    period_s: float,
+) -> Shaped:
+    """The hold: from the measured `position` and `velocity`, the stopping tail, stamped
+    zero (on arrival). Without a velocity (or one not finite): the one point at `position`."""
+    position = np.asarray(position, np.float64)
+    if velocity is None or not np.all(np.isfinite(velocity)) or not np.any(velocity):
+        return Shaped(0, np.zeros(1), position[None], None)
+    tail, tail_velocities = stopping_tail(position, velocity, deceleration, period_s)
+    positions = np.vstack([position, tail])
+    velocities = np.vstack([np.asarray(velocity, np.float64), tail_velocities])
+    return Shaped(0, np.arange(len(positions)) * period_s, positions, velocities, tail=len(tail))
+
+
+def hermite_peaks(
+    p0: np.ndarray, v0: np.ndarray, p1: np.ndarray, v1: np.ndarray, duration_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The largest |velocity| and |acceleration| [D] of the cubic Hermite segment from
+    (p0, v0) to (p1, v1) over `duration_s`: the acceleration is linear in time (largest at
+    an end), the velocity quadratic (largest at an end or at its vertex)."""
+    h = duration_s
+    step = np.asarray(p1, np.float64) - p0
+    b = (2 / h) * (3 * step - 2 * h * v0 - h * v1)  # dv/ds at s = 0
+    c = (3 / h) * (-2 * step + h * v0 + h * v1)  # half of d2v/ds2
+    acceleration = np.maximum(np.abs(b), np.abs(b + 2 * c)) / h
+    with np.errstate(divide="ignore", invalid="ignore"):
+        vertex = np.where(c != 0, -b / (2 * c), 0.0)
+    inside = (vertex > 0) & (vertex < 1)
+    at_vertex = np.where(inside, np.abs(v0 + b * vertex + c * vertex * vertex), 0.0)
+    velocity = np.maximum.reduce([np.abs(v0), np.abs(v1), at_vertex])
+    return velocity, acceleration
+
+
+def trajectory_peaks(
+    shaped: Shaped, start: np.ndarray, start_velocity: np.ndarray, start_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per segment [K, D], the largest |velocity| and |acceleration| a "jtc" controller
+    commands running `shaped` (with velocities) from (start, start_velocity) at `start_s`
+    seconds before point 0: row 0 is the segment from the start, row k the segment into
+    point k."""
+    if shaped.velocities is None:
+        raise ValueError("trajectory_peaks needs the points' velocities (cubic segments)")
+    starts = np.vstack([start, shaped.positions[:-1]])
+    start_velocities = np.vstack([start_velocity, shaped.velocities[:-1]])
+    durations = np.diff(shaped.times, prepend=shaped.times[0] - start_s)
+    peaks = [
+        hermite_peaks(starts[k], start_velocities[k], shaped.positions[k], shaped.velocities[k], h)
+        for k, h in enumerate(durations)
+    ]
+    return np.stack([v for v, _ in peaks]), np.stack([a for _, a in peaks])

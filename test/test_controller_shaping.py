@@ -1,0 +1,175 @@
+"""The trajectory shaped for each controller model: exact numbers on hand-made rows, and the
+"jtc" model (the Jazzy controller) running the shaped stream without a position step."""
+
+import numpy as np
+import pytest
+
+from oxygen_core.clock import NS_PER_S
+from oxygen_core.controller import shaping
+from oxygen_core.controller.jtc import JtcParams
+from oxygen_core.sim.executor import Trajectory, TrajectoryExecutor
+
+PERIOD = 0.1
+MS = 1_000_000
+
+
+def _ramp(n: int, speed: float = 1.0) -> np.ndarray:
+    """Two joints: a at `speed` rad/s, b at -2 x it."""
+    t = np.arange(n) * PERIOD
+    return np.stack([speed * t, -2 * speed * t], axis=1)
+
+
+@pytest.mark.parametrize("model", ["none", "jtc_replacement"])
+def test_other_models_get_the_rows_as_released(model):
+    rows = _ramp(4)
+    shaped = shaping.for_controller(
+        model, rows, 5 * NS_PER_S, PERIOD, arrival_ns=6 * NS_PER_S, deceleration=None
+    )
+    assert shaped.stamp_ns == 5 * NS_PER_S and shaped.velocities is None
+    np.testing.assert_array_equal(shaped.positions, rows)
+    np.testing.assert_allclose(shaped.times, [0.0, 0.1, 0.2, 0.3])
+
+
+def test_jtc_drops_rows_due_within_a_period_of_arrival_and_stamps_the_first_kept():
+    rows = _ramp(6)
+    # Rows due at 0, 100, 200 ... ms; the latest arrival 130 ms: rows before 230 ms dropped.
+    shaped = shaping.for_controller(
+        "jtc", rows, 0, PERIOD, arrival_ns=130 * MS, deceleration=np.array([100.0, 100.0])
+    )
+    assert shaped.dropped == 3 and shaped.stamp_ns == 300 * MS
+    np.testing.assert_allclose(shaped.positions[:3], rows[3:])
+    np.testing.assert_allclose(shaped.times[:3], [0.0, 0.1, 0.2])
+    # A row due exactly one period after the arrival is kept.
+    exact = shaping.for_controller("jtc", rows, 0, PERIOD, arrival_ns=200 * MS, deceleration=None)
+    assert exact.dropped == 3
+
+
+def test_jtc_velocities_are_central_differences_and_the_last_row_its_last_step():
+    rows = np.array([[0.0], [0.1], [0.3], [0.6]])
+    before = np.array([-0.1])
+    velocities = shaping.grid_velocities(rows, PERIOD, before)
+    np.testing.assert_allclose(velocities[:, 0], [1.0, 1.5, 2.5, 3.0])
+    np.testing.assert_allclose(shaping.grid_velocities(rows, PERIOD, None)[:, 0], [1, 1.5, 2.5, 3])
+    np.testing.assert_array_equal(shaping.grid_velocities(rows[:1], PERIOD, None), [[0.0]])
+
+
+def test_the_stopping_tail_decelerates_at_the_limit_in_whole_periods_to_rest():
+    # 1 rad/s at 4 rad/s^2 stops in 0.25 s: three periods (0.3 s) at 1/0.3 rad/s^2.
+    positions, velocities = shaping.stopping_tail(
+        np.array([0.0]), np.array([1.0]), np.array([4.0]), PERIOD
+    )
+    np.testing.assert_allclose(positions[:, 0], [0.1 - 0.01 / 0.6, 0.2 - 0.04 / 0.6, 0.15])
+    np.testing.assert_allclose(velocities[:, 0], [2 / 3, 1 / 3, 0.0])
+    assert velocities[-1, 0] == 0.0
+    # No limits: one period.
+    positions, velocities = shaping.stopping_tail(np.zeros(1), np.ones(1), None, PERIOD)
+    np.testing.assert_allclose(positions[:, 0], [0.05])
+    assert velocities[-1, 0] == 0.0
+
+
+def test_a_jtc_trajectory_ends_at_rest_after_the_released_rows():
+    rows = _ramp(3)
+    shaped = shaping.for_controller(
+        "jtc", rows, NS_PER_S, PERIOD, arrival_ns=0, deceleration=np.array([5.0, 5.0])
+    )
+    # Joint b at 2 rad/s stops in 0.4 s at 5 rad/s^2: a tail of four points.
+    assert shaped.dropped == 0 and shaped.tail == 4 and len(shaped.positions) == 7
+    np.testing.assert_array_equal(shaped.velocities[-1], [0.0, 0.0])
+    np.testing.assert_allclose(shaped.velocities[:3], [[1, -2]] * 3)
+
+
+def test_jtc_with_no_row_late_enough_sends_nothing():
+    shaped = shaping.for_controller(
+        "jtc", _ramp(3), 0, PERIOD, arrival_ns=150 * MS, deceleration=None
+    )
+    assert shaped is None
+
+
+def test_the_hold_is_a_stop_from_the_measured_velocity_or_one_point_without_one():
+    one = shaping.stop(np.array([0.5, 1.0]), None, np.array([4.0, 4.0]), PERIOD)
+    assert one.stamp_ns == 0 and one.velocities is None
+    np.testing.assert_array_equal(one.positions, [[0.5, 1.0]])
+    still = shaping.stop(np.array([0.5, 1.0]), np.zeros(2), np.array([4.0, 4.0]), PERIOD)
+    assert len(still.positions) == 1
+    moving = shaping.stop(np.array([0.0, 0.0]), np.array([1.0, 0.0]), np.array([4.0, 4.0]), PERIOD)
+    assert moving.stamp_ns == 0 and moving.tail == 3
+    np.testing.assert_allclose(
+        moving.positions[:, 0], [0.0, 0.1 - 0.01 / 0.6, 0.2 - 0.04 / 0.6, 0.15]
+    )
+    np.testing.assert_allclose(moving.velocities[:, 0], [1.0, 2 / 3, 1 / 3, 0.0])
+
+
+def test_hermite_peaks_are_exact():
+    # Rest to rest over 1 s by 1 rad: velocity 1.5 at the middle, acceleration 6 at the ends.
+    velocity, acceleration = shaping.hermite_peaks(
+        np.zeros(1), np.zeros(1), np.ones(1), np.zeros(1), 1.0
+    )
+    np.testing.assert_allclose([velocity[0], acceleration[0]], [1.5, 6.0])
+    # A parabola (0, 1) -> (0.5, 0) over 1 s: constant deceleration 1, top speed at the start.
+    velocity, acceleration = shaping.hermite_peaks(
+        np.zeros(1), np.ones(1), np.array([0.5]), np.zeros(1), 1.0
+    )
+    np.testing.assert_allclose([velocity[0], acceleration[0]], [1.0, 1.0])
+
+
+def test_unknown_models_fail_in_one_line():
+    with pytest.raises(ValueError, match="unknown controller_model 'ros1'; choose jtc"):
+        shaping.check_model("ros1")
+
+
+def _run(shape: bool, delay_ms: int) -> np.ndarray:
+    """Chunks of a 1 rad/s ramp published every 2 periods, each 10 mrad off the one
+    before (as a policy's chunks disagree), each arriving `delay_ms` after its publish, run
+    by the "jtc" model (500 Hz) whose arm follows its command exactly: the commands, one
+    per update."""
+    update = 0.002
+    ex = TrajectoryExecutor(np.zeros(2), ("a", "b"), controller="jtc", jtc=JtcParams(update))
+    arrivals = {}
+    for frame in range(10):
+        publish_ns = frame * 200 * MS
+        row0_ns = publish_ns + 100 * MS  # d = 1 period after the tick
+        offset = 0.005 * (-1) ** frame
+        rows = _ramp(10) + row0_ns / NS_PER_S * np.array([1.0, -2.0]) + offset
+        model = "jtc" if shape else "jtc_replacement"
+        lead_ns = delay_ms * MS + round(update * NS_PER_S)
+        shaped = shaping.for_controller(
+            model,
+            rows,
+            row0_ns,
+            PERIOD,
+            arrival_ns=publish_ns + lead_ns,
+            deceleration=np.array([10.0, 10.0]),
+        )
+        velocities = None if shaped.velocities is None else shaped.velocities.tolist()
+        traj = Trajectory(
+            ("a", "b"),
+            shaped.stamp_ns / NS_PER_S,
+            shaped.times.tolist(),
+            shaped.positions.tolist(),
+            velocities,
+        )
+        arrivals[round((publish_ns + delay_ms * MS) / (update * NS_PER_S))] = traj
+    commands, position, velocity = [], np.zeros(2), np.zeros(2)
+    for tick in range(1000):
+        t = tick * update
+        if tick in arrivals:
+            assert ex.replace(arrivals[tick], now=t) is None
+        command = ex.command(t, position, velocity)
+        velocity, position = (command - position) / update, command
+        commands.append(command)
+    return np.array(commands)
+
+
+@pytest.mark.parametrize("delay_ms", [30, 150])  # before the first row's stamp, and after it
+def test_the_jtc_model_runs_the_shaped_stream_without_a_step(delay_ms):
+    # From 0.5 s (the arm at rest before the first chunk has caught up by then), through
+    # three arrivals or more, to the end of the last chunk's rows.
+    steps = np.abs(np.diff(_run(True, delay_ms), axis=0))[250:900]
+    # 1 and 2 rad/s: 2 ms steps of 2 and 4 mrad, and the 10 mrad between chunks taken up
+    # over a period or more (a step would put 10 mrad in one update).
+    assert steps[:, 0].max() < 1.5 * 0.002 and steps[:, 1].max() < 1.5 * 0.004
+
+
+def test_unshaped_rows_arriving_after_their_stamp_step_under_jtc():
+    steps = np.abs(np.diff(_run(False, 150), axis=0))[250:900]
+    assert steps[:, 0].max() > 0.002 + 0.009
