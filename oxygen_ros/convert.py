@@ -47,6 +47,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from visualization_msgs.msg import Marker, MarkerArray
 
 from oxygen_core.clock import NS_PER_S
+from oxygen_core.controller.shaping import Shaped
 from oxygen_core.engine.types import ActionResult, LanguageResult, TokenEvent
 from oxygen_core.image import to_rgb
 from oxygen_core.text import excerpt, excerpt_list
@@ -230,15 +231,34 @@ def joint_positions(msg: Any, joint_names: Sequence[str]) -> np.ndarray:
 
 
 def joint_state_msg(
-    joint_names: Sequence[str], positions: np.ndarray, *, stamp: Time, frame_id: str
+    joint_names: Sequence[str],
+    positions: np.ndarray,
+    *,
+    stamp: Time,
+    frame_id: str,
+    velocities: np.ndarray | None = None,
 ) -> JointState:
-    """Positions in joint_names order -> sensor_msgs/JointState (no velocity or effort);
-    the inverse of joint_positions."""
-    return JointState(
+    """Positions (and velocities) in joint_names order -> sensor_msgs/JointState (no
+    effort); the inverse of joint_positions and joint_velocities."""
+    msg = JointState(
         header=Header(stamp=stamp, frame_id=frame_id),
         name=list(joint_names),
         position=array.array("d", np.asarray(positions, np.float64).tobytes()),
     )
+    if velocities is not None:
+        msg.velocity = array.array("d", np.asarray(velocities, np.float64).tobytes())
+    return msg
+
+
+def joint_velocities(msg: Any, joint_names: Sequence[str]) -> np.ndarray | None:
+    """sensor_msgs/JointState -> float64 velocities of joint_names (in that order), or None
+    when the message carries none (an empty velocity field is allowed), lacks a joint or
+    has a non-finite one: a hold then cannot ramp down and stops where the joints are."""
+    names, velocities = list(msg.name), np.asarray(msg.velocity, np.float64)
+    if velocities.shape != (len(names),) or any(names.count(n) != 1 for n in joint_names):
+        return None
+    picked = velocities[[names.index(n) for n in joint_names]]
+    return picked if np.all(np.isfinite(picked)) else None
 
 
 def unused_joints(msg: Any, joint_names: Sequence[str]) -> tuple[str, ...]:
@@ -336,19 +356,19 @@ def action_chunk_rows(msg: ActionChunk, dtype: type = np.float64) -> np.ndarray:
     return np.asarray(msg.actions, dtype).reshape(msg.horizon, msg.action_dim)
 
 
-def joint_trajectory_msg(
-    result: ActionResult, *, stamp: Time, joint_names: Sequence[str], control_period_s: float
-) -> JointTrajectory:
-    """ActionResult -> trajectory_msgs/JointTrajectory for a trajectory controller.
-
-    Point i holds row i of the chunk at time_from_start = i * control_period, so the
-    first row applies at the header stamp, as in ActionChunk.
-    """
-    actions = _chunk_rows(result)
-    if len(joint_names) != actions.shape[1]:
-        raise ValueError(f"{len(joint_names)} joint_names for action_dim {actions.shape[1]}")
-    times = [i * control_period_s for i in range(len(actions))]
-    return trajectory_msg(joint_names, actions, times, stamp=stamp)
+def shaped_trajectory_msg(joint_names: Sequence[str], shaped: Shaped) -> JointTrajectory:
+    """A trajectory shaped for the controller (oxygen_core.controller.shaping) ->
+    trajectory_msgs/JointTrajectory: a stamp of 0 is "on arrival"; velocities where the
+    shape carries them (cubic segments), positions only otherwise."""
+    if len(joint_names) != shaped.positions.shape[1]:
+        raise ValueError(
+            f"{len(joint_names)} joint_names for {shaped.positions.shape[1]} trajectory columns"
+        )
+    return JointTrajectory(
+        header=Header(stamp=ns_to_stamp(shaped.stamp_ns)),
+        joint_names=list(joint_names),
+        points=trajectory_points(shaped.positions, shaped.times, shaped.velocities),
+    )
 
 
 def trajectory_msg(
@@ -379,25 +399,22 @@ def stop_chunk_msg(
     )
 
 
-def hold_trajectory_msg(
-    joint_names: Sequence[str], positions: np.ndarray, *, stamp: Time
-) -> JointTrajectory:
-    """The hold a trajectory controller is sent when no chunk may run: one point at the
-    measured `positions`, reached at `stamp` (a zero stamp: on arrival). It replaces
-    whatever the controller was executing, so the robot stops where it is."""
-    rows = np.asarray(positions, np.float64)[None]
-    return trajectory_msg(joint_names, rows, [0.0], stamp=stamp)
-
-
-def trajectory_points(rows: np.ndarray, times: Sequence[float]) -> list[JointTrajectoryPoint]:
-    """One JointTrajectoryPoint per row (float64 positions) at its time_from_start."""
+def trajectory_points(
+    rows: np.ndarray, times: Sequence[float], velocities: np.ndarray | None = None
+) -> list[JointTrajectoryPoint]:
+    """One JointTrajectoryPoint per row (float64 positions, and velocities when given) at
+    its time_from_start."""
     rows = np.asarray(rows, np.float64)
-    return [
+    points = [
         JointTrajectoryPoint(
             positions=array.array("d", row.tobytes()), time_from_start=duration_msg(t)
         )
         for t, row in zip(times, rows, strict=True)
     ]
+    if velocities is not None:
+        for point, row in zip(points, np.asarray(velocities, np.float64), strict=True):
+            point.velocities = array.array("d", row.tobytes())
+    return points
 
 
 def language_tokens_msg(event: TokenEvent, *, stamp: Time, origin_stamp: Time) -> LanguageTokens:

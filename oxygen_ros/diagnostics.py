@@ -80,6 +80,7 @@ class StatsSnapshot:
     stamps_back: int = 0  # chunks stamped before the previous chunk
     last_stamp_back: str = ""  # why the last of them was: clock_back or delay_shrank
     holds: int = 0  # hold trajectories sent to the controller
+    trajectories_refused: int = 0  # gated chunks with no trajectory the controller can meet
     last_hold: str = ""  # why the last of them was
     gate: GateTally = GateTally()  # what the chunk gate did (policy "off": no gate)
     motion: str = ""  # "enabled", or why the controller gets nothing (oxygen_ros.motion_switch)
@@ -158,6 +159,13 @@ class NodeStats:
             self._state = dataclasses.replace(
                 s, stamps_back=s.stamps_back + 1, last_stamp_back=reason
             )
+
+    def trajectory_refused(self) -> None:
+        """A gated chunk had no trajectory the controller could run within the limits from
+        the measured state (oxygen_core.controller.shaping.met): nothing went out."""
+        with self._lock:
+            s = self._state
+            self._state = dataclasses.replace(s, trajectories_refused=s.trajectories_refused + 1)
 
     def held(self, reason: str) -> None:
         """A hold trajectory went to the controller (see FrameLoop.hold)."""
@@ -344,9 +352,12 @@ def _safety_status(name: str, s: StatsSnapshot, prev: StatsSnapshot) -> Diagnost
     ERROR while the gate is off, or while it holds the robot after a rejection streak."""
     g, altered = s.gate, _altered(s.gate, prev.gate)
     level, message = DiagnosticStatus.OK, "no chunk changed by the gate, no hold since last report"
-    if altered or s.holds > prev.holds:
+    refused = s.trajectories_refused - prev.trajectories_refused
+    if altered or s.holds > prev.holds or refused:
         level = DiagnosticStatus.WARN
         message = f"since last report: {altered or 'no chunk changed'}"
+        if refused:
+            message += f"; {refused} chunks with no trajectory the controller can meet"
         if s.holds > prev.holds:
             message += f"; {s.holds - prev.holds} holds (last: {s.last_hold})"
     if g.tripped:
@@ -359,6 +370,7 @@ def _safety_status(name: str, s: StatsSnapshot, prev: StatsSnapshot) -> Diagnost
     values["rejected in a row"] = g.streak
     values.update({f"findings {reason}": count for reason, count in g.findings.items()})
     values["last stretch"] = f"{g.last_stretch:.3f}"
+    values["trajectories refused"] = s.trajectories_refused
     values["holds"] = f"{s.holds} (last: {s.last_hold})" if s.holds else 0
     values[CONTROLLER_OUTPUT] = s.motion
     return _status(level, f"{name}: safety", message, values)

@@ -49,6 +49,8 @@ from builtin_interfaces.msg import Time
 from std_msgs.msg import String
 
 from oxygen_core.clock import NS_PER_S
+from oxygen_core.controller import shaping
+from oxygen_core.controller.shaping import Shaped
 from oxygen_core.engine import Engine
 from oxygen_core.engine.timeline import ChunkTimeline, Release, Takeover
 from oxygen_core.engine.types import ActionResult, LanguageResult
@@ -60,11 +62,10 @@ from oxygen_ros import topics
 from oxygen_ros.convert import (
     action_chunk_msg,
     engine_stats_msg,
-    hold_trajectory_msg,
-    joint_trajectory_msg,
     language_tokens_msg,
     narration_markers,
     ns_to_stamp,
+    shaped_trajectory_msg,
     stamp_to_ns,
     stop_chunk_msg,
 )
@@ -151,6 +152,9 @@ class FrameLoop:
             raise ValueError("the chunk gate needs action_names: it checks chunks from their state")
         self._last_state: np.ndarray | None = None  # the last frame's, for a hold
         self._guard = None if gate is None else ChunkGuard(gate, max_rejections)
+        # (velocity, acceleration) the trajectory is screened and held within (the gate's)
+        self._rates = None if gate is None else (gate.limits.velocity, gate.limits.acceleration)
+        self._lead_ns = round(cfg.controller_lead_s * NS_PER_S)
         self._velocity_cap = velocity_cap
         self._latency_scale = latency_scale
         if self._guard is not None:
@@ -171,12 +175,14 @@ class FrameLoop:
         self._engine.reset()
 
     def hold(self, reason: str) -> bool:
-        """Stop the robot where it is (any thread), replacing whatever its controller runs;
-        the next frame hands over from nothing. A trajectory controller gets one point at
-        the latest measured joint positions, stamped zero (on arrival; a JointState that
-        is not finite: the last frame's measured state, where the robot last was known to
-        be); a ~/command_chunk controller a chunk of 0 rows (stop). False when nothing
-        went out: no controller output, no usable joint state, or the outputs closed."""
+        """Stop the robot (any thread), replacing whatever its controller runs; the next
+        frame hands over from nothing. A trajectory controller gets a stop stamped zero (on
+        arrival) from the latest measured joint positions and velocities, decelerating within
+        the joints' acceleration limits (oxygen_core.controller.shaping.stop; a JointState
+        without velocities: the one point at the positions; one that is not finite: the
+        last frame's measured state, where the robot last was known to be); a
+        ~/command_chunk controller a chunk of 0 rows (stop). False when nothing went out:
+        no controller output, no usable joint state, or the outputs closed."""
         messages = self._hold_messages(reason)
         if not messages:
             return False
@@ -198,13 +204,15 @@ class FrameLoop:
             messages.append((topics.COMMAND_CHUNK, stop))
         if self._cfg.joint_trajectory:
             positions = self._assembler.measured_positions(names)
+            velocities = self._assembler.measured_velocities(names)
             if positions is None:  # a non-finite JointState: the last frame's measured state
-                positions = self._last_state
+                positions, velocities = self._last_state, None
             if positions is None:
                 self._warn(f"no hold {reason}", f"cannot hold ({reason}): no finite joint state")
             else:
-                hold = hold_trajectory_msg(names, positions, stamp=Time())
-                messages.append((topics.JOINT_TRAJECTORY, hold))
+                deceleration = None if self._rates is None else self._rates[1]
+                stop = shaping.stop(positions, velocities, deceleration, self._cfg.control_period_s)
+                messages.append((topics.JOINT_TRAJECTORY, shaped_trajectory_msg(names, stop)))
         return messages
 
     def overrun(self, tick_ns: int) -> None:
@@ -258,6 +266,11 @@ class FrameLoop:
         self._remember_origin(action.frame, tick.stamp)
         if release is None:
             return True  # rejected: the robot runs the chunk before; language goes on
+        trajectory = None
+        if self._cfg.joint_trajectory:
+            trajectory = self._trajectory(tick, release)
+            if trajectory is None:
+                return True  # no trajectory the controller can meet: as a rejection
         chunk = dataclasses.replace(action, actions=release.rows)
         stamp = ns_to_stamp(release.row0_ns)
         now_s = self._clock()
@@ -275,11 +288,8 @@ class FrameLoop:
         published = self._out.publish(topics.ACTION_CHUNK, msg)
         if published and self._cfg.command_chunk:
             self._out.publish(topics.COMMAND_CHUNK, msg)
-        if published and self._cfg.joint_trajectory:
-            trajectory = joint_trajectory_msg(
-                chunk, stamp=stamp, joint_names=names, control_period_s=period
-            )
-            self._out.publish(topics.JOINT_TRAJECTORY, trajectory)
+        if published and trajectory is not None:
+            self._out.publish(topics.JOINT_TRAJECTORY, shaped_trajectory_msg(names, trajectory))
         if published:
             self._standing = False  # a chunk runs: the outage, if any, is over
             self._stats.chunk_published(at_s=now_s, latency_s=latency_s, deadline_met=met)
@@ -304,6 +314,32 @@ class FrameLoop:
         if screened.release is None:
             self._watch(tick_ns, "chunk rejected")
         return screened.release
+
+    def _trajectory(self, tick: Tick, release: Release) -> Shaped | None:
+        """What ~/joint_trajectory gets of `release`, shaped for `controller_model` and
+        screened as that controller will run it from the measured state (oxygen_core.
+        controller.shaping.met); None when no trajectory may go out (one warning per
+        reason; the watchdog may hold the robot)."""
+        names = self._layout.action_names
+        elapsed_ns = round((self._clock() - tick.start_s) * self._latency_scale * NS_PER_S)
+        velocity = self._assembler.measured_velocities(names)
+        shaped = shaping.met(
+            self._cfg.controller_model,
+            release.rows,
+            release.row0_ns,
+            self._cfg.control_period_s,
+            arrival_ns=stamp_to_ns(tick.stamp) + elapsed_ns + self._lead_ns,
+            before=None if release.lead is None else release.lead[-1],
+            start=self._last_state,
+            start_velocity=np.zeros(len(names)) if velocity is None else velocity,
+            limits=self._rates,
+        )
+        if isinstance(shaped, Shaped):
+            return shaped
+        self._stats.trajectory_refused()
+        self._warn(f"trajectory {shaped}", f"chunk not sent to the controller: {shaped}")
+        self._watch(stamp_to_ns(tick.stamp), "no trajectory the controller can meet")
+        return None
 
     def _capped(self, release: Release) -> Release:
         """`release` with its rows scaled into the robot's velocity bounds (one warning

@@ -57,6 +57,7 @@ from oxygen_ros.convert import (
     InputError,
     image_to_rgb,
     joint_positions,
+    joint_velocities,
     stamp_to_seconds,
     unused_joints,
 )
@@ -171,6 +172,12 @@ class FrameAssembler:
             return joint_positions(self._joint_state, names)
         except InputError:
             return None
+
+    def measured_velocities(self, names: Sequence[str]) -> np.ndarray | None:
+        """The latest JointState's velocities of `names`, or None when it carries none for
+        them (a hold then stops where the joints are, and a trajectory's first segment is
+        judged from rest)."""
+        return None if self._joint_state is None else joint_velocities(self._joint_state, names)
 
     def on_instruction(self, text: str) -> str | None:
         """Take a new task instruction, or refuse it and keep the previous one.

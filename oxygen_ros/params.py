@@ -42,6 +42,7 @@ from oxygen_core.config import (
     ModelConfig,
     RobotConfig,
 )
+from oxygen_core.controller.shaping import CONTROLLER_MODELS
 from oxygen_core.engine.compile_cache import DEFAULT_DIR as COMPILE_CACHE_DIR
 from oxygen_core.engine.types import (
     DEFAULT_STREAMS,
@@ -124,6 +125,22 @@ class NodeConfig:
     )
     joint_trajectory: bool = parameter(
         True, "Also publish ~/joint_trajectory (only when actions are joint positions)."
+    )
+    controller_model: str = parameter(
+        "jtc",
+        "The controller ~/joint_trajectory drives, which shapes what it gets: jtc "
+        "(ros2_control's joint_trajectory_controller of Jazzy and Kilted: rows it cannot "
+        "meet dropped, velocities for cubic segments, a stop at the end), jtc_replacement "
+        "(its master branch's trajectory replacement), none (rows as released, positions "
+        "only, for the user's own code).",
+        choices=CONTROLLER_MODELS,
+    )
+    controller_lead_s: float = parameter(
+        0.01,
+        "Longest time from publishing a trajectory to the controller's update that takes it "
+        "over (transport plus one controller period); jtc drops rows due before then plus "
+        "one control period.",
+        (0.0, 1.0),
     )
     command_chunk: bool = parameter(
         False,

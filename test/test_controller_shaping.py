@@ -173,3 +173,20 @@ def test_the_jtc_model_runs_the_shaped_stream_without_a_step(delay_ms):
 def test_unshaped_rows_arriving_after_their_stamp_step_under_jtc():
     steps = np.abs(np.diff(_run(False, 150), axis=0))[250:900]
     assert steps[:, 0].max() > 0.002 + 0.009
+
+
+def test_met_refuses_a_trajectory_whose_cubic_segments_break_the_limits():
+    # Still, then 0.5, then 1.5 rad/s: on the grid 5 and 10 rad/s^2. The cubic through the
+    # central-difference velocities (0, 0.25, 1, 1.5) peaks at 10, 15 and 20 rad/s^2 into
+    # points 1, 2, 3 (and the stop after it at 15).
+    rows = np.array([[0.0], [0.0], [0.05], [0.2]])
+    common = dict(arrival_ns=-200 * MS, before=None, start=np.zeros(1), start_velocity=np.zeros(1))
+    velocity = np.full(1, 2.0)
+    within = shaping.met("jtc", rows, 0, PERIOD, limits=(velocity, np.array([25.0])), **common)
+    assert isinstance(within, shaping.Shaped) and within.dropped == 0
+    refused = shaping.met("jtc", rows, 0, PERIOD, limits=(velocity, np.array([16.0])), **common)
+    assert (
+        refused == "the controller's cubic segment into point 3 would pass the joint limits 1.25x"
+    )
+    unscreened = shaping.met("jtc", rows, 0, PERIOD, limits=None, **common)
+    assert isinstance(unscreened, shaping.Shaped)

@@ -18,17 +18,17 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import Header
 from visualization_msgs.msg import Marker
 
+from oxygen_core.controller.shaping import Shaped
 from oxygen_core.engine.types import ActionResult, LanguageResult, TokenEvent
 from oxygen_ros.convert import (
     InputError,
     action_chunk_msg,
     duration_msg,
     engine_stats_msg,
-    hold_trajectory_msg,
     image_to_rgb,
     joint_positions,
     joint_state_msg,
-    joint_trajectory_msg,
+    joint_velocities,
     language_tokens_msg,
     marker_id,
     msgtype,
@@ -36,6 +36,7 @@ from oxygen_ros.convert import (
     ns_to_stamp,
     rgb8_image_msg,
     seconds_to_stamp,
+    shaped_trajectory_msg,
     stamp_to_ns,
     stamp_to_seconds,
     trajectory_msg,
@@ -375,17 +376,24 @@ def test_action_chunk_survives_serialization():
     assert from_bag.sequence == 2**40 and from_bag.latency.nanosec == 31_500_000
 
 
-def test_joint_trajectory_points_are_rows_at_control_period_steps():
-    msg = joint_trajectory_msg(
-        chunk(), stamp=STAMP, joint_names=["x", "y", "z"], control_period_s=0.02
+def test_a_shaped_trajectory_carries_its_stamp_times_and_velocities():
+    shaped = Shaped(
+        3_500_000_000,
+        np.array([0.0, 0.02]),
+        np.array([[0.5, 1.0], [0.75, 1.0]]),
+        np.array([[12.5, 0.0], [0.0, 0.0]]),
     )
-    assert msg.header.stamp == STAMP and msg.joint_names == ["x", "y", "z"]
-    assert len(msg.points) == 4
-    for i, point in enumerate(msg.points):
-        assert point.positions.tolist() == [(3 * i + c) / 4 for c in range(3)]
-        assert point.time_from_start == Duration(sec=0, nanosec=20_000_000 * i)
-    with pytest.raises(ValueError, match="0 joint_names for action_dim 3"):
-        joint_trajectory_msg(chunk(), stamp=STAMP, joint_names=[], control_period_s=0.02)
+    msg = shaped_trajectory_msg(["x", "y"], shaped)
+    assert msg.header.stamp == Time(sec=3, nanosec=500_000_000) and msg.joint_names == ["x", "y"]
+    assert [list(p.positions) for p in msg.points] == [[0.5, 1.0], [0.75, 1.0]]
+    assert [list(p.velocities) for p in msg.points] == [[12.5, 0.0], [0.0, 0.0]]
+    assert msg.points[1].time_from_start == Duration(sec=0, nanosec=20_000_000)
+    positions_only = shaped_trajectory_msg(
+        ["x", "y"], Shaped(0, np.zeros(1), np.ones((1, 2)), None)
+    )
+    assert positions_only.header.stamp == Time() and list(positions_only.points[0].velocities) == []
+    with pytest.raises(ValueError, match="1 joint_names for 2 trajectory columns"):
+        shaped_trajectory_msg(["x"], shaped)
 
 
 def event(finished: bool) -> TokenEvent:
@@ -640,9 +648,15 @@ def test_msgtype_names_a_class_as_bags_do():
     assert msgtype(ActionChunk) == "oxygen_ros/msg/ActionChunk"
 
 
-def test_a_hold_is_one_point_at_the_measured_positions():
-    msg = hold_trajectory_msg(["a", "b"], np.array([0.5, -1.25]), stamp=Time(sec=3))
-    assert msg.joint_names == ["a", "b"] and msg.header.stamp.sec == 3
-    (point,) = msg.points
-    assert list(point.positions) == [0.5, -1.25]
-    assert (point.time_from_start.sec, point.time_from_start.nanosec) == (0, 0)
+def test_joint_velocities_are_read_only_when_every_joint_has_a_finite_one():
+    msg = joint_state_msg(
+        ["a", "b", "c"], np.zeros(3), stamp=Time(), frame_id="", velocities=np.array([1, 2, 3.0])
+    )
+    np.testing.assert_array_equal(joint_velocities(msg, ["c", "a"]), [3.0, 1.0])
+    assert joint_velocities(msg, ["d"]) is None
+    assert (
+        joint_velocities(joint_state_msg(["a"], np.zeros(1), stamp=Time(), frame_id=""), ["a"])
+        is None
+    )
+    msg.velocity[1] = float("nan")
+    assert joint_velocities(msg, ["b"]) is None and joint_velocities(msg, ["a"]) is not None

@@ -48,6 +48,9 @@ CFG = NodeConfig(
     execute_horizon=5,
     control_rate_hz=50.0,
     instruction="stack",
+    # The rows as the timeline releases them, which these tests read; what "jtc" makes of
+    # them is tested by the jtc tests at the end.
+    controller_model="none",
 )
 
 
@@ -830,3 +833,70 @@ def test_a_stalled_engine_holds_once_from_the_refused_ticks_and_its_stale_chunk_
     r.tick(10.4)
     assert r.engine.handovers[2] is None and len(_sent(r, topics.ACTION_CHUNK)) == 2
     assert r.stats.snapshot().holds == 1
+
+
+JTC = dataclasses.replace(CFG, controller_model="jtc", controller_lead_s=0.005)
+
+
+def _points(trajectory) -> list[tuple[float, float, int]]:
+    """Joint a's (position, velocity, time_from_start ms) of each point."""
+    return [
+        (p.positions[0], p.velocities[0], p.time_from_start.nanosec // MS)
+        for p in trajectory.points
+    ]
+
+
+@pytest.mark.parametrize(
+    ("acceleration", "stamp_ms", "points"),
+    [
+        # Rows 0, 1, 2, 3 due at 10.04 ... 10.10 (d = 2 after 30 ms of act); the latest
+        # arrival 10.035: rows before 10.055 dropped. From rest at 0 to row 1 (1.0 at 50
+        # rad/s) in 25 ms peaks at 5600 rad/s^2, under 1e4; the last row's 50 rad/s stops
+        # within one period (2500 rad/s^2).
+        (1e4, 10_060, [(1.0, 50.0, 0), (2.0, 50.0, 20), (3.0, 50.0, 40), (3.5, 0.0, 60)]),
+        # At 3000 rad/s^2 the segment from rest reaches row 1 too sharply (5600), row 2 too
+        # (3704 in 45 ms); row 3 in 65 ms peaks at 2722.
+        (3000.0, 10_100, [(3.0, 50.0, 0), (3.5, 0.0, 20)]),
+    ],
+)
+def test_jtc_gets_the_rows_it_can_meet_from_the_state_with_velocities_and_a_stop(
+    acceleration, stamp_ms, points
+):
+    r = rig(act_s=[0.03], cfg=JTC, chunk_gate=chunk_gate(acceleration=acceleration))
+    r.assembler.on_instruction("stack")
+    r.feed(a=0.0, b=0.0)
+    r.tick(10.0)
+    (chunk,) = _sent(r, topics.ACTION_CHUNK)
+    (trajectory,) = _sent(r, topics.JOINT_TRAJECTORY)
+    assert _ns(chunk.header.stamp) == 10_040 * MS and list(chunk.actions)[::2] == [0, 1, 2, 3]
+    assert _ns(trajectory.header.stamp) == stamp_ms * MS
+    got = _points(trajectory)
+    np.testing.assert_allclose(got, points)
+    assert got[-1][1] == 0.0 and list(trajectory.points[0].velocities)[1] == -50.0
+
+
+def test_jtc_refuses_a_chunk_no_row_of_which_can_be_met_within_the_limits():
+    # Velocity 55 rad/s: the rows' 50 pass the gate, but from rest every row's segment
+    # peaks over it (54.4 with 5600 rad/s^2 into row 1, then 59.5, 61.6): nothing goes out.
+    r = rig(act_s=[0.03], cfg=JTC, chunk_gate=chunk_gate(velocity=55.0, acceleration=3000.0))
+    r.assembler.on_instruction("stack")
+    r.feed(a=0.0, b=0.0)
+    r.tick(10.0)
+    assert _sent(r, topics.ACTION_CHUNK) == [] and _sent(r, topics.JOINT_TRAJECTORY) == []
+    assert r.stats.snapshot().trajectories_refused == 1
+    assert any("every row is too far from the measured state" in w for w in r.log.warnings)
+
+
+def test_a_hold_from_a_moving_joint_state_decelerates_within_the_limits():
+    r = rig(act_s=[0.03], cfg=JTC, chunk_gate=chunk_gate(acceleration=10.0))
+    r.assembler.on_instruction("stack")
+    r.feed()
+    header = Header(stamp=seconds_to_stamp(10.0))
+    moving = JointState(header=header, name=["b", "a"], position=[-0.5, 0.5], velocity=[0.0, 0.1])
+    r.assembler.on_joint_state(moving)
+    assert r.loop.hold("e-stop")
+    (hold,) = _sent(r, topics.JOINT_TRAJECTORY)
+    assert _ns(hold.header.stamp) == 0
+    # a at 0.1 rad/s stops in 10 ms at 10 rad/s^2: one 20 ms period, at 5 rad/s^2.
+    np.testing.assert_allclose(_points(hold), [(0.5, 0.1, 0), (0.501, 0.0, 20)])
+    np.testing.assert_allclose([p.positions[1] for p in hold.points], [-0.5, -0.5])

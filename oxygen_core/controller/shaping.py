@@ -109,6 +109,59 @@ def for_controller(
     )
 
 
+def met(
+    model: ControllerModel,
+    rows: np.ndarray,
+    row0_ns: int,
+    period_s: float,
+    *,
+    arrival_ns: int,
+    before: np.ndarray | None,
+    start: np.ndarray,
+    start_velocity: np.ndarray,
+    limits: tuple[np.ndarray, np.ndarray] | None,
+) -> Shaped | str:
+    """`for_controller`'s trajectory, screened under "jtc" as the controller will run it:
+    from (start, start_velocity), the state at arrival, to the first point over the
+    shortest time it may have (the stamp less `arrival_ns`), then every cubic segment,
+    against `limits` (velocity, acceleration [D]; None: unscreened). When the segment from
+    the state is too fast, the first point moves one row later (more time to reach it);
+    a segment between points that is too fast fails the whole trajectory. The trajectory,
+    or why none may go out (one line)."""
+    period_ns = round(period_s * NS_PER_S)
+    deceleration = None if limits is None else limits[1]
+    later = 0
+    for later in range(len(rows)):
+        shaped = for_controller(
+            model,
+            rows,
+            row0_ns,
+            period_s,
+            arrival_ns=arrival_ns + later * period_ns,
+            deceleration=deceleration,
+            before=before,
+        )
+        if shaped is None:
+            break
+        if model != "jtc" or limits is None:
+            return shaped
+        lead_s = (shaped.stamp_ns - arrival_ns) / NS_PER_S
+        velocity, acceleration = trajectory_peaks(shaped, start, start_velocity, lead_s)
+        ratio = np.maximum(velocity / limits[0], acceleration / limits[1])
+        if np.all(ratio[1:] <= 1):
+            if np.all(ratio[0] <= 1):
+                return shaped
+            continue
+        point = int(np.argmax(np.max(ratio[1:], axis=1))) + 1
+        return (
+            f"the controller's cubic segment into point {point} would pass the joint limits "
+            f"{np.max(ratio[point]):.2f}x"
+        )
+    if later == 0:
+        return "no row is due late enough for the controller to take the trajectory over"
+    return "every row is too far from the measured state to reach within the joint limits"
+
+
 def grid_velocities(rows: np.ndarray, period_s: float, before: np.ndarray | None) -> np.ndarray:
     """Each row's velocity on the control grid: the central difference of its neighbours;
     row 0 from `before` when given (else its forward step), the last row its last step."""
