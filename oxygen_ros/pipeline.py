@@ -15,6 +15,7 @@ import numpy as np
 
 from oxygen_core import robot_io
 from oxygen_core.config import ModelConfig
+from oxygen_core.controller import shaping
 from oxygen_core.engine import Engine, make_engine
 from oxygen_core.engine.compile_cache import use_compile_cache
 from oxygen_core.observation import Observation
@@ -68,7 +69,8 @@ def chunk_gate(settings: Settings) -> ChunkGate | None:
     cfg, limits = settings.node, settings.limits
     if limits is None:
         return None
-    return ChunkGate(limits, cfg.gate_policy, cfg.control_period_s, cfg.gate_max_stretch)
+    segments = shaping.segments(cfg.controller_model) if cfg.joint_trajectory else "linear"
+    return ChunkGate(limits, cfg.gate_policy, cfg.control_period_s, cfg.gate_max_stretch, segments)
 
 
 def restart_pipeline(pipeline: Pipeline) -> Pipeline:

@@ -235,3 +235,21 @@ def test_the_cost_benchmark_takes_each_path_on_every_shipped_robot(monkeypatch):
         rows = bench.measure(config, calls=2)
         assert [r["path"] for r in rows] == list(bench.PATHS)
         assert all(r["p99_us"] >= r["median_us"] > 0 for r in rows)
+
+
+def test_cubic_segments_are_judged_by_their_exact_peaks():
+    """Still, then 0.5, then 1.5 rad/s: on the grid 5 and 10 rad/s^2, but the cubic through
+    the central-difference velocities (0, 0.25, 1, 1.5) peaks at 10, 15 and 20 rad/s^2
+    into points 0, 1 and 2 (its velocity at 1.67 rad/s into point 2)."""
+    limits = JointLimits(("a",), *np.array([[-9.0], [9.0], [2.0], [16.0], [9.0]]), "test")
+    rows = np.array([[0.0], [0.05], [0.2]])
+    linear = ChunkGate(limits, "reject", PERIOD_S).check(rows, np.zeros(1))
+    assert linear.outcome == "passed"
+    cubic = ChunkGate(limits, "reject", PERIOD_S, segments="cubic").check(rows, np.zeros(1))
+    (finding,) = cubic.findings
+    assert cubic.outcome == "rejected" and finding.reason == "acceleration"
+    assert (finding.point, finding.value) == (2, pytest.approx(20.0))
+    slowed = ChunkGate(limits, "slow", PERIOD_S, segments="cubic").check(rows, np.zeros(1))
+    assert slowed.outcome == "slowed"
+    recheck = ChunkGate(limits, "reject", PERIOD_S, segments="cubic")
+    assert recheck.check(slowed.positions, np.zeros(1)).outcome == "passed"

@@ -203,7 +203,7 @@ def test_the_measured_joints_and_the_parameters_are_required():
     with pytest.raises(ValueError, match=r"JtcParams go with 'jtc' only"):
         TrajectoryExecutor(np.zeros(2), NAMES, controller="jtc")
     with pytest.raises(ValueError, match=r"JtcParams go with 'jtc' only"):
-        TrajectoryExecutor(np.zeros(2), NAMES, jtc=JtcParams(PERIOD))
+        TrajectoryExecutor(np.zeros(2), NAMES, controller="jtc_replacement", jtc=JtcParams(PERIOD))
 
 
 def _mixed_run(executor: TrajectoryExecutor, measured: bool) -> tuple[str, LimitViolations]:
@@ -245,11 +245,10 @@ _BEFORE = "91916a7a6da1e241104460dd7838c866d539092afb21160222ae7d0b0386df4e"
 
 
 def test_jtc_replacement_reproduces_the_executor_before_jtc_bit_for_bit():
-    default = TrajectoryExecutor(np.zeros(2), NAMES, LIMITS)
-    explicit = TrajectoryExecutor(np.zeros(2), NAMES, LIMITS, controller="jtc_replacement")
     expected = (_BEFORE, LimitViolations(trajectories=33, position=22, velocity=65))
-    assert _mixed_run(default, measured=False) == expected
-    assert _mixed_run(explicit, measured=True) == expected  # the measured joints are ignored
+    for measured in (False, True):  # the measured joints are ignored
+        executor = TrajectoryExecutor(np.zeros(2), NAMES, LIMITS, controller="jtc_replacement")
+        assert _mixed_run(executor, measured=measured) == expected
 
 
 def test_a_velocity_state_interface_starts_the_segment_at_the_measured_velocity():

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from oxygen_core.controller.shaping import Shaped
 from oxygen_core.engine import EngineConfig, make_engine
 from oxygen_core.safety.limits import JointLimits
 from oxygen_core.sim.arm import JOINT_NAMES
@@ -39,9 +40,10 @@ def engine_for(policy, handover: str, delay: int):
 
 
 def test_a_chunk_reaches_the_controller_link_delay_ticks_after_its_frame():
-    link = rollout._Link(TrajectoryExecutor(np.zeros(7)), delay=3, dt=DT)
+    executor = TrajectoryExecutor(np.zeros(7), controller="jtc_replacement")
+    link = rollout._Link(executor, "jtc_replacement", delay=3, dt=DT)
     rows = np.arange(10, dtype=np.float64)[:, None] * np.ones((1, 7))
-    link.send(tick=0, first_row_tick=0, rows=rows)
+    link.send(0, Shaped(0, np.arange(10) * DT, rows, None))  # stamped at tick 0
     commands = [link.command(t, np.zeros(7))[0] for t in range(5)]
     assert commands[:3] == [0.0, 0.0, 0.0]  # the start pose held while it travels
     assert commands[3:] == pytest.approx([3.0, 4.0])  # its rows 0-2 were past on arrival

@@ -14,6 +14,7 @@ from oxygen_core.sim.executor import (
 from oxygen_core.sim.seam import SeamMeter, SeamSummary
 
 NAMES = ("a", "b")
+REPLACEMENT = "jtc_replacement"  # the model these tests pin (test_jtc.py has "jtc")
 DT = 0.1
 
 
@@ -27,13 +28,13 @@ def _run(executor, times):
 
 
 def test_holds_the_initial_position_without_a_trajectory():
-    ex = TrajectoryExecutor(np.array([0.5, 5.0]), NAMES)
+    ex = TrajectoryExecutor(np.array([0.5, 5.0]), NAMES, controller=REPLACEMENT)
     np.testing.assert_array_equal(ex.command(0.0), [0.5, 5.0])
     np.testing.assert_array_equal(ex.command(1.0), [0.5, 5.0])
 
 
 def test_interpolates_from_the_commanded_position_then_between_points_then_holds():
-    ex = TrajectoryExecutor(np.zeros(2), NAMES)
+    ex = TrajectoryExecutor(np.zeros(2), NAMES, controller=REPLACEMENT)
     assert ex.replace(_traj(1.0, [0.2, 0.4], [1.0, 2.0]), now=0.0) is None
     ticks = [0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5]
     np.testing.assert_allclose(_run(ex, ticks), [0, 0, 0.5, 1.0, 1.5, 2.0, 2.0], atol=1e-12)
@@ -41,7 +42,7 @@ def test_interpolates_from_the_commanded_position_then_between_points_then_holds
 
 
 def test_replacement_takes_effect_at_the_new_start_stamp():
-    ex = TrajectoryExecutor(np.zeros(2), NAMES)
+    ex = TrajectoryExecutor(np.zeros(2), NAMES, controller=REPLACEMENT)
     ex.replace(_traj(0.0, [0.0, 1.0], [0.0, 1.0]), now=0.0)  # a ramp of 1 per second
     ex.replace(_traj(0.5, [0.0, 0.2], [3.0, 4.0]), now=0.2)  # arrives early, starts at 0.5
     out = _run(ex, [0.2, 0.3, 0.4])
@@ -58,14 +59,14 @@ def test_replacement_takes_effect_at_the_new_start_stamp():
 
 
 def test_a_later_trajectory_starting_earlier_drops_the_queued_one():
-    ex = TrajectoryExecutor(np.zeros(2), NAMES)
+    ex = TrajectoryExecutor(np.zeros(2), NAMES, controller=REPLACEMENT)
     ex.replace(_traj(1.0, [0.0], [5.0]), now=0.0)
     ex.replace(_traj(0.5, [0.0], [2.0]), now=0.1)  # starts before it: it is superseded
     np.testing.assert_allclose(_run(ex, [0.5, 1.0, 1.5]), [2.0, 2.0, 2.0])
 
 
 def test_points_already_past_are_skipped():
-    ex = TrajectoryExecutor(np.zeros(2), NAMES)
+    ex = TrajectoryExecutor(np.zeros(2), NAMES, controller=REPLACEMENT)
     ex.replace(_traj(0.0, [0.0], [1.0]), now=0.0)
     assert _run(ex, [0.8, 0.9]) == [1.0, 1.0]
     # Stamped 0.5 but executed from 1.0: points at 0.6 and 0.8 are past; the command moves
@@ -77,7 +78,7 @@ def test_points_already_past_are_skipped():
 
 
 def test_handover_reports_skipped_points():
-    ex = TrajectoryExecutor(np.zeros(2), NAMES)
+    ex = TrajectoryExecutor(np.zeros(2), NAMES, controller=REPLACEMENT)
     ex.replace(_traj(0.0, [0.0], [1.0]), now=0.0)
     ex.command(0.9)
     ex.replace(_traj(0.5, [0.1, 0.3, 0.7], [7.0, 8.0, 3.0]), now=1.0)
@@ -87,7 +88,7 @@ def test_handover_reports_skipped_points():
 
 
 def test_joint_order_of_the_message_is_mapped_to_the_robots():
-    ex = TrajectoryExecutor(np.zeros(2), NAMES)
+    ex = TrajectoryExecutor(np.zeros(2), NAMES, controller=REPLACEMENT)
     assert ex.replace(Trajectory(("b", "a"), 0.0, [0.0], [[20.0, 2.0]]), now=0.0) is None
     np.testing.assert_array_equal(ex.command(0.0), [2.0, 20.0])
 
@@ -138,7 +139,7 @@ def test_joint_order_of_the_message_is_mapped_to_the_robots():
 def test_malformed_trajectories_are_rejected_with_a_kind_and_change_nothing(
     trajectory, kind, reason
 ):
-    ex = TrajectoryExecutor(np.zeros(2), NAMES)
+    ex = TrajectoryExecutor(np.zeros(2), NAMES, controller=REPLACEMENT)
     ex.replace(_traj(0.0, [0.0, 1.0], [0.0, 1.0]), now=0.0)
     assert ex.replace(trajectory, now=1.0) == Rejection(kind, reason)
     np.testing.assert_allclose(ex.command(0.0), [0.0, 0.0])
@@ -146,7 +147,7 @@ def test_malformed_trajectories_are_rejected_with_a_kind_and_change_nothing(
 
 
 def test_default_joint_names_are_the_sims():
-    ex = TrajectoryExecutor(np.zeros(7))
+    ex = TrajectoryExecutor(np.zeros(7), controller=REPLACEMENT)
     assert ex.joint_names == JOINT_NAMES
 
 
@@ -155,7 +156,7 @@ LIMITS = (np.array([[-1.0, 1.0], [-1e3, 1e3]]), np.array([2.0, 1e4]))
 
 
 def test_points_outside_the_limits_are_counted_at_take_over_as_a_controller_would():
-    ex = TrajectoryExecutor(np.zeros(2), NAMES, LIMITS)
+    ex = TrajectoryExecutor(np.zeros(2), NAMES, LIMITS, controller=REPLACEMENT)
     ex.command(0.0)
     # Into 0.15 from 0 over 0.1 s (1.5/s): fine; 0.5 (3.5/s) and 1.5 (10/s) too fast; 1.5
     # and 1.4 outside [-1, 1]; back to 1.4 (1/s) fine.
@@ -178,7 +179,7 @@ def test_points_outside_the_limits_are_counted_at_take_over_as_a_controller_woul
 
 
 def test_counting_changes_no_command_and_a_reset_at_the_tick_has_no_first_step():
-    ex = TrajectoryExecutor(np.zeros(2), NAMES, LIMITS)
+    ex = TrajectoryExecutor(np.zeros(2), NAMES, LIMITS, controller=REPLACEMENT)
     ex.reset(np.zeros(2), time=1.0)
     ex.replace(_traj(1.0, [0.0, 0.1], [0.9, 3.0]), now=1.0)  # 0.9 at the reset's own tick
     np.testing.assert_allclose(_run(ex, [1.0, 1.05, 1.1]), [0.9, 1.95, 3.0], atol=1e-12)
@@ -186,21 +187,21 @@ def test_counting_changes_no_command_and_a_reset_at_the_tick_has_no_first_step()
 
 
 def test_the_sim_arms_limits_are_the_default_and_other_joints_are_unbounded():
-    ex = TrajectoryExecutor(np.zeros(7))
+    ex = TrajectoryExecutor(np.zeros(7), controller=REPLACEMENT)
     ex.command(0.0)
     point = np.zeros(7)
     point[1] = 1.95  # joint_2 stops at 1.9; reached in 2 s at 0.975 rad/s (limit 1.2)
     ex.replace(Trajectory(JOINT_NAMES, 0.0, [2.0], [point]), now=0.0)
     assert ex.command(2.0)[1] == pytest.approx(1.95)  # commanded as sent: the servo clips
     assert ex.violations == LimitViolations(trajectories=1, position=1, velocity=0)
-    gripper = TrajectoryExecutor(np.zeros(7))
+    gripper = TrajectoryExecutor(np.zeros(7), controller=REPLACEMENT)
     gripper.command(0.0)
     shut = np.zeros(7)
     shut[GRIPPER] = 1.0  # open to closed in one 50 ms step (20 /s; its servo does 2 /s)
     gripper.replace(Trajectory(JOINT_NAMES, 0.05, [0.0], [shut]), now=0.0)
     gripper.command(0.05)
     assert gripper.violations == LimitViolations()  # a setpoint, not a rate-bound command
-    other = TrajectoryExecutor(np.zeros(2), ("joint_2", "other"))
+    other = TrajectoryExecutor(np.zeros(2), ("joint_2", "other"), controller=REPLACEMENT)
     other.command(0.0)
     other.replace(Trajectory(("joint_2", "other"), 0.0, [1.0], [[1.0, 99.0]]), now=0.0)
     other.command(1.0)
@@ -209,7 +210,9 @@ def test_the_sim_arms_limits_are_the_default_and_other_joints_are_unbounded():
 
 def test_limits_of_the_wrong_shape_are_refused_in_one_line():
     with pytest.raises(ValueError, match=r"limits must be position \[2, 2\] and velocity \[2\]"):
-        TrajectoryExecutor(np.zeros(2), NAMES, (np.zeros((7, 2)), np.zeros(7)))
+        TrajectoryExecutor(
+            np.zeros(2), NAMES, (np.zeros((7, 2)), np.zeros(7)), controller=REPLACEMENT
+        )
 
 
 def _feed(meter, commands, takeover_at=None, takeover=None):

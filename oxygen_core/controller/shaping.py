@@ -48,6 +48,7 @@ from oxygen_core.clock import NS_PER_S
 
 ControllerModel = Literal["jtc", "jtc_replacement", "none"]
 CONTROLLER_MODELS: tuple[ControllerModel, ...] = typing.get_args(ControllerModel)
+Segments = Literal["linear", "cubic"]  # how the controller moves between two points
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +70,11 @@ def check_model(model: str) -> ControllerModel:
             f"unknown controller_model {model!r}; choose {', '.join(CONTROLLER_MODELS)}"
         )
     return typing.cast(ControllerModel, model)
+
+
+def segments(model: ControllerModel) -> Segments:
+    """How `model` moves between the points the node sends it: "jtc" gets velocities."""
+    return "cubic" if model == "jtc" else "linear"
 
 
 def for_controller(

@@ -12,6 +12,12 @@ first point) and the acceleration between consecutive steps, the seam's too when
 lead has two rows (its last step is the velocity the robot has at the start; without it
 the first step's acceleration is not judged, and the start jump bounds it).
 
+A controller that runs cubic segments (`segments="cubic"`: the Jazzy joint_trajectory_
+controller given velocities, oxygen_core.controller.shaping) moves between the points
+along Hermite cubics through their central-difference velocities, which can be faster
+between two points than either step: the velocity and acceleration checked are then each
+segment's exact largest (shaping.hermite_peaks), from the lead's last row on.
+
 The policy says what to do with a chunk that breaks a bound, per kind of bound:
 
 - `reject`: nothing is sent; the caller holds the robot where it is.
@@ -43,6 +49,7 @@ from typing import Literal
 
 import numpy as np
 
+from oxygen_core.controller.shaping import Segments, grid_velocities, hermite_peaks
 from oxygen_core.safety.limits import JointLimits
 
 Policy = Literal["clamp", "slow", "reject"]
@@ -88,15 +95,21 @@ class ChunkGate:
     """Checks chunks against one robot's `JointLimits` on its control grid, under one policy."""
 
     def __init__(
-        self, limits: JointLimits, policy: Policy, period_s: float, max_stretch: float = 10.0
+        self,
+        limits: JointLimits,
+        policy: Policy,
+        period_s: float,
+        max_stretch: float = 10.0,
+        segments: Segments = "linear",
     ) -> None:
+        """segments: how the controller moves between the points (module docstring)."""
         if policy not in POLICIES:
             raise ValueError(f"unknown gate policy {policy!r}; choose {', '.join(POLICIES)}")
         if not period_s > 0 or not max_stretch >= 1:
             raise ValueError(
                 f"gate needs period_s > 0 and max_stretch >= 1, got {period_s}, {max_stretch}"
             )
-        self.limits, self.policy = limits, policy
+        self.limits, self.policy, self.segments = limits, policy, segments
         self.period_s, self.max_stretch = period_s, max_stretch
 
     def check(
@@ -173,7 +186,12 @@ class ChunkGate:
         return Finding("position", name, int(point), value, bound, detail)
 
     def _speed(self, positions: np.ndarray, lead: np.ndarray) -> tuple[Finding, ...]:
-        velocity, acceleration = _derivatives(positions, lead, self.period_s)
+        if self.segments == "cubic":
+            velocity, acceleration = _cubic_peaks(positions, lead, self.period_s)
+            first_acceleration = 0  # the segment into point 0 has one too
+        else:
+            velocity, acceleration = _derivatives(positions, lead, self.period_s)
+            first_acceleration = 2 - len(lead)  # the seam's (point 0) with a 2-row lead
         found = (
             self._worst("velocity", np.abs(velocity), self.limits.velocity, "velocity"),
             self._worst(
@@ -181,7 +199,7 @@ class ChunkGate:
                 np.abs(acceleration),
                 self.limits.acceleration,
                 "acceleration",
-                first_point=2 - len(lead),  # the seam's (point 0) when the lead has 2 rows
+                first_point=first_acceleration,
             ),
         )
         return tuple(f for f in found if f is not None)
@@ -219,6 +237,18 @@ def _derivatives(
     2-row lead, [H-1, J] from row 1 with one row."""
     steps = np.diff(np.concatenate([lead, positions]), axis=0) / period_s
     return steps[len(lead) - 1 :], np.diff(steps, axis=0) / period_s
+
+
+def _cubic_peaks(
+    positions: np.ndarray, lead: np.ndarray, period_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per point [H, J], the largest |velocity| and |acceleration| of the cubic segment into
+    it, from the lead's last row, through the path's central-difference velocities."""
+    path = np.concatenate([lead, positions])
+    velocities = grid_velocities(path, period_s, None)[len(lead) - 1 :]
+    knots = path[len(lead) - 1 :]
+    v, a = hermite_peaks(knots[:-1], velocities[:-1], knots[1:], velocities[1:], period_s)
+    return v, a
 
 
 def _grown(stretch: float) -> Iterator[float]:

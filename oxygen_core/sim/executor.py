@@ -3,15 +3,16 @@
 The node under test publishes `trajectory_msgs/JointTrajectory` chunks, and a real robot
 would run them with ros2_control's joint_trajectory_controller. Two models of it:
 
-- `controller="jtc"`: the controller as released for Jazzy and Kilted (rules and sources in
-  `oxygen_core.controller.jtc`): a message replaces what ran at the first update after it arrives,
-  starting from the measured joints (`command(t, measured)`), a zero stamp meaning that
-  update; segments are linear, cubic or quintic by what the points carry; each update
-  commands the sample one period ahead;
-- `controller="jtc_replacement"` (the default until the figures are re-measured under
-  "jtc"): the ROS 1 controller's trajectory replacement, as ros2_controllers documents it
-  (doc/trajectory.rst, kilted 123-173; master implemented it as a deferral in PR 2401 and
-  now splices at arrival, PR 2419, see `oxygen_core.controller.jtc`). It ignores `measured` and
+- `controller="jtc"` (the default): the controller as released for Jazzy and Kilted (rules
+  and sources in `oxygen_core.controller.jtc`): a message replaces what ran at the first
+  update after it arrives, starting from the measured joints (`command(t, measured)`, and
+  their velocities with a velocity state interface), a zero stamp meaning that update;
+  segments are linear, cubic or quintic by what the points carry; each update commands
+  the sample one period ahead;
+- `controller="jtc_replacement"`: the ROS 1 controller's trajectory replacement, as
+  ros2_controllers documents it (doc/trajectory.rst, kilted 123-173; master implemented it
+  as a deferral in PR 2401 and now splices at arrival, PR 2419, see
+  `oxygen_core.controller.jtc`). It ignores `measured` and
   any velocities or accelerations:
 
   - a trajectory starts at its `start` time (the message's header stamp; the ROS side maps
@@ -64,7 +65,7 @@ Controller = Literal["jtc", "jtc_replacement"]
 CONTROLLERS: tuple[Controller, ...] = ("jtc", "jtc_replacement")
 # Every closed-loop figure so far was measured under it; "jtc" becomes the default with
 # the re-measurement (docs/DESIGN.md section 13).
-DEFAULT_CONTROLLER: Controller = "jtc_replacement"
+DEFAULT_CONTROLLER: Controller = "jtc"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +166,8 @@ class TrajectoryExecutor:
         initial: np.ndarray,
         joint_names: tuple[str, ...] = JOINT_NAMES,
         limits: tuple[np.ndarray, np.ndarray] | None = None,
-        controller: Controller = DEFAULT_CONTROLLER,
+        *,
+        controller: Controller,
         jtc: JtcParams | None = None,
     ) -> None:
         """limits: (position [D, 2] low/high, velocity [D]) in `joint_names` order; None: the

@@ -17,8 +17,11 @@ Given the arm's joint limits, every released chunk goes through the chunk gate a
 node (`oxygen_core.safety.guard.ChunkGuard`, the frame loop's code path), from the
 frame's measured joints: the gate's rows are sent and are what the timeline says runs; a
 rejected chunk sends nothing (the arm runs the chunk before); `max_rejections` in a row
-send a hold (one row at the measured joints) and the next frame hands over from nothing.
-The episode's `GateTally` says what the gate did.
+send a hold (a stop from the measured joints and velocity) and the next frame hands over
+from nothing. The episode's `GateTally` says what the gate did. The controller gets the
+rows shaped as the node's ~/joint_trajectory for the same `controller` (oxygen_core.
+controller.shaping: under "jtc", the rows it can meet from where the arm is at arrival,
+with velocities and a stop at the end; `Outcome.refused` counts chunks that had none).
 
 What is measured, per family: success rate; for the finished texts, whether a narration
 names the target object's colour and shape, and whether a text ended at EOS (not at its
@@ -37,6 +40,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from oxygen_core.clock import NS_PER_S
+from oxygen_core.controller import shaping
+from oxygen_core.controller.shaping import Shaped
 from oxygen_core.engine.engine import Engine
 from oxygen_core.engine.timeline import ChunkTimeline, Release, Takeover
 from oxygen_core.observation import Observation
@@ -107,28 +113,48 @@ class Outcome:
     plans: tuple[bool, ...] = ()  # per frame of a two-stage policy: its plan was right
     gate: GateTally | None = None  # what the chunk gate did; None without limits
     limits: LimitViolations = LimitViolations()  # commanded points the sim's arm refuses
+    refused: int = 0  # gated chunks with no trajectory the controller could meet
 
 
 class _Link:
-    """Chunks on their way to the controller: each reaches it `delay` ticks after its frame."""
+    """Chunks on their way to the controller: each reaches it `delay` ticks after its frame,
+    shaped for it as the node shapes ~/joint_trajectory (oxygen_core.controller.shaping)."""
 
-    def __init__(self, executor: TrajectoryExecutor, delay: int, dt: float) -> None:
-        self.executor, self.delay, self.dt = executor, delay, dt
+    def __init__(self, executor: TrajectoryExecutor, controller: Controller, delay: int, dt: float):
+        self.executor, self.controller, self.delay, self.dt = executor, controller, delay, dt
+        self.period_ns = round(dt * NS_PER_S)
         self._transit: list[tuple[int, Trajectory]] = []
+        self._measured: np.ndarray | None = None  # the arm's joints at the last command
+        self.velocity = np.zeros(len(JOINT_NAMES))  # the arm's, as a JointState carries it
+        self.refused = 0  # gated chunks with no trajectory the controller could meet
 
-    def send(self, tick: int, first_row_tick: int, rows: np.ndarray) -> None:
-        times = np.arange(len(rows)) * self.dt
-        trajectory = Trajectory(JOINT_NAMES, first_row_tick * self.dt, times, rows)
+    def arrival_ns(self, tick: int) -> int:
+        """When a trajectory sent at `tick` is taken over."""
+        return (tick + self.delay) * self.period_ns
+
+    def send(self, tick: int, shaped: Shaped, on_arrival: bool = False) -> None:
+        """`shaped` on its way; on_arrival: its zero stamp means the controller's update at
+        arrival (a hold), as ROS reads it (sim time 0 is a time like any other here)."""
+        start = shaped.stamp_ns / NS_PER_S
+        if on_arrival and self.controller != "jtc":  # "jtc" reads start 0.0 so itself
+            start = self.arrival_ns(tick) / NS_PER_S
+        trajectory = Trajectory(
+            JOINT_NAMES, start, shaped.times, shaped.positions, shaped.velocities
+        )
         self._transit.append((tick + self.delay, trajectory))
 
     def command(self, tick: int, measured: np.ndarray) -> np.ndarray:
         """The controller's command at `tick`, after delivering what has arrived; measured:
-        the arm's joints now (where a "jtc" controller starts a new trajectory)."""
+        the arm's joints now (where a "jtc" controller starts a new trajectory, at the
+        velocity since the last tick: a velocity state interface)."""
+        if self._measured is not None:
+            self.velocity = (measured - self._measured) / self.dt
+        self._measured = np.array(measured, np.float64)
         while self._transit and self._transit[0][0] <= tick:
             rejection = self.executor.replace(self._transit.pop(0)[1], now=tick * self.dt)
             if rejection is not None:
                 raise RuntimeError(f"the engine's chunk was rejected: {rejection.reason}")
-        return self.executor.command(tick * self.dt, measured)
+        return self.executor.command(tick * self.dt, measured, self.velocity)
 
 
 def run_episode(
@@ -158,13 +184,14 @@ def run_episode(
     world = task.new_world() if world is None else world
     engine.reset()
     dt = 1.0 / control_hz
-    link = _Link(TrajectoryExecutor.of(world.joints, controller, dt), link_delay, dt)
+    executor = TrajectoryExecutor.of(world.joints, controller, dt)
+    link = _Link(executor, controller, link_delay, dt)
     meter = SeamMeter(dt, gripper=GRIPPER)
     texts: list[Text] = []
     gaps: list[np.ndarray] = []  # per frame: [arm, gripper] of the overlap
     plans: list[bool] = []  # per frame: the plan named the target's cell (and bowl's)
     timeline = ChunkTimeline(dt, engine.cfg.chunk_handover, engine.delay)
-    guard = _guard(limits, gate_policy, dt, max_rejections)
+    guard = _guard(limits, gate_policy, dt, max_rejections, controller)
     steps = int(round(task.time_limit * control_hz))
     steps = steps if max_steps is None else min(steps, max_steps)
     success = False
@@ -183,8 +210,9 @@ def run_episode(
             release = timeline.release(takeover, action, cold_delay=link_delay)
             if guard is not None:
                 release = _gated(guard, release, obs.state, step, link, timeline)
-            if release is not None:
-                link.send(step, release.row0_ns // timeline.period_ns, release.rows)
+            shaped = None if release is None else _shaped(release, obs.state, step, link, guard)
+            if shaped is not None:
+                link.send(step, shaped)
                 timeline.commit(release, time.perf_counter() - start_s)
             for event in engine.language().events:
                 if event.finished:
@@ -210,17 +238,23 @@ def run_episode(
         plans=tuple(plans),
         gate=None if guard is None else guard.tally,
         limits=link.executor.violations,
+        refused=link.refused,
     )
 
 
 def _guard(
-    limits: JointLimits | None, policy: Policy, dt: float, max_rejections: int
+    limits: JointLimits | None,
+    policy: Policy,
+    dt: float,
+    max_rejections: int,
+    controller: Controller,
 ) -> ChunkGuard | None:
     if limits is None:
         return None
     if tuple(limits.names) != JOINT_NAMES:
         raise ValueError(f"the gate's joints {limits.names} are not the arm's {JOINT_NAMES}")
-    return ChunkGuard(ChunkGate(limits, policy, dt), max_rejections)
+    gate = ChunkGate(limits, policy, dt, segments=shaping.segments(controller))
+    return ChunkGuard(gate, max_rejections)
 
 
 def _gated(
@@ -236,9 +270,33 @@ def _gated(
     forgets the running chunk (the node's FrameLoop does so)."""
     screened = guard.screen(release, state)
     if screened.trips:
-        link.send(step, step + link.delay, np.asarray(state, np.float64)[None])
+        acceleration = guard.gate.limits.acceleration
+        link.send(step, shaping.stop(state, link.velocity, acceleration, link.dt), on_arrival=True)
         timeline.reset()
     return screened.release
+
+
+def _shaped(
+    release: Release, state: np.ndarray, step: int, link: _Link, guard: ChunkGuard | None
+) -> Shaped | None:
+    """The trajectory the controller gets of `release`, as the node's FrameLoop makes it
+    (shaped and screened from the measured state); None, counted, when none can be met."""
+    limits = None if guard is None else guard.gate.limits
+    shaped = shaping.met(
+        link.controller,
+        release.rows,
+        release.row0_ns,
+        link.dt,
+        arrival_ns=link.arrival_ns(step),
+        before=None if release.lead is None else release.lead[-1],
+        start=state,
+        start_velocity=link.velocity,
+        limits=None if limits is None else (limits.velocity, limits.acceleration),
+    )
+    if isinstance(shaped, Shaped):
+        return shaped
+    link.refused += 1
+    return None
 
 
 def _overlap_gap(new: np.ndarray, takeover: Takeover, rows: int) -> np.ndarray:

@@ -54,7 +54,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_core.clock import NS_PER_S
 from oxygen_core.sim import baselines
-from oxygen_core.sim.arm import GRIPPER
+from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES
 from oxygen_core.sim.executor import CONTROLLERS, DEFAULT_CONTROLLER, Controller, TrajectoryExecutor
 from oxygen_core.sim.expert import Expert
 from oxygen_core.sim.outcome import Outcome
@@ -160,6 +160,9 @@ class _Episode:
     end_ns: int | None = None  # set when the episode is over
     settling: int = 0  # reset ticks left before the policy is switched on
     next_instruction_ns: int = 0  # the instruction goes out again at the first tick from here
+    # The arm's joint velocities over the last world step: what its JointState carries and
+    # what a "jtc" controller with a velocity state interface starts a trajectory from.
+    velocity: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(len(JOINT_NAMES)))
 
 
 class SimLoop:
@@ -236,9 +239,11 @@ class SimLoop:
         if success or ep.steps >= ep.max_steps:
             ep.success, ep.end_ns = success, t
         else:
-            command = self.executor.command(t / NS_PER_S, ep.world.joints)
+            command = self.executor.command(t / NS_PER_S, ep.world.joints, ep.velocity)
             ep.seams.observe(command, self.executor.last_takeover)
+            before = ep.world.joints.copy()
             ep.world.step(command, self._dt)
+            ep.velocity = (ep.world.joints - before) / self._dt
             ep.steps += 1
 
     def _settle(self, ep: _Episode, t: int) -> None:
@@ -316,7 +321,8 @@ class SimLoop:
     # ------------------------------------------------------------------ tick parts
 
     def _publish_sensors(self, ep: _Episode, t: int) -> None:
-        self._port.publish("joint_states", m.joint_state_msg(ep.world.joints, t), t)
+        joint_state = m.joint_state_msg(ep.world.joints, t, ep.velocity)
+        self._port.publish("joint_states", joint_state, t)
         if self.ticks % self.cfg.camera_every == 0:
             for camera in m.CAMERAS:
                 begin = time.perf_counter()

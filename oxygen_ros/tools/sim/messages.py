@@ -87,10 +87,16 @@ def image_msg(pixels: np.ndarray, time: int, frame_id: str) -> Image:
     return convert.rgb8_image_msg(pixels, stamp=ns_to_stamp(time), frame_id=frame_id)
 
 
-def joint_state_msg(positions: np.ndarray, time: int) -> JointState:
-    """The arm's joint positions (JOINT_NAMES order) stamped `time` (ns)."""
+def joint_state_msg(
+    positions: np.ndarray, time: int, velocities: np.ndarray | None = None
+) -> JointState:
+    """The arm's joint positions (and velocities; JOINT_NAMES order) stamped `time` (ns)."""
     return convert.joint_state_msg(
-        JOINT_NAMES, positions, stamp=ns_to_stamp(time), frame_id="base_link"
+        JOINT_NAMES,
+        positions,
+        stamp=ns_to_stamp(time),
+        frame_id="base_link",
+        velocities=velocities,
     )
 
 
