@@ -135,9 +135,10 @@ class _Link:
     def send(self, tick: int, shaped: Shaped, on_arrival: bool = False) -> None:
         """`shaped` on its way; on_arrival: its zero stamp means the controller's update at
         arrival (a hold), as ROS reads it (sim time 0 is a time like any other here)."""
-        start = shaped.stamp_ns / NS_PER_S
+        # In ticks times dt, the executor's clock here (stamps are on the tick grid).
+        start = shaped.stamp_ns / self.period_ns * self.dt
         if on_arrival and self.controller != "jtc":  # "jtc" reads start 0.0 so itself
-            start = self.arrival_ns(tick) / NS_PER_S
+            start = (tick + self.delay) * self.dt
         trajectory = Trajectory(
             JOINT_NAMES, start, shaped.times, shaped.positions, shaped.velocities
         )
