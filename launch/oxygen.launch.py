@@ -1,6 +1,7 @@
 """Start the oxygen lifecycle node and, unless autostart:=false, configure then activate it.
 
     ros2 launch oxygen_ros oxygen.launch.py params_file:=/path/robot.yaml use_sim_time:=false
+        [joint_trajectory_topic:=/arm_controller/joint_trajectory]
 
 The transitions are driven from here through lifecycle events (configure; on reaching
 `inactive`, activate), so the node's own `autostart` parameter is forced off: the launch
@@ -89,6 +90,9 @@ def generate_launch_description() -> LaunchDescription:
                 "autostart": False,
             },
         ],
+        # One trajectory controller without controllers.<name>.topic in the params: point
+        # ~/joint_trajectory at its input (the default leaves it where it is).
+        remappings=[("~/joint_trajectory", LaunchConfiguration("joint_trajectory_topic"))],
         on_exit=_on_node_exit,
     )
     activate_when_inactive = RegisterEventHandler(
@@ -115,6 +119,11 @@ def generate_launch_description() -> LaunchDescription:
                 "autostart", default_value="true", description="Configure, then activate."
             ),
             DeclareLaunchArgument("namespace", default_value="", description="Node namespace."),
+            DeclareLaunchArgument(
+                "joint_trajectory_topic",
+                default_value="~/joint_trajectory",
+                description="Where ~/joint_trajectory goes, e.g. /arm_controller/joint_trajectory.",
+            ),
             node,
             activate_when_inactive,
             *fail_when_a_transition_fails,

@@ -188,20 +188,20 @@ class FrameLoop:
             return False
         self._held.set()
         sent = False
-        for name, msg in messages:
-            sent = self._out.publish(name, msg) or sent
+        for name, msg, controller in messages:
+            sent = self._out.publish(name, msg, controller) or sent
         if sent:
             self._standing = True
             self._stats.held(reason)
             self._warn(f"hold {reason}", f"holding the robot where it is: {reason}")
         return sent
 
-    def _hold_messages(self, reason: str) -> list[tuple[str, Any]]:
-        """(output, message) of a hold on each controller output the node has."""
+    def _hold_messages(self, reason: str) -> list[tuple[str, Any, str | None]]:
+        """(output, message, controller) of a hold on each controller output the node has."""
         names, messages = self._layout.action_names, []
         if self._cfg.command_chunk:
             stop = stop_chunk_msg(names, len(names), control_period_s=self._cfg.control_period_s)
-            messages.append((topics.COMMAND_CHUNK, stop))
+            messages.append((topics.COMMAND_CHUNK, stop, None))
         if self._cfg.joint_trajectory:
             positions = self._assembler.measured_positions(names)
             velocities = self._assembler.measured_velocities(names)
@@ -212,8 +212,23 @@ class FrameLoop:
             else:
                 deceleration = None if self._rates is None else self._rates[1]
                 stop = shaping.stop(positions, velocities, deceleration, self._cfg.control_period_s)
-                messages.append((topics.JOINT_TRAJECTORY, shaped_trajectory_msg(names, stop)))
+                messages.extend(self._trajectories(stop))
         return messages
+
+    def _trajectories(self, shaped: Shaped) -> list[tuple[str, Any, str | None]]:
+        """(output, JointTrajectory, controller) of `shaped` for each trajectory controller
+        (the layout's parts, same stamp and times), or the one of every joint."""
+        names = self._layout.action_names
+        if not self._layout.parts:
+            return [(topics.JOINT_TRAJECTORY, shaped_trajectory_msg(names, shaped), None)]
+        return [
+            (
+                topics.JOINT_TRAJECTORY,
+                shaped_trajectory_msg(part.controller.joints, part.of(shaped)),
+                part.controller.name,
+            )
+            for part in self._layout.parts
+        ]
 
     def overrun(self, tick_ns: int) -> None:
         """A tick the worker could not take because a frame still runs (a stalled engine,
@@ -289,7 +304,8 @@ class FrameLoop:
         if published and self._cfg.command_chunk:
             self._out.publish(topics.COMMAND_CHUNK, msg)
         if published and trajectory is not None:
-            self._out.publish(topics.JOINT_TRAJECTORY, shaped_trajectory_msg(names, trajectory))
+            for name, msg, controller in self._trajectories(trajectory):
+                self._out.publish(name, msg, controller)
         if published:
             self._standing = False  # a chunk runs: the outage, if any, is over
             self._stats.chunk_published(at_s=now_s, latency_s=latency_s, deadline_met=met)

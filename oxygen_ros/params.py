@@ -43,6 +43,7 @@ from oxygen_core.config import (
     RobotConfig,
 )
 from oxygen_core.controller.shaping import CONTROLLER_MODELS
+from oxygen_core.controller.split import ControllerJoints, Part, split
 from oxygen_core.engine.compile_cache import DEFAULT_DIR as COMPILE_CACHE_DIR
 from oxygen_core.engine.types import (
     DEFAULT_STREAMS,
@@ -134,6 +135,14 @@ class NodeConfig:
         "(its master branch's trajectory replacement), none (rows as released, positions "
         "only, for the user's own code).",
         choices=CONTROLLER_MODELS,
+    )
+    controller_names: tuple[str, ...] = parameter(
+        (),
+        "Trajectory controllers the action joints are split over, one trajectory each with "
+        "the same stamp; each has controllers.<name>.topic (default /<name>/joint_trajectory, "
+        "the controller's own) and controllers.<name>.joints (declared at start-up). Empty: "
+        "every action joint on ~/joint_trajectory.",
+        read_only=True,
     )
     controller_lead_s: float = parameter(
         0.01,
@@ -244,12 +253,16 @@ class NodeConfig:
         "publishers): true = stop.",
     )
 
+    # Filled from controllers.<name>.* (not a parameter itself), as streams are.
+    controllers: tuple[ControllerJoints, ...] = ()
+
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
-            _check_field(field, getattr(self, field.name))
+            if is_parameter(field):
+                _check_field(field, getattr(self, field.name))
         if not self.camera_topics:
             raise ConfigError("camera_topics is empty: the model needs at least one camera")
-        for name in ("joint_names", "action_names", "stream_names"):
+        for name in ("joint_names", "action_names", "stream_names", "controller_names"):
             values = getattr(self, name)
             repeated = sorted({v for v in values if values.count(v) > 1})
             if repeated:
@@ -329,6 +342,11 @@ def declare_parameters(node: Node) -> None:
             meta = {"doc": doc, "span": span, "choices": choices}
             value = getattr(default, key)
             _declare(node, f"streams.{name}.{key}", value, type(value), meta)
+    for name in dict.fromkeys(_read(node, "controller_names", (), None)):
+        for key, (doc, default, hint) in _CONTROLLER_FIELDS.items():
+            meta = {"doc": doc, "span": None, "choices": ()}
+            value = default.format(name=name) if isinstance(default, str) else default
+            _declare(node, f"controllers.{name}.{key}", value, hint, meta)
     robot = node.get_parameter("robot").value
     for key, field in robot_spec.FIELDS.items():
         hint = robot_spec.FIELD_TYPES[key]
@@ -343,7 +361,8 @@ def declare_parameters(node: Node) -> None:
 def read_settings(node: Node) -> Settings:
     """Read all parameters into configs; raise ConfigError naming a bad parameter."""
     node_values = {f.name: _read(node, f.name, f.default, hint) for f, hint in _fields(NodeConfig)}
-    cfg = NodeConfig(**node_values)
+    controllers = tuple(_read_controller(node, n) for n in node_values["controller_names"])
+    cfg = NodeConfig(**node_values, controllers=controllers)
     engine_values = {
         f.name: _read(node, f.name, f.default, hint) for f, hint in _fields(EngineConfig)
     }
@@ -391,6 +410,8 @@ class ChunkLayout:
 
     horizon: int
     action_names: tuple[str, ...]  # empty when the columns have no names
+    # One per trajectory controller (controller_names); empty: one trajectory of them all
+    parts: tuple[Part, ...] = ()
 
 
 def fit_to_model(cfg: NodeConfig, model: ModelConfig, robot: RobotConfig) -> ChunkLayout:
@@ -424,7 +445,11 @@ def fit_to_model(cfg: NodeConfig, model: ModelConfig, robot: RobotConfig) -> Chu
             f"joint_trajectory needs action_names: robot {robot.name!r} has action_dim "
             f"{robot.action_dim} but {len(cfg.joint_names)} joint_names"
         )
-    return ChunkLayout(horizon=horizon, action_names=names)
+    try:
+        parts = split(names, cfg.controllers) if cfg.joint_trajectory and cfg.controllers else ()
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    return ChunkLayout(horizon=horizon, action_names=names, parts=parts)
 
 
 def commanded_names(cfg: NodeConfig, robot: RobotConfig) -> tuple[str, ...]:
@@ -446,6 +471,27 @@ def check_delay(cfg: NodeConfig, engine: EngineConfig, model: ModelConfig) -> No
             f"rtc_delay_steps={delay} + execute_horizon={cfg.execute_horizon} exceeds the "
             f"model's horizon {model.action_horizon}: the chunk would run out before the next"
         )
+
+
+# controllers.<name>.<field>: (description, default, type); "{name}" is the controller's.
+_CONTROLLER_FIELDS: dict[str, tuple[str, Any, Any]] = {
+    "topic": (
+        "Topic of this controller's trajectory_msgs/JointTrajectory input.",
+        "/{name}/joint_trajectory",
+        str,
+    ),
+    "joints": ("The action joints this controller owns, in its order.", (), tuple[str, ...]),
+}
+
+
+def _read_controller(node: Node, name: str) -> ControllerJoints:
+    """One controller's parameters."""
+    prefix = f"controllers.{name}."
+    topic = _read(node, prefix + "topic", f"/{name}/joint_trajectory", str)
+    joints = _read(node, prefix + "joints", (), tuple)
+    if not topic:
+        raise ConfigError(f"{prefix}topic is empty")
+    return ControllerJoints(name, topic, tuple(joints))
 
 
 def _default_stream(name: str) -> StreamConfig:

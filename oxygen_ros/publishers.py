@@ -68,9 +68,9 @@ class LifecyclePublishers:
     def destroy(self) -> None:
         """The controller's subscribers get the last hold before its publisher goes (a
         reliable sample the writer still holds dies with it), waiting at most _ACK_WAIT."""
-        controller = self._publishers.get((topics.JOINT_TRAJECTORY, None))
-        if controller is not None:
-            controller.wait_for_all_acked(_ACK_WAIT)
+        for (name, _), publisher in self._publishers.items():
+            if name == topics.JOINT_TRAJECTORY:  # one per trajectory controller
+                publisher.wait_for_all_acked(_ACK_WAIT)
         for publisher in self._publishers.values():
             self._node.destroy_lifecycle_publisher(publisher)
         self._publishers.clear()

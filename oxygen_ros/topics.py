@@ -61,6 +61,7 @@ class Output:
     doc: str  # the README's "type" column after the message type
     deadline: bool = False  # QoS deadline of qos_deadline_factor frame periods (every chunk)
     per_stream: bool = False  # one topic per language stream
+    per_controller: bool = False  # one topic per controllers.<name> when any are set
     when: str | None = None  # NodeConfig bool field that switches the output on
 
     @property
@@ -83,9 +84,10 @@ OUTPUTS: tuple[Output, ...] = (
         "~/joint_trajectory",
         JointTrajectory,
         1,
-        "points at the control period",
+        "points at the control period, shaped for `controller_model`",
         deadline=True,
         when="joint_trajectory",
+        per_controller=True,
     ),
     Output(
         COMMAND_CHUNK,
@@ -116,7 +118,7 @@ OUTPUTS: tuple[Output, ...] = (
     ),
 )
 
-Key = tuple[str, "str | None"]  # (output name, stream or None)
+Key = tuple[str, "str | None"]  # (output name, stream or controller name, or None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +126,7 @@ class Topic:
     """One output topic of a configured node: a row of the table made concrete."""
 
     output: Output
-    stream: str | None
+    stream: str | None  # the language stream, or the controller, of a per-* output
     topic: str  # as in the table (relative); resolve it against the node for a full name
 
     @property
@@ -136,6 +138,9 @@ def output_topics(cfg: Any) -> Iterator[Topic]:
     """Every topic a node with NodeConfig `cfg` publishes, in table order."""
     for output in OUTPUTS:
         if output.when is not None and not getattr(cfg, output.when):
+            continue
+        if output.per_controller and cfg.controllers:
+            yield from (Topic(output, c.name, c.topic) for c in cfg.controllers)
             continue
         streams = cfg.stream_names if output.per_stream else (None,)
         for stream in streams:
@@ -153,6 +158,8 @@ def markdown_table(streams: tuple[str, ...]) -> str:
             topic += " (QoS deadline = `qos_deadline_factor` x frame period)"
         if o.when is not None:
             topic += f" (if `{o.when}`)"
+        if o.per_controller:
+            topic += ", or one per `controllers.<name>.topic`"
         package, _, name = o.msgtype.split("/")
         rows.append(f"| {topic} | `{package}/{name}` ({o.doc}) |")
     return "\n".join(rows)

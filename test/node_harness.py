@@ -184,7 +184,10 @@ class Probe(Node):
         streams: Sequence[str],
         target: str = "oxygen",
         sim_speed: float | None = None,
+        trajectories: Sequence[str] = (),
     ) -> None:
+        """trajectories: JointTrajectory topics to record besides ~/joint_trajectory (the
+        controllers' own, when the node splits its chunks over several)."""
         overrides = [] if sim_speed is None else [Parameter("use_sim_time", value=True)]
         super().__init__(f"{target}_probe", parameter_overrides=overrides)
         if sim_speed is not None:
@@ -205,6 +208,7 @@ class Probe(Node):
             "/diagnostics": DiagnosticArray,
             "/rosout": Log,
         }
+        topics.update(dict.fromkeys(trajectories, JointTrajectory))
         for stream in streams:
             topics[f"/{target}/{stream}"] = LanguageTokens
             topics[f"/{target}/{stream}/text"] = String

@@ -17,6 +17,7 @@ from diagnostic_msgs.msg import DiagnosticStatus
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Header
 
+from oxygen_core.controller.split import ControllerJoints, split
 from oxygen_core.engine.scheduler import Scheduler
 from oxygen_core.engine.types import (
     ActionResult,
@@ -194,6 +195,7 @@ def rig(
     max_rejections: int = 3,
     cfg: NodeConfig = CFG,
     velocity_cap: VelocityCap | None = None,
+    parts: tuple = (),
 ) -> Rig:
     clock = FakeClock()
     engine = FakeEngine(clock, act_s, handover=handover, delays=list(delays))
@@ -217,7 +219,7 @@ def rig(
         outputs=port,
         stats=stats,
         cfg=cfg,
-        layout=ChunkLayout(horizon=HORIZON, action_names=JOINTS),
+        layout=ChunkLayout(horizon=HORIZON, action_names=JOINTS, parts=parts),
         logger=log,
         clock=clock,
         gate=chunk_gate,
@@ -900,3 +902,26 @@ def test_a_hold_from_a_moving_joint_state_decelerates_within_the_limits():
     # a at 0.1 rad/s stops in 10 ms at 10 rad/s^2: one 20 ms period, at 5 rad/s^2.
     np.testing.assert_allclose(_points(hold), [(0.5, 0.1, 0), (0.501, 0.0, 20)])
     np.testing.assert_allclose([p.positions[1] for p in hold.points], [-0.5, -0.5])
+
+
+def test_each_trajectory_controller_gets_its_joints_with_the_same_stamp():
+    parts = split(
+        JOINTS, [ControllerJoints("arm_b", "/b", ("b",)), ControllerJoints("arm_a", "/a", ("a",))]
+    )
+    r = rig(act_s=[0.03], cfg=JTC, chunk_gate=chunk_gate(), parts=parts)
+    r.assembler.on_instruction("stack")
+    r.feed(a=0.0, b=0.0)
+    r.tick(10.0)
+    sent = [(stream, m) for n, stream, m in r.port.sent if n == topics.JOINT_TRAJECTORY]
+    assert [stream for stream, _ in sent] == ["arm_b", "arm_a"]
+    (_, b), (_, a) = sent
+    assert list(a.joint_names) == ["a"] and list(b.joint_names) == ["b"]
+    assert _ns(a.header.stamp) == _ns(b.header.stamp) == 10_060 * MS
+    assert [p.positions[0] for p in a.points] == [-p.positions[0] for p in b.points]
+    assert [p.time_from_start for p in a.points] == [p.time_from_start for p in b.points]
+    r.port.sent.clear()
+    assert r.loop.hold("e-stop")
+    assert [(n, stream) for n, stream, _ in r.port.sent] == [
+        (topics.JOINT_TRAJECTORY, "arm_b"),
+        (topics.JOINT_TRAJECTORY, "arm_a"),
+    ]

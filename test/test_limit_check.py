@@ -166,3 +166,29 @@ def test_the_check_computes_with_its_own_code_not_the_gates():
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "oxygen_core.safety.limits" in imported
     assert not {m for m in imported if m and m.startswith("oxygen_core.safety.gate")}
+
+
+def test_the_jtc_controller_model_counts_what_it_commands_update_by_update(tmp_path, capsys):
+    """At 10 Hz, from the joint state's 0: trajectory 0 takes over at 1.0 s and commands a
+    period ahead, 0.1 then 0.2 (1 /s). Trajectory 1 arrives at 1.15 s and takes over at 1.2
+    s, its point 0 (1.15 s) already past: mid-segment, 0.95 (between 0.6 at 1.25 s and 1.3
+    at 1.35 s, at 1.3 s), a step of 7.5 /s and 65 /s^2; then it holds 1.3, outside [-1, 1],
+    stepping 3.5 /s into it. Five updates, to the last point's time plus one."""
+    bag = str(_bag(tmp_path))
+    args = [bag, *_files(tmp_path), "--json", "--controller", "jtc", "--update-rate", "10"]
+    assert limit_check.main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["trajectories"], report["points"]) == (2, 5)
+    assert report["counts"] == {"position": 2, "velocity": 2, "acceleration": 1, "jump": 0}
+    worst = report["worst"]
+    assert [(f["time_ns"], f["value"]) for f in worst["velocity"]] == [
+        (1200 * MS, pytest.approx(7.5)),
+        (1300 * MS, pytest.approx(3.5)),
+    ]
+    assert [(f["trajectory"], f["point"], f["value"]) for f in worst["acceleration"]] == [
+        (1, 0, pytest.approx(65.0))
+    ]
+    assert sorted((f["time_ns"], round(f["value"], 9)) for f in worst["position"]) == [
+        (1300 * MS, 1.3),
+        (1400 * MS, 1.3),
+    ]

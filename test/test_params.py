@@ -109,7 +109,11 @@ def test_every_field_is_a_described_parameter_with_its_range():
     assert {"chunk_handover", "rtc_max_guidance", "rtc_delay_steps"} <= {
         f.name for f in engine_fields
     }
-    for field in [*dataclasses.fields(NodeConfig), *engine_fields]:
+    node_fields = [f for f in dataclasses.fields(NodeConfig) if "doc" in f.metadata]
+    assert {f.name for f in dataclasses.fields(NodeConfig)} - {f.name for f in node_fields} == {
+        "controllers"  # filled from controllers.<name>.*, as EngineConfig.streams
+    }
+    for field in [*node_fields, *engine_fields]:
         descriptor = node.describe_parameter(field.name)
         assert descriptor.description, field.name
         span = field.metadata["span"]

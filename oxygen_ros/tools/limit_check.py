@@ -2,6 +2,7 @@
 
     oxygen-limit-check BAG --params config/sim.yaml [--json] [--fail-on-violation]
     oxygen-limit-check BAG --urdf robot.urdf --limits joint_limits.yaml [--topic T]
+    oxygen-limit-check BAG --params config/sim.yaml --controller jtc [--update-rate HZ]
 
 An independent check of the controller output (the node's ~/joint_trajectory): it reads
 the limits as the node does (the URDF, then the params' `joint_limits` block, merged by
@@ -22,6 +23,10 @@ of joints over (the worst joint is what a finding names):
   commanded point included: the seam's acceleration);
 - jump: the first point against the latest JointState in the bag stamped at or before
   the trajectory's stamp, beyond max_jump (joints the state lacks are not compared).
+
+With `--controller jtc` (or jtc_replacement) the count is of what that controller would
+command instead, update by update, the segment from the state at each arrival included
+(oxygen_ros.tools.limit_sampling); jump is then not counted.
 
 A message on the reset topic (`--reset-topic`, by default the simulator's /sim/episode,
 one per finished episode, when the bag has it) says the robot was moved between two
@@ -49,9 +54,11 @@ import yaml
 
 from oxygen_core.clock import NS_PER_S
 from oxygen_core.safety.limits import JointLimits, limits_from_files
+from oxygen_core.sim.executor import CONTROLLERS, Trajectory
 from oxygen_ros import topics
 from oxygen_ros.convert import stamp_to_ns
 from oxygen_ros.tools.bagio import BagReadError, from_cdr, read_bag
+from oxygen_ros.tools.limit_sampling import Arrival, sampled
 
 KINDS = ("position", "velocity", "acceleration", "jump")
 TOLERANCE = 1e-9
@@ -69,6 +76,11 @@ class Commanded:
     positions: np.ndarray  # float64 [K, J]
     measured: dict[str, float] | None  # the latest joint state at or before its stamp
     after_reset: bool = False  # a reset came between the previous trajectory and this one
+    stamp_ns: int = 0  # its header stamp (a zero stamp: its log time)
+    arrival_ns: int = 0  # its log time: when a controller got it
+    zero_stamp: bool = False  # stamped zero: "on arrival"
+    velocities: np.ndarray | None = None  # float64 [K, J], when its points carry them
+    state_at_arrival: dict[str, float] | None = None  # the latest joint state by then
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,7 +243,8 @@ def read_trajectories(
         if message.topic == state_topic:
             states.append((stamp, dict(zip(msg.name, msg.position, strict=False))))
         elif msg.points:
-            trajectories.append(_commanded(len(trajectories), msg, stamp, states, reset))
+            commanded = _commanded(len(trajectories), msg, stamp, states, reset)
+            trajectories.append(_arrived(commanded, msg, message.time_ns, states))
             reset = False
     if not trajectories:
         raise ValueError(f"bag {bag} has no JointTrajectory with points on {topic}")
@@ -242,12 +255,46 @@ def _commanded(index: int, msg: Any, stamp: int, states: list, after_reset: bool
     measured = [s for t, s in states if t <= stamp]
     return Commanded(
         index=index,
+        stamp_ns=stamp,
         joint_names=tuple(msg.joint_names),
         times_ns=np.array([stamp + stamp_to_ns(p.time_from_start) for p in msg.points]),
         positions=np.array([list(p.positions) for p in msg.points], np.float64),
         measured=measured[-1] if measured else None,
         after_reset=after_reset,
     )
+
+
+def _arrived(traj: Commanded, msg: Any, arrival_ns: int, states: list) -> Commanded:
+    """`traj` with what a controller model needs: its arrival, stamp and velocities."""
+    carried = [list(p.velocities) for p in msg.points]
+    velocities = np.array(carried, np.float64) if all(carried) else None
+    by_then = [s for t, s in states if t <= arrival_ns]
+    return dataclasses.replace(
+        traj,
+        arrival_ns=arrival_ns,
+        zero_stamp=stamp_to_ns(msg.header.stamp) == 0,
+        velocities=velocities,
+        state_at_arrival=by_then[-1] if by_then else None,
+    )
+
+
+def arrivals(trajectories: Sequence[Commanded], controller: str) -> list[Arrival]:
+    """The trajectories as `controller`'s model receives them (limit_sampling)."""
+    return [_arrival(t, controller) for t in trajectories]
+
+
+def _arrival(traj: Commanded, controller: str) -> Arrival:
+    """A zero stamp stays zero for "jtc" (its take-over update); "jtc_replacement" gets
+    the arrival, as the sim node resolves it."""
+    start = 0.0 if traj.zero_stamp and controller == "jtc" else traj.stamp_ns / NS_PER_S
+    trajectory = Trajectory(
+        traj.joint_names,
+        start,
+        ((traj.times_ns - traj.stamp_ns) / NS_PER_S).tolist(),
+        traj.positions.tolist(),
+        None if traj.velocities is None else traj.velocities.tolist(),
+    )
+    return Arrival(traj.index, traj.arrival_ns, trajectory, traj.state_at_arrival, traj.after_reset)
 
 
 def resolved_topics(params: Path | None) -> tuple[str, str]:
@@ -311,6 +358,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a message on it marks a reset: the next trajectory has no previous command "
         f"(default {RESET_TOPIC}, the simulator's episode outcomes; '' for none)",
     )
+    parser.add_argument(
+        "--controller",
+        choices=("points", *CONTROLLERS),
+        default="points",
+        help="points: the points and the steps between them, as sent (default); jtc or "
+        "jtc_replacement: every sample that controller's model commands from them, the "
+        "segment from the state at each arrival included",
+    )
+    parser.add_argument(
+        "--update-rate",
+        type=float,
+        default=500.0,
+        help="the controller's update rate for --controller jtc/jtc_replacement (Hz)",
+    )
     parser.add_argument("--top", type=int, default=3, help="worst cases listed per kind")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
@@ -348,7 +409,14 @@ def _run(args: argparse.Namespace) -> tuple[Summary, str, JointLimits]:
                 f"trajectory {t.index} on {topic} names {list(t.joint_names)}, not {joints}"
             )
     limits = limits_from_files(joints, args.params, args.urdf, args.limits)
-    return Summary.of(trajectories, check(trajectories, limits), args.top), topic, limits
+    if args.controller == "points":
+        return Summary.of(trajectories, check(trajectories, limits), args.top), topic, limits
+    if not args.update_rate > 0:
+        raise ValueError(f"--update-rate must be > 0, got {args.update_rate}")
+    received = arrivals(trajectories, args.controller)
+    samples, updates = sampled(received, limits, args.controller, args.update_rate)
+    summary = Summary.of(trajectories, samples, args.top)
+    return dataclasses.replace(summary, points=updates), topic, limits
 
 
 if __name__ == "__main__":

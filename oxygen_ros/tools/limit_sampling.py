@@ -1,0 +1,172 @@
+"""What a trajectory controller commands from a bag's trajectories, update by update.
+
+`oxygen-limit-check --controller jtc` (or jtc_replacement) runs the bag's trajectories
+through the sim's model of that controller (`oxygen_core.sim.executor`, rules in
+`oxygen_core.controller.jtc`) at `--update-rate`, each handed over at its log time (its
+arrival) and taken over at the first update from then, and counts the commanded samples
+outside the limits:
+
+- position: a sample outside [min_position, max_position];
+- velocity: (c_k - c_{k-1}) / dt between two consecutive updates;
+- acceleration: the change of those velocities over dt.
+
+So the segment the controller runs from the state at each arrival, and the stop at the
+end of a trajectory, are counted with the rest, which the per-point count cannot see.
+The arm is taken to follow its command (the measured state at an update is the previous
+command, its velocity the last step's). Each run of trajectories between two resets
+(see limit_check) starts at rest at the latest JointState at or before its first arrival
+(the first trajectory's first point when there is none). A value counts when it exceeds
+its limit by more than 1e-9; once per sample and kind, the worst joint named, with
+`point` the number of updates since the running trajectory took over (0: its arrival's).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from oxygen_core.clock import NS_PER_S
+from oxygen_core.controller.jtc import JtcParams
+from oxygen_core.safety.limits import JointLimits
+from oxygen_core.sim.executor import Controller, Trajectory, TrajectoryExecutor
+
+TOLERANCE = 1e-9
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrival:
+    """One trajectory of the bag as the controller receives it."""
+
+    index: int  # its number on the topic, from 0
+    arrival_ns: int  # its log time
+    trajectory: Trajectory  # seconds; a zero stamp already resolved to the arrival
+    start: dict[str, float] | None  # the latest JointState at or before the arrival
+    after_reset: bool  # a reset came between the trajectory before and this one
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """One commanded sample over a limit: the worst joint of it."""
+
+    kind: str
+    trajectory: int  # the running trajectory's index (-1: none yet)
+    point: int  # updates since it took over
+    time_ns: int
+    joint: str
+    value: float
+    limit: float
+
+
+def sampled(
+    arrivals: Sequence[Arrival], limits: JointLimits, controller: Controller, rate_hz: float
+) -> tuple[list[Sample], int]:
+    """The samples over a limit, and how many updates were sampled (module docstring)."""
+    dt_ns = round(NS_PER_S / rate_hz)
+    runs = _runs(arrivals)
+    found: list[Sample] = []
+    updates = 0
+    for k, run in enumerate(runs):
+        stop_ns = runs[k + 1][0].arrival_ns if k + 1 < len(runs) else None
+        run_found, run_updates = _run(run, stop_ns, limits, controller, dt_ns)
+        found += run_found
+        updates += run_updates
+    return found, updates
+
+
+def _runs(arrivals: Sequence[Arrival]) -> list[list[Arrival]]:
+    """The arrivals cut at every reset."""
+    runs: list[list[Arrival]] = []
+    for arrival in arrivals:
+        if arrival.after_reset or not runs:
+            runs.append([])
+        runs[-1].append(arrival)
+    return runs
+
+
+def _run(
+    run: list[Arrival],
+    stop_ns: int | None,
+    limits: JointLimits,
+    controller: Controller,
+    dt_ns: int,
+) -> tuple[list[Sample], int]:
+    """One run's samples over a limit and its number of updates: from the first update at
+    or after its first arrival to the end of its last trajectory, or to the next run."""
+    dt = dt_ns / NS_PER_S
+    command = _start(run[0], limits.names)
+    velocity = np.zeros_like(command)
+    bounds = (np.stack([limits.lower, limits.upper], axis=1), limits.velocity)
+    jtc = JtcParams(dt) if controller == "jtc" else None
+    executor = TrajectoryExecutor(
+        command, tuple(limits.names), bounds, controller=controller, jtc=jtc
+    )
+    pending = collections.deque(run)
+    end_ns = max(_end_ns(a) for a in run)
+    t_ns = -(-run[0].arrival_ns // dt_ns) * dt_ns
+    if stop_ns is not None:
+        end_ns = min(end_ns, stop_ns - 1)
+    found: list[Sample] = []
+    running, since, updates = -1, 0, 0
+    while t_ns <= end_ns + dt_ns:
+        while pending and pending[0].arrival_ns <= t_ns:
+            arrival = pending.popleft()
+            if executor.replace(arrival.trajectory, now=t_ns / NS_PER_S) is None:
+                running, since = arrival.index, 0
+        now = executor.command(t_ns / NS_PER_S, command, velocity)
+        step = (now - command) / dt
+        where = (running, since, t_ns)
+        found += _over("position", where, now, limits, _outside(now, limits))
+        found += _over("velocity", where, step, limits, np.abs(step) / limits.velocity)
+        acceleration = (step - velocity) / dt
+        ratio = np.abs(acceleration) / limits.acceleration
+        found += _over("acceleration", where, acceleration, limits, ratio)
+        command, velocity = now, step
+        since, updates, t_ns = since + 1, updates + 1, t_ns + dt_ns
+    return found, updates
+
+
+def _start(arrival: Arrival, names: Sequence[str]) -> np.ndarray:
+    """Where the arm stands before a run: the JointState, else the first point."""
+    first = dict(zip(arrival.trajectory.joint_names, arrival.trajectory.positions[0], strict=True))
+    state = arrival.start or {}
+    return np.array([state.get(n, first.get(n, 0.0)) for n in names], np.float64)
+
+
+def _end_ns(arrival: Arrival) -> int:
+    """When a trajectory's last point is due."""
+    traj = arrival.trajectory
+    return round((traj.start + traj.times[-1]) * NS_PER_S)
+
+
+def _outside(values: np.ndarray, limits: JointLimits) -> np.ndarray:
+    """How far outside its range each value is, relative to 1 (0 inside, > 1 outside)."""
+    excess = np.maximum(limits.lower - values, values - limits.upper)
+    return np.where(excess > TOLERANCE, 1.0 + excess, 0.0)
+
+
+def _over(
+    kind: str,
+    where: tuple[int, int, int],
+    values: np.ndarray,
+    limits: JointLimits,
+    ratio: np.ndarray,
+) -> list[Sample]:
+    """The worst joint of one sample when any is over its bound by more than TOLERANCE."""
+    bounds = {
+        "velocity": limits.velocity,
+        "acceleration": limits.acceleration,
+    }
+    if kind == "position":
+        over = ratio > 0
+        limit = np.where(values < limits.lower, limits.lower, limits.upper)
+    else:
+        over = np.abs(values) > bounds[kind] + TOLERANCE
+        limit = bounds[kind]
+    if not over.any():
+        return []
+    j = int(np.argmax(np.where(over, ratio, -1.0)))
+    running, since, t_ns = where
+    return [Sample(kind, running, since, t_ns, limits.names[j], float(values[j]), float(limit[j]))]
