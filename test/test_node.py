@@ -290,30 +290,43 @@ def test_action_chunks_come_at_the_frame_rate_with_shape_order_and_stamps(rig):
     ]
 
 
-def _stamp_key(msg) -> tuple[int, int]:
-    return (msg.header.stamp.sec, msg.header.stamp.nanosec)
-
-
-def test_joint_trajectory_carries_the_same_chunk(rig):
+def test_joint_trajectory_carries_the_chunk_shaped_for_the_controller(rig):
     """Chunk and trajectory writers each keep only their newest message, so not every
-    chunk's trajectory arrives: every pair that did (same stamp) must agree."""
+    chunk's trajectory arrives. Each trajectory that did is its chunk from the first row
+    the controller (jtc, the default) can meet: stamped that row's time, every later row,
+    then a stop (velocities, the last zero)."""
     chunks = rig.inbox("/oxygen/action_chunk")
     trajectories = rig.inbox("/oxygen/joint_trajectory")
     start = len(trajectories.items())
+    period_ns = round(CONTROL_PERIOD_S * 1e9)
 
     def pairs(items) -> list:
-        by_stamp = {_stamp_key(x.msg): x.msg for x in chunks.items()}
-        later = (x.msg for x in items[start:])
-        return [(by_stamp[_stamp_key(t)], t) for t in later if _stamp_key(t) in by_stamp]
+        """(chunk, trajectory, rows dropped) for each trajectory whose chunk arrived."""
+        by_stamp = {_ns(x.msg.header.stamp): x.msg for x in chunks.items()}
+        found = []
+        for t in (x.msg for x in items[start:]):
+            for dropped in range(PARAMS["action_horizon"]):
+                chunk = by_stamp.get(_ns(t.header.stamp) - dropped * period_ns)
+                if chunk is not None:
+                    found.append((chunk, t, dropped))
+                    break
+        return found
 
     matched = pairs(trajectories.wait(lambda xs: len(pairs(xs)) >= 3, 20, "3 chunks' stamps"))
-    for chunk, trajectory in matched:
+    for chunk, trajectory, dropped in matched:
         assert list(trajectory.joint_names) == PARAMS["joint_names"]
         rows = np.asarray(chunk.actions, np.float32).reshape(chunk.horizon, chunk.action_dim)
+        kept = rows[dropped:]
         positions = np.array([p.positions for p in trajectory.points], np.float32)
-        np.testing.assert_array_equal(positions, rows)
+        np.testing.assert_array_equal(positions[: len(kept)], kept)
+        assert len(trajectory.points) > len(kept)  # the stop after the rows
+        assert not any(trajectory.points[-1].velocities)
         offsets = [stamp_s(p.time_from_start) for p in trajectory.points]
-        np.testing.assert_allclose(offsets, np.arange(chunk.horizon) * CONTROL_PERIOD_S, atol=1e-9)
+        np.testing.assert_allclose(offsets, np.arange(len(offsets)) * CONTROL_PERIOD_S, atol=1e-9)
+
+
+def _ns(stamp) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
 def test_parameters_are_refused_while_configured_with_the_reason(rig):
@@ -498,7 +511,9 @@ def test_slow_frames_are_reported_as_deadline_misses(rig):
 
     The gate is off from here on: at 500 Hz the random model's chunks move the fictional
     arm of config/tiny.yaml faster than its limits, and the gate rightly rejects them all
-    (test_frame.py and test_gate.py test that); these tests are about timing."""
+    (test_frame.py and test_gate.py test that); so is the shaping for jtc, which refuses
+    chunks all of whose rows are due before a late frame's trajectory could arrive
+    (test_frame.py); these tests are about timing."""
     assert rig.probe.transition("deactivate") is True
     assert rig.probe.transition("cleanup") is True
     rig.node.set_parameters(
@@ -506,6 +521,7 @@ def test_slow_frames_are_reported_as_deadline_misses(rig):
             Parameter("control_rate_hz", value=500.0),
             Parameter("execute_horizon", value=1),
             Parameter("gate_policy", value="off"),
+            Parameter("controller_model", value="none"),
         ]
     )
     assert rig.probe.transition("configure", timeout_s=300) is True

@@ -52,6 +52,9 @@ def pair():
                 cli_args=[
                     *("--ros-args", "-r", f"__node:=oxygen_{mode}", "--params-file", str(TINY)),
                     *("-p", f"chunk_handover:={mode}", "-p", f"rtc_delay_steps:={DELAY}"),
+                    # The rows as released on the trajectory: the hand-over is about rows
+                    # (what jtc makes of them: test_frame, test_node).
+                    *("-p", "controller_model:=none"),
                 ]
             )
         )

@@ -191,10 +191,13 @@ def _texts(probe: Probe) -> list[str]:
     return [m.data for m in probe.get("/oxygen/instruction")]
 
 
-def test_sim_publishes_sensors_and_executes_a_trajectory_at_its_stamp(probe):
+@pytest.mark.parametrize("controller", ["jtc_replacement", "jtc"])
+def test_sim_publishes_sensors_and_executes_a_trajectory_as_its_controller(probe, controller):
+    """jtc_replacement takes the trajectory over at its stamp; jtc (the default) at the
+    first tick after it arrives, moving there from the measured state, one period ahead."""
     # 10 ticks per wall second: every sample has a second to reach the probe (module doc).
     sim = Sim(probe, families=["pick"], real_time_factor=0.5, camera_size=32,
-              wait_for_peers_s=30.0)  # fmt: skip
+              wait_for_peers_s=30.0, controller=controller)  # fmt: skip
     # Starts 0.5 s of sim time after the first tick; the sim's reader has it before that tick.
     offsets = np.array([[0.05, -0.05, 0.05, 0.05, -0.05, 0.05, -0.05]]).T
     points = HOME + (offsets * np.array([1.0, 2.0, 3.0])).T  # within the speed limits
@@ -209,16 +212,23 @@ def test_sim_publishes_sensors_and_executes_a_trajectory_at_its_stamp(probe):
         sim.close()
     states = _joint_states_by_stamp(probe)
     period = NS // 20
-    # Before the start the arm holds home; the world follows each command one tick later.
-    np.testing.assert_allclose(states[start], HOME, atol=1e-12)
     p0, p1, p2 = points
+    if controller == "jtc_replacement":
+        # Before the start the arm holds home; the world follows each command one tick later.
+        lag = period
+        np.testing.assert_allclose(states[start], HOME, atol=1e-12)
+    else:
+        # From home at the first tick to p0 at the start, linearly: halfway at 0.25 s.
+        lag = 0
+        halfway = START_NS + NS // 4
+        np.testing.assert_allclose(states[halfway], (HOME + p0) / 2, atol=1e-9)
     expected = {
-        start + period: p0,
-        start + 2 * period: p0 + 0.25 * (p1 - p0),
-        start + 3 * period: p0 + 0.5 * (p1 - p0),
-        start + 5 * period: p1,
-        start + 6 * period: p1 + 0.25 * (p2 - p1),
-        start + 9 * period: p2,
+        start + lag: p0,
+        start + lag + period: p0 + 0.25 * (p1 - p0),
+        start + lag + 2 * period: p0 + 0.5 * (p1 - p0),
+        start + lag + 4 * period: p1,
+        start + lag + 5 * period: p1 + 0.25 * (p2 - p1),
+        start + lag + 8 * period: p2,
         start + 14 * period: p2,
     }
     for stamp, want in expected.items():

@@ -42,6 +42,7 @@ from oxygen_core.safety.limits import JointLimits, limits_from_files
 from oxygen_core.sim import seeds as S
 from oxygen_core.sim.arm import JOINT_NAMES
 from oxygen_core.sim.baselines import NAMES as BASELINES
+from oxygen_core.sim.executor import CONTROLLERS, DEFAULT_CONTROLLER
 from oxygen_core.sim.success import SuccessRate
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_core.train import dataset as D
@@ -598,6 +599,7 @@ def closed_loop(
         args.true_plan,
         _gate_limits(args),
         "slow" if args.gate == "off" else args.gate,
+        args.controller,
     )
     bar.close()
     return outcomes
@@ -706,6 +708,14 @@ def eval_parser() -> argparse.ArgumentParser:
         choices=(*POLICIES, "off"),
         help="the chunk gate's policy, as the node's gate_policy (off: chunks go out "
         "unchecked, to measure what the gate changes)",
+    )
+    p.add_argument(
+        "--controller",
+        default=DEFAULT_CONTROLLER,
+        choices=CONTROLLERS,
+        help="the trajectory controller's model the arm runs, and the node's shaping for it "
+        "(jtc: ros2_control's as Jazzy and Kilted release it; jtc_replacement: take-over at "
+        "the stamp)",
     )
     p.add_argument(
         "--limits-params",

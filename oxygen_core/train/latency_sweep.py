@@ -227,10 +227,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     header = (
         f"Checkpoint `{own.checkpoint}`, seeds {described['first']}-{described['last']} "
         f"({described['range']}), {own.episodes} per family, control rate "
-        f"{DEFAULT_CONTROL_HZ:g} Hz, horizon {policy.config.action_horizon}."
+        f"{DEFAULT_CONTROL_HZ:g} Hz, horizon {policy.config.action_horizon}, controller "
+        f"`{args.controller}`."
     )
     own.out.mkdir(parents=True, exist_ok=True)
-    payload = {"seeds": described, "checkpoint": own.checkpoint, "rows": rows, "marks": marks}
+    payload = {
+        "seeds": described,
+        "checkpoint": own.checkpoint,
+        "controller": args.controller,
+        "rows": rows,
+        "marks": marks,
+    }
     (own.out / "sweep.json").write_text(json.dumps(payload, indent=1))
     table = markdown(rows, marks, header)
     (own.out / "sweep.md").write_text(table + "\n")

@@ -337,6 +337,7 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict]:
             "seams": SeamSummary.pooled([o.seams for o in group]).as_dict(),
             "overlap": dataclasses.asdict(Overlap.pooled([o.overlap for o in group])),
             "limit_violations": sum((o.limits for o in group), LimitViolations()).as_dict(),
+            "trajectories_refused": sum(o.refused for o in group),
             **_plan_figures(group),
             **_gate_figures(group),
         }
@@ -390,9 +391,10 @@ def evaluate(
     true_plan: bool = False,
     limits: JointLimits | None = None,
     gate_policy: Policy = "slow",
+    controller: Controller = DEFAULT_CONTROLLER,
 ) -> list[Outcome]:
     """Every family on every seed (seeds should be ones training never saw); limits: gate
-    every chunk (see run_episode)."""
+    every chunk; controller: the trajectory controller's model (see run_episode)."""
     renderer = Renderer(camera_size, camera_size)
     outcomes = []
     for seed in seeds:
@@ -407,6 +409,7 @@ def evaluate(
                 true_plan=true_plan,
                 limits=limits,
                 gate_policy=gate_policy,
+                controller=controller,
             )
             outcomes.append(outcome)
             if progress is not None:

@@ -53,6 +53,7 @@ import numpy as np
 from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_core.clock import NS_PER_S
+from oxygen_core.controller import shaping
 from oxygen_core.sim import baselines
 from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES
 from oxygen_core.sim.executor import CONTROLLERS, DEFAULT_CONTROLLER, Controller, TrajectoryExecutor
@@ -355,7 +356,11 @@ class SimLoop:
         # float32 in and out, as a node's Observation and ActionChunk carry them.
         state = ep.world.joints.astype(np.float32).astype(np.float64)
         rows = ep.baseline.chunk(state, step, self.cfg.baseline_horizon).astype(np.float32)
-        self._apply(ep, m.trajectory_msg(list(np.arange(len(rows)) * self._dt), rows, t), t)
+        # As the node would send them to this controller (no gate: the sim has no limits).
+        shaped = shaping.for_controller(
+            self.cfg.controller, rows, t, self._dt, arrival_ns=t, deceleration=None
+        )
+        self._apply(ep, convert.shaped_trajectory_msg(JOINT_NAMES, shaped), t)
 
     def _drain_inbox(self, ep: _Episode, t: int, drop: bool = False) -> None:
         """Every trajectory whose delay is over (received since the last tick when there is

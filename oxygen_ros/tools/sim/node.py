@@ -70,8 +70,9 @@ PARAMETERS: tuple[ParamDoc, ...] = (
         "controller",
         DEFAULT_CONTROLLER,
         "Model of the trajectory controller: jtc (joint_trajectory_controller as released "
-        "for Jazzy and Kilted) or jtc_replacement (take-over at the stamp; the figures so "
-        "far).",
+        "for Jazzy and Kilted, with a velocity state interface) or jtc_replacement "
+        "(take-over at the stamp, as master's trajectory replacement). The oxygen node's "
+        "controller_model must name the same one.",
     ),
     ParamDoc("trajectory_topic", TRAJECTORY_TOPIC, "JointTrajectory input (external policy)."),
     ParamDoc(
