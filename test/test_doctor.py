@@ -61,6 +61,7 @@ class Faults:
     positions: dict[str, float] = dataclasses.field(default_factory=dict)  # joint -> rad
     silent_camera: int | None = None
     encodings: dict[int, str] = dataclasses.field(default_factory=dict)  # camera -> encoding
+    velocities: bool = True  # a joint_state_broadcaster with a velocity state interface
 
 
 class Sensors(Node):
@@ -78,7 +79,10 @@ class Sensors(Node):
         faults, stamp = self.faults, self.get_clock().now().to_msg()
         names = [name for name in JOINTS if name != faults.missing_joint]
         positions = [faults.positions.get(name, 0.1 * i) for i, name in enumerate(names)]
-        self._joints.publish(JointState(header=Header(stamp=stamp), name=names, position=positions))
+        state = JointState(header=Header(stamp=stamp), name=names, position=positions)
+        if faults.velocities:
+            state.velocity = [0.0] * len(names)
+        self._joints.publish(state)
         for i, publisher in enumerate(self._cameras):
             if i != faults.silent_camera:
                 image = rgb8_image_msg(self._pixels, stamp=stamp, frame_id="camera")
@@ -193,6 +197,18 @@ def test_a_live_fault_is_the_one_fail(robot, capsys, fault):
         code, lines = live(capsys)
     assert code == 1
     assert the_fail(lines).startswith(expected)
+
+
+def test_joint_states_without_velocities_are_a_warning(robot, capsys):
+    robot.faults = Faults(velocities=False)
+    with peers():
+        code, lines = live(capsys)
+    assert code == 0, "\n".join(lines)
+    (line,) = [line for line in lines if line.startswith("warn joint_state")]
+    assert line.startswith(
+        "warn joint_state: /joint_states: no velocities for the commanded joints, inside their "
+        "limits -> publish velocities"
+    )
 
 
 def _tiny_copy(tmp_path: Path, edit) -> Path:

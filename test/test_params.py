@@ -87,6 +87,16 @@ def test_robot_yaml_reads_into_configs_that_fit_its_model(path):
     assert len(cfg.joint_names) == robot.state_dim
     if cfg.joint_trajectory:
         assert len(layout.action_names) == robot.action_dim
+    # Each controller of the split gets its own joints (aloha: two arms and two grippers).
+    owned = {p.controller.name: p.controller.joints for p in layout.parts}
+    expected = raw.get("controllers", {})
+    assert owned == {
+        name: tuple(expected[name]["joints"]) for name in raw.get("controller_names", ())
+    }
+    assert {p.controller.topic for p in layout.parts} == {c["topic"] for c in expected.values()}
+    assert sorted(j for p in layout.parts for j in p.controller.joints) == (
+        sorted(layout.action_names) if layout.parts else []
+    )
 
 
 def test_tiny_yaml_maps_onto_the_engine_config():

@@ -51,7 +51,13 @@ from oxygen_core.model.checkpoint import (
 )
 from oxygen_core.model.tokenizer import load_tokenizer
 from oxygen_ros import topics
-from oxygen_ros.convert import InputError, image_to_rgb, joint_positions, msgtype
+from oxygen_ros.convert import (
+    InputError,
+    image_to_rgb,
+    joint_positions,
+    joint_velocities,
+    msgtype,
+)
 from oxygen_ros.node import ESTOP_QOS
 from oxygen_ros.params import NodeConfig, Settings, check_delay, commanded_names, fit_to_model
 from oxygen_ros.pipeline import frame_assembler
@@ -368,6 +374,16 @@ def joint_state(setup: Setup, heard: Heard) -> Finding:
         if problem is not None:
             return Finding("FAIL", "joint_state", f"{topic}: {problem[0]}", problem[1])
     inside = ", inside their limits" if setup.settings.limits is not None else ""
+    commanded = commanded_names(setup.settings.node, setup.settings.robot)
+    if setup.settings.node.joint_trajectory and any(
+        joint_velocities(msg, commanded) is None for msg in heard.joint_states.values()
+    ):
+        what = f"{topic}: no velocities for the commanded joints{inside}"
+        fix = (
+            "publish velocities (joint_state_broadcaster with a velocity state interface): "
+            "without them a hold stops in one controller update"
+        )
+        return Finding("warn", "joint_state", what, fix)
     return Finding("ok", "joint_state", f"{topic}: every joint the node reads{inside}")
 
 

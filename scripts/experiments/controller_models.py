@@ -2,14 +2,16 @@
 
     python scripts/experiments/controller_models.py --seeds 8 [--delays 0,2] [--json]
 
-Every closed-loop figure so far ran under `jtc_replacement` (a chunk takes over at its
-stamp, linearly from the last command); a Jazzy or Kilted robot runs `jtc` (replaces at
-arrival, from the measured state, one period ahead). This runs the same episodes
-(oxygen_core.train.rollout, the shipped policy of config/sim_demo.yaml with its gate and
-limits, DEV seeds from the first) under each, at each link delay, and prints success per
-family with its 95 % interval, the seams' arm jump, and the commanded points outside the
-arm's limits. A first look on dev seeds, for docs/experiments/; not a claim. An experiment
-harness, not part of the package: it runs from the checkout's venv.
+`jtc_replacement` takes a chunk over at its stamp, linearly from the last command; a Jazzy
+or Kilted robot runs `jtc` (replaces at arrival, from the measured state, one period
+ahead), and the node shapes its trajectories for whichever it drives
+(oxygen_core.controller.shaping). This runs the same episodes (oxygen_core.train.rollout,
+the shipped policy of config/sim_demo.yaml with its gate and limits, DEV seeds from the
+first) under each, at each link delay, and prints success per family with its 95 %
+interval, the seams' arm jump, the commanded points the sim's arm counts outside its
+limits, the chunks the gate slowed or rejected and those with no trajectory the controller
+could meet. For docs/experiments/; not a claim. An experiment harness, not part of the
+package: it runs from the checkout's venv.
 """
 
 from __future__ import annotations
@@ -72,16 +74,24 @@ def _row(controller: str, delay: int, family: str, outcomes: list) -> dict[str, 
         "arm_jump_max": float(np.max(jumps)) if jumps else 0.0,
         "arm_jump_mean": float(np.mean([o.seams.arm_jump_mean for o in outcomes])),
         "limit_violations": sum(sum(o.limits.as_dict().values()) for o in outcomes),
+        "slowed": sum(o.gate.outcomes["slowed"] for o in outcomes),
+        "rejected": sum(o.gate.outcomes["rejected"] for o in outcomes),
+        "refused": sum(o.refused for o in outcomes),
+        "chunks": sum(sum(o.gate.outcomes.values()) for o in outcomes),
     }
 
 
 def table(rows: list[dict[str, object]]) -> str:
-    head = "| controller | delay | family | success | arm jump max | arm jump mean | over limits |"
-    lines = [head, "|---|---|---|---|---|---|---|"]
+    head = (
+        "| controller | delay | family | success | arm jump max | arm jump mean | over limits "
+        "| chunks | slowed | rejected | refused |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
             f"| {r['controller']} | {r['delay']} | {r['family']} | {r['success']} | "
-            f"{r['arm_jump_max']:.3f} | {r['arm_jump_mean']:.4f} | {r['limit_violations']} |"
+            f"{r['arm_jump_max']:.3f} | {r['arm_jump_mean']:.4f} | {r['limit_violations']} | "
+            f"{r['chunks']} | {r['slowed']} | {r['rejected']} | {r['refused']} |"
         )
     return "\n".join(lines)
 
