@@ -152,8 +152,8 @@ class FrameLoop:
             raise ValueError("the chunk gate needs action_names: it checks chunks from their state")
         self._last_state: np.ndarray | None = None  # the last frame's, for a hold
         self._guard = None if gate is None else ChunkGuard(gate, max_rejections)
-        # (velocity, acceleration) the trajectory is screened and held within (the gate's)
-        self._rates = None if gate is None else (gate.limits.velocity, gate.limits.acceleration)
+        # What trajectories are screened against and holds stop within: the gate's limits.
+        self._limits = None if gate is None else gate.limits
         self._lead_ns = round(cfg.controller_lead_s * NS_PER_S)
         self._velocity_cap = velocity_cap
         self._latency_scale = latency_scale
@@ -210,8 +210,8 @@ class FrameLoop:
             if positions is None:
                 self._warn(f"no hold {reason}", f"cannot hold ({reason}): no finite joint state")
             else:
-                deceleration = None if self._rates is None else self._rates[1]
-                stop = shaping.stop(positions, velocities, deceleration, self._cfg.control_period_s)
+                period = self._cfg.control_period_s
+                stop = shaping.stop(positions, velocities, self._limits, period)
                 messages.extend(self._trajectories(stop))
         return messages
 
@@ -348,7 +348,7 @@ class FrameLoop:
             before=None if release.lead is None else release.lead[-1],
             start=self._last_state,
             start_velocity=np.zeros(len(names)) if velocity is None else velocity,
-            limits=self._rates,
+            limits=self._limits,
         )
         if isinstance(shaped, Shaped):
             return shaped

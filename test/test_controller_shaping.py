@@ -7,10 +7,34 @@ import pytest
 from oxygen_core.clock import NS_PER_S
 from oxygen_core.controller import shaping
 from oxygen_core.controller.jtc import JtcParams
+from oxygen_core.safety.limits import JointLimits
 from oxygen_core.sim.executor import Trajectory, TrajectoryExecutor
 
 PERIOD = 0.1
 MS = 1_000_000
+
+
+def _limits(
+    acceleration: float,
+    velocity: float = np.inf,
+    joints: int = 2,
+    lower: float = -np.inf,
+    upper: float = np.inf,
+) -> JointLimits:
+    """Every joint bounded alike; the jump bound is the gate's, not shaping's."""
+
+    def same(value: float) -> np.ndarray:
+        return np.full(joints, value)
+
+    return JointLimits(
+        tuple("ab"[:joints]),
+        same(lower),
+        same(upper),
+        same(velocity),
+        same(acceleration),
+        same(np.inf),
+        "test",
+    )
 
 
 def _ramp(n: int, speed: float = 1.0) -> np.ndarray:
@@ -23,7 +47,7 @@ def _ramp(n: int, speed: float = 1.0) -> np.ndarray:
 def test_other_models_get_the_rows_as_released(model):
     rows = _ramp(4)
     shaped = shaping.for_controller(
-        model, rows, 5 * NS_PER_S, PERIOD, arrival_ns=6 * NS_PER_S, deceleration=None
+        model, rows, 5 * NS_PER_S, PERIOD, arrival_ns=6 * NS_PER_S, limits=None
     )
     assert shaped.stamp_ns == 5 * NS_PER_S and shaped.velocities is None
     np.testing.assert_array_equal(shaped.positions, rows)
@@ -34,13 +58,13 @@ def test_jtc_drops_rows_due_within_a_period_of_arrival_and_stamps_the_first_kept
     rows = _ramp(6)
     # Rows due at 0, 100, 200 ... ms; the latest arrival 130 ms: rows before 230 ms dropped.
     shaped = shaping.for_controller(
-        "jtc", rows, 0, PERIOD, arrival_ns=130 * MS, deceleration=np.array([100.0, 100.0])
+        "jtc", rows, 0, PERIOD, arrival_ns=130 * MS, limits=_limits(100.0)
     )
     assert shaped.dropped == 3 and shaped.stamp_ns == 300 * MS
     np.testing.assert_allclose(shaped.positions[:3], rows[3:])
     np.testing.assert_allclose(shaped.times[:3], [0.0, 0.1, 0.2])
     # A row due exactly one period after the arrival is kept.
-    exact = shaping.for_controller("jtc", rows, 0, PERIOD, arrival_ns=200 * MS, deceleration=None)
+    exact = shaping.for_controller("jtc", rows, 0, PERIOD, arrival_ns=200 * MS, limits=None)
     assert exact.dropped == 3
 
 
@@ -56,7 +80,7 @@ def test_jtc_velocities_are_central_differences_and_the_last_row_its_last_step()
 def test_the_stopping_tail_decelerates_at_the_limit_in_whole_periods_to_rest():
     # 1 rad/s at 4 rad/s^2 stops in 0.25 s: three periods (0.3 s) at 1/0.3 rad/s^2.
     positions, velocities = shaping.stopping_tail(
-        np.array([0.0]), np.array([1.0]), np.array([4.0]), PERIOD
+        np.array([0.0]), np.array([1.0]), _limits(4.0, joints=1), PERIOD
     )
     np.testing.assert_allclose(positions[:, 0], [0.1 - 0.01 / 0.6, 0.2 - 0.04 / 0.6, 0.15])
     np.testing.assert_allclose(velocities[:, 0], [2 / 3, 1 / 3, 0.0])
@@ -70,7 +94,7 @@ def test_the_stopping_tail_decelerates_at_the_limit_in_whole_periods_to_rest():
 def test_a_jtc_trajectory_ends_at_rest_after_the_released_rows():
     rows = _ramp(3)
     shaped = shaping.for_controller(
-        "jtc", rows, NS_PER_S, PERIOD, arrival_ns=0, deceleration=np.array([5.0, 5.0])
+        "jtc", rows, NS_PER_S, PERIOD, arrival_ns=0, limits=_limits(5.0)
     )
     # Joint b at 2 rad/s stops in 0.4 s at 5 rad/s^2: a tail of four points.
     assert shaped.dropped == 0 and shaped.tail == 4 and len(shaped.positions) == 7
@@ -79,19 +103,17 @@ def test_a_jtc_trajectory_ends_at_rest_after_the_released_rows():
 
 
 def test_jtc_with_no_row_late_enough_sends_nothing():
-    shaped = shaping.for_controller(
-        "jtc", _ramp(3), 0, PERIOD, arrival_ns=150 * MS, deceleration=None
-    )
+    shaped = shaping.for_controller("jtc", _ramp(3), 0, PERIOD, arrival_ns=150 * MS, limits=None)
     assert shaped is None
 
 
 def test_the_hold_is_a_stop_from_the_measured_velocity_or_one_point_without_one():
-    one = shaping.stop(np.array([0.5, 1.0]), None, np.array([4.0, 4.0]), PERIOD)
+    one = shaping.stop(np.array([0.5, 1.0]), None, _limits(4.0), PERIOD)
     assert one.stamp_ns == 0 and one.velocities is None
     np.testing.assert_array_equal(one.positions, [[0.5, 1.0]])
-    still = shaping.stop(np.array([0.5, 1.0]), np.zeros(2), np.array([4.0, 4.0]), PERIOD)
+    still = shaping.stop(np.array([0.5, 1.0]), np.zeros(2), _limits(4.0), PERIOD)
     assert len(still.positions) == 1
-    moving = shaping.stop(np.array([0.0, 0.0]), np.array([1.0, 0.0]), np.array([4.0, 4.0]), PERIOD)
+    moving = shaping.stop(np.array([0.0, 0.0]), np.array([1.0, 0.0]), _limits(4.0), PERIOD)
     assert moving.stamp_ns == 0 and moving.tail == 3
     np.testing.assert_allclose(
         moving.positions[:, 0], [0.0, 0.1 - 0.01 / 0.6, 0.2 - 0.04 / 0.6, 0.15]
@@ -138,7 +160,7 @@ def _run(shape: bool, delay_ms: int) -> np.ndarray:
             row0_ns,
             PERIOD,
             arrival_ns=publish_ns + lead_ns,
-            deceleration=np.array([10.0, 10.0]),
+            limits=_limits(10.0),
         )
         velocities = None if shaped.velocities is None else shaped.velocities.tolist()
         traj = Trajectory(
@@ -181,12 +203,28 @@ def test_met_refuses_a_trajectory_whose_cubic_segments_break_the_limits():
     # points 1, 2, 3 (and the stop after it at 15).
     rows = np.array([[0.0], [0.0], [0.05], [0.2]])
     common = dict(arrival_ns=-200 * MS, before=None, start=np.zeros(1), start_velocity=np.zeros(1))
-    velocity = np.full(1, 2.0)
-    within = shaping.met("jtc", rows, 0, PERIOD, limits=(velocity, np.array([25.0])), **common)
+    within = shaping.met(
+        "jtc", rows, 0, PERIOD, limits=_limits(25.0, velocity=2.0, joints=1), **common
+    )
     assert isinstance(within, shaping.Shaped) and within.dropped == 0
-    refused = shaping.met("jtc", rows, 0, PERIOD, limits=(velocity, np.array([16.0])), **common)
+    refused = shaping.met(
+        "jtc", rows, 0, PERIOD, limits=_limits(16.0, velocity=2.0, joints=1), **common
+    )
     assert (
         refused == "the controller's cubic segment into point 3 would pass the joint limits 1.25x"
     )
     unscreened = shaping.met("jtc", rows, 0, PERIOD, limits=None, **common)
     assert isinstance(unscreened, shaping.Shaped)
+
+
+def test_a_stop_near_the_position_range_ends_inside_it():
+    # 1 rad/s at 4 rad/s^2 would take 0.25 s and 0.125 rad; with 0.1 rad to the upper bound
+    # the stop lasts at most 0.2 s (2 x room / speed): two periods, 0.1 rad, at 5 rad/s^2.
+    limits = _limits(4.0, joints=1, lower=-1.0, upper=0.1)
+    positions, velocities = shaping.stopping_tail(np.zeros(1), np.ones(1), limits, PERIOD)
+    np.testing.assert_allclose(positions[:, 0], [0.075, 0.1])
+    np.testing.assert_allclose(velocities[:, 0], [0.5, 0.0])
+    # At the bound already: one period, held at the bound.
+    at_bound = _limits(4.0, joints=1, lower=-1.0, upper=0.0)
+    positions, _ = shaping.stopping_tail(np.zeros(1), np.ones(1), at_bound, PERIOD)
+    np.testing.assert_allclose(positions[:, 0], [0.0])

@@ -21,7 +21,8 @@ trajectory controller does with them depends on which one it is (`ControllerMode
   - Jazzy and Kilted refuse a trajectory whose last point moves
     (`allow_nonzero_velocity_at_trajectory_end` is false by default), so the rows end in
     a stopping tail (`stopping_tail`): the last velocity brought to zero at no more than
-    the joints' `deceleration` limits, on the control grid, ending at rest. A robot whose
+    the joints' acceleration limits (sooner where the position range is nearer), on the
+    control grid, ending at rest. A robot whose
     chunks stop coming then stops within its limits, not in one update.
 
 - "jtc_replacement" (master's `allow_trajectory_replacement`) and "none" (a topic the
@@ -45,6 +46,7 @@ from typing import Literal
 import numpy as np
 
 from oxygen_core.clock import NS_PER_S
+from oxygen_core.safety.limits import JointLimits
 
 ControllerModel = Literal["jtc", "jtc_replacement", "none"]
 CONTROLLER_MODELS: tuple[ControllerModel, ...] = typing.get_args(ControllerModel)
@@ -84,14 +86,14 @@ def for_controller(
     period_s: float,
     *,
     arrival_ns: int,
-    deceleration: np.ndarray | None,
+    limits: JointLimits | None,
     before: np.ndarray | None = None,
 ) -> Shaped | None:
     """The released `rows` [H, D] (row i due at row0_ns + i periods) as `model` should get
     them (module docstring). arrival_ns: the latest instant the controller takes the
-    message over. deceleration [D]: the joints' acceleration limits (None: stop within one
-    period). before [D]: the row due one period before rows[0] (the running chunk's), for
-    row 0's velocity. None under "jtc" when no row is due late enough to be met."""
+    message over. limits: the joints' (the stop's deceleration and range; None: stop
+    within one period). before [D]: the row due one period before rows[0] (the running
+    chunk's), for row 0's velocity. None under "jtc" when no row is due late enough."""
     rows = np.asarray(rows, np.float64)
     times = np.arange(len(rows)) * period_s
     if model != "jtc":
@@ -102,7 +104,7 @@ def for_controller(
     if first >= len(rows):
         return None
     velocities = grid_velocities(rows, period_s, before)
-    tail, tail_velocities = stopping_tail(rows[-1], velocities[-1], deceleration, period_s)
+    tail, tail_velocities = stopping_tail(rows[-1], velocities[-1], limits, period_s)
     positions = np.vstack([rows[first:], tail])
     kept_times = np.arange(len(positions)) * period_s
     return Shaped(
@@ -125,17 +127,16 @@ def met(
     before: np.ndarray | None,
     start: np.ndarray,
     start_velocity: np.ndarray,
-    limits: tuple[np.ndarray, np.ndarray] | None,
+    limits: JointLimits | None,
 ) -> Shaped | str:
     """`for_controller`'s trajectory, screened under "jtc" as the controller will run it:
     from (start, start_velocity), the state at arrival, to the first point over the
     shortest time it may have (the stamp less `arrival_ns`), then every cubic segment,
-    against `limits` (velocity, acceleration [D]; None: unscreened). When the segment from
+    against the velocity and acceleration `limits` (None: unscreened). When the segment from
     the state is too fast, the first point moves one row later (more time to reach it);
     a segment between points that is too fast fails the whole trajectory. The trajectory,
     or why none may go out (one line)."""
     period_ns = round(period_s * NS_PER_S)
-    deceleration = None if limits is None else limits[1]
     later = 0
     for later in range(len(rows)):
         shaped = for_controller(
@@ -144,7 +145,7 @@ def met(
             row0_ns,
             period_s,
             arrival_ns=arrival_ns + later * period_ns,
-            deceleration=deceleration,
+            limits=limits,
             before=before,
         )
         if shaped is None:
@@ -153,7 +154,7 @@ def met(
             return shaped
         lead_s = (shaped.stamp_ns - arrival_ns) / NS_PER_S
         velocity, acceleration = trajectory_peaks(shaped, start, start_velocity, lead_s)
-        ratio = np.maximum(velocity / limits[0], acceleration / limits[1])
+        ratio = np.maximum(velocity / limits.velocity, acceleration / limits.acceleration)
         if np.all(ratio[1:] <= 1):
             if np.all(ratio[0] <= 1):
                 return shaped
@@ -182,30 +183,40 @@ def grid_velocities(rows: np.ndarray, period_s: float, before: np.ndarray | None
 
 
 def stopping_tail(
-    position: np.ndarray, velocity: np.ndarray, deceleration: np.ndarray | None, period_s: float
+    position: np.ndarray, velocity: np.ndarray, limits: JointLimits | None, period_s: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Points [n, D] and their velocities after (position, velocity), one period apart, that
-    bring every joint to rest with one constant deceleration each, no joint faster than its
-    `deceleration` limit, in whole periods (at least one). A cubic segment between points of
-    a parabola is that parabola, so the controller decelerates exactly so."""
+    bring every joint to rest together with one constant deceleration each, in whole
+    periods (at least one): no joint faster than its acceleration limit, unless stopping
+    so would carry it past its position range, which comes first (the stop is shortened
+    until it ends inside). A cubic segment between points of a parabola is that parabola,
+    so the controller decelerates exactly so. limits None: one period."""
     velocity = np.asarray(velocity, np.float64)
-    if deceleration is None:
-        n = 1
-    else:
-        stop_s = np.abs(velocity) / np.asarray(deceleration, np.float64)
-        n = max(1, int(np.ceil(np.max(stop_s, initial=0.0) / period_s - 1e-9)))
-    duration = n * period_s
+    duration = period_s
+    if limits is not None:
+        speed = np.abs(velocity)
+        duration = np.max(speed / limits.acceleration, initial=0.0)
+        room = np.where(velocity > 0, limits.upper - position, position - limits.lower)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            reach = np.where(speed > 0, 2 * np.maximum(room, 0.0) / speed, np.inf)
+        duration = min(duration, float(np.min(reach)))
+    n = max(1, int(np.ceil(duration / period_s - 1e-9)))
+    if limits is not None and n > 1 and n * period_s > float(np.min(reach)) + 1e-12:
+        n -= 1  # rounding up to whole periods must not carry a joint past its range
+    total = n * period_s
     t = np.arange(1, n + 1)[:, None] * period_s
-    positions = position + velocity * (t - t * t / (2 * duration))
-    velocities = velocity * (1 - t / duration)
+    positions = position + velocity * (t - t * t / (2 * total))
+    velocities = velocity * (1 - t / total)
     velocities[-1] = 0.0  # exactly: Jazzy refuses a last point faster than float epsilon
+    if limits is not None:  # one period is too long a stop only for a joint at its bound
+        positions = np.clip(positions, limits.lower, limits.upper)
     return positions, velocities
 
 
 def stop(
     position: np.ndarray,
     velocity: np.ndarray | None,
-    deceleration: np.ndarray | None,
+    limits: JointLimits | None,
     period_s: float,
 ) -> Shaped:
     """The hold: from the measured `position` and `velocity`, the stopping tail, stamped
@@ -213,7 +224,7 @@ def stop(
     position = np.asarray(position, np.float64)
     if velocity is None or not np.all(np.isfinite(velocity)) or not np.any(velocity):
         return Shaped(0, np.zeros(1), position[None], None)
-    tail, tail_velocities = stopping_tail(position, velocity, deceleration, period_s)
+    tail, tail_velocities = stopping_tail(position, velocity, limits, period_s)
     positions = np.vstack([position, tail])
     velocities = np.vstack([np.asarray(velocity, np.float64), tail_velocities])
     return Shaped(0, np.arange(len(positions)) * period_s, positions, velocities, tail=len(tail))

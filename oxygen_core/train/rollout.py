@@ -271,8 +271,8 @@ def _gated(
     forgets the running chunk (the node's FrameLoop does so)."""
     screened = guard.screen(release, state)
     if screened.trips:
-        acceleration = guard.gate.limits.acceleration
-        link.send(step, shaping.stop(state, link.velocity, acceleration, link.dt), on_arrival=True)
+        stop = shaping.stop(state, link.velocity, guard.gate.limits, link.dt)
+        link.send(step, stop, on_arrival=True)
         timeline.reset()
     return screened.release
 
@@ -292,7 +292,7 @@ def _shaped(
         before=None if release.lead is None else release.lead[-1],
         start=state,
         start_velocity=link.velocity,
-        limits=None if limits is None else (limits.velocity, limits.acceleration),
+        limits=limits,
     )
     if isinstance(shaped, Shaped):
         return shaped

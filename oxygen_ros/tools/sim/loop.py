@@ -358,7 +358,7 @@ class SimLoop:
         rows = ep.baseline.chunk(state, step, self.cfg.baseline_horizon).astype(np.float32)
         # As the node would send them to this controller (no gate: the sim has no limits).
         shaped = shaping.for_controller(
-            self.cfg.controller, rows, t, self._dt, arrival_ns=t, deceleration=None
+            self.cfg.controller, rows, t, self._dt, arrival_ns=t, limits=None
         )
         self._apply(ep, convert.shaped_trajectory_msg(JOINT_NAMES, shaped), t)
 
