@@ -52,7 +52,7 @@ from oxygen_core.clock import NS_PER_S
 from oxygen_core.controller import shaping
 from oxygen_core.controller.shaping import Shaped
 from oxygen_core.engine import Engine
-from oxygen_core.engine.timeline import ChunkTimeline, Release, Takeover
+from oxygen_core.engine.timeline import ChunkTimeline, Release, RunningChunk, Takeover
 from oxygen_core.engine.types import ActionResult, LanguageResult
 from oxygen_core.model.rtc import control_steps
 from oxygen_core.safety.gate import ChunkGate
@@ -283,7 +283,7 @@ class FrameLoop:
             return True  # rejected: the robot runs the chunk before; language goes on
         trajectory = None
         if self._cfg.joint_trajectory:
-            trajectory = self._trajectory(tick, release)
+            trajectory = self._trajectory(tick, release, takeover.running)
             if trajectory is None:
                 return True  # no trajectory the controller can meet: as a rejection
         chunk = dataclasses.replace(action, actions=release.rows)
@@ -331,23 +331,33 @@ class FrameLoop:
             self._watch(tick_ns, "chunk rejected")
         return screened.release
 
-    def _trajectory(self, tick: Tick, release: Release) -> Shaped | None:
+    def _trajectory(
+        self, tick: Tick, release: Release, running: RunningChunk | None
+    ) -> Shaped | None:
         """What ~/joint_trajectory gets of `release`, shaped for `controller_model` and
-        screened as that controller will run it from the measured state (oxygen_core.
+        screened as that controller will run it from the state at arrival: where the
+        `running` chunk has the robot then, else the measured state (oxygen_core.
         controller.shaping.met); None when no trajectory may go out (one warning per
         reason; the watchdog may hold the robot)."""
-        names = self._layout.action_names
+        period = self._cfg.control_period_s
         elapsed_ns = round((self._clock() - tick.start_s) * self._latency_scale * NS_PER_S)
-        velocity = self._assembler.measured_velocities(names)
+        arrival_ns = stamp_to_ns(tick.stamp) + elapsed_ns + self._lead_ns
+        start = shaping.planned_state(running, arrival_ns, period)
+        if start is None:
+            velocity = self._assembler.measured_velocities(self._layout.action_names)
+            start = (
+                self._last_state,
+                np.zeros_like(self._last_state) if velocity is None else velocity,
+            )
         shaped = shaping.met(
             self._cfg.controller_model,
             release.rows,
             release.row0_ns,
-            self._cfg.control_period_s,
-            arrival_ns=stamp_to_ns(tick.stamp) + elapsed_ns + self._lead_ns,
+            period,
+            arrival_ns=arrival_ns,
             before=None if release.lead is None else release.lead[-1],
-            start=self._last_state,
-            start_velocity=np.zeros(len(names)) if velocity is None else velocity,
+            start=start[0],
+            start_velocity=start[1],
             limits=self._limits,
         )
         if isinstance(shaped, Shaped):

@@ -7,6 +7,7 @@ import pytest
 from oxygen_core.clock import NS_PER_S
 from oxygen_core.controller import shaping
 from oxygen_core.controller.jtc import JtcParams
+from oxygen_core.engine.timeline import RunningChunk
 from oxygen_core.safety.limits import JointLimits
 from oxygen_core.sim.executor import Trajectory, TrajectoryExecutor
 
@@ -228,3 +229,13 @@ def test_a_stop_near_the_position_range_ends_inside_it():
     at_bound = _limits(4.0, joints=1, lower=-1.0, upper=0.0)
     positions, _ = shaping.stopping_tail(np.zeros(1), np.ones(1), at_bound, PERIOD)
     np.testing.assert_allclose(positions[:, 0], [0.0])
+
+
+def test_the_state_at_arrival_is_where_the_running_chunk_has_the_robot():
+    running = RunningChunk(np.array([[0.0, 0.0], [0.1, -0.2], [0.3, -0.6]], np.float32), 0, 0)
+    position, velocity = shaping.planned_state(running, 150 * MS, PERIOD)
+    np.testing.assert_allclose(position, [0.2, -0.4], atol=1e-7)
+    np.testing.assert_allclose(velocity, [2.0, -4.0], atol=1e-6)
+    assert shaping.planned_state(running, 250 * MS, PERIOD) is None  # past its last row
+    assert shaping.planned_state(running, -1, PERIOD) is None
+    assert shaping.planned_state(None, 0, PERIOD) is None

@@ -34,7 +34,8 @@ point at the measured positions: the controller stops in one update.
 
 `hermite_peaks` gives the exact largest velocity and acceleration of each cubic segment
 the controller runs, for the frame's screening of the segment from the state at arrival to
-the first point and for oxygen-limit-check.
+the first point. That state is estimated as where the running chunk has the robot then
+(`planned_state`; the robot follows its plan), else as the last measured state.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from typing import Literal
 import numpy as np
 
 from oxygen_core.clock import NS_PER_S
+from oxygen_core.engine.timeline import RunningChunk
 from oxygen_core.safety.limits import JointLimits
 
 ControllerModel = Literal["jtc", "jtc_replacement", "none"]
@@ -167,6 +169,24 @@ def met(
     if later == 0:
         return "no row is due late enough for the controller to take the trajectory over"
     return "every row is too far from the measured state to reach within the joint limits"
+
+
+def planned_state(
+    running: RunningChunk | None, at_ns: int, period_s: float
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where the running chunk has the robot at `at_ns`, and how fast (linear between its
+    rows): the state a trajectory arriving then starts from, as the robot follows its
+    plan. None when nothing runs or the chunk does not reach that time; the measured state
+    is the estimate then."""
+    if running is None or len(running.rows) < 2:
+        return None
+    x = (at_ns - running.row0_ns) / (period_s * NS_PER_S)
+    if not 0 <= x <= len(running.rows) - 1:
+        return None
+    rows = np.asarray(running.rows, np.float64)
+    i = min(int(x), len(rows) - 2)
+    step = rows[i + 1] - rows[i]
+    return rows[i] + (x - i) * step, step / period_s
 
 
 def grid_velocities(rows: np.ndarray, period_s: float, before: np.ndarray | None) -> np.ndarray:

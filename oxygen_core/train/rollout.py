@@ -211,7 +211,9 @@ def run_episode(
             release = timeline.release(takeover, action, cold_delay=link_delay)
             if guard is not None:
                 release = _gated(guard, release, obs.state, step, link, timeline)
-            shaped = None if release is None else _shaped(release, obs.state, step, link, guard)
+            shaped = None
+            if release is not None:
+                shaped = _shaped(release, takeover, obs.state, step, link, guard)
             if shaped is not None:
                 link.send(step, shaped)
                 timeline.commit(release, time.perf_counter() - start_s)
@@ -278,21 +280,30 @@ def _gated(
 
 
 def _shaped(
-    release: Release, state: np.ndarray, step: int, link: _Link, guard: ChunkGuard | None
+    release: Release,
+    takeover: Takeover,
+    state: np.ndarray,
+    step: int,
+    link: _Link,
+    guard: ChunkGuard | None,
 ) -> Shaped | None:
     """The trajectory the controller gets of `release`, as the node's FrameLoop makes it
-    (shaped and screened from the measured state); None, counted, when none can be met."""
-    limits = None if guard is None else guard.gate.limits
+    (shaped and screened from the state at arrival: the running chunk's, else the
+    measured); None, counted, when none can be met."""
+    arrival_ns = link.arrival_ns(step)
+    start = shaping.planned_state(takeover.running, arrival_ns, link.dt)
+    if start is None:
+        start = (np.asarray(state, np.float64), link.velocity)
     shaped = shaping.met(
         link.controller,
         release.rows,
         release.row0_ns,
         link.dt,
-        arrival_ns=link.arrival_ns(step),
+        arrival_ns=arrival_ns,
         before=None if release.lead is None else release.lead[-1],
-        start=state,
-        start_velocity=link.velocity,
-        limits=limits,
+        start=start[0],
+        start_velocity=start[1],
+        limits=None if guard is None else guard.gate.limits,
     )
     if isinstance(shaped, Shaped):
         return shaped

@@ -1,6 +1,7 @@
 """The shipped policy in process under both trajectory-controller models, on dev seeds.
 
-    python scripts/experiments/controller_models.py --seeds 8 [--delays 0,2] [--json]
+    python scripts/experiments/controller_models.py --seeds 8 [--delays 0,2]
+        [--controllers jtc,jtc_replacement] [--json]
 
 `jtc_replacement` takes a chunk over at its stamp, linearly from the last command; a Jazzy
 or Kilted robot runs `jtc` (replaces at arrival, from the measured state, one period
@@ -35,7 +36,9 @@ from oxygen_ros.tools.configure import load_settings
 FAMILIES = ("pick", "put", "push")
 
 
-def run(params: Path, seeds: range, delays: list[int]) -> list[dict[str, object]]:
+def run(
+    params: Path, seeds: range, delays: list[int], controllers: list[str]
+) -> list[dict[str, object]]:
     """One row per (controller, delay, family)."""
     settings, _ = load_settings(params)
     engine = make_pipeline(settings).engine
@@ -43,7 +46,7 @@ def run(params: Path, seeds: range, delays: list[int]) -> list[dict[str, object]
     renderer = Renderer(128, 128)
     execute = settings.node.execute_horizon
     rows = []
-    for controller in CONTROLLERS:
+    for controller in controllers:
         for delay in delays:
             for family in FAMILIES:
                 outcomes = [
@@ -101,10 +104,12 @@ def main() -> None:
     parser.add_argument("--params", type=Path, default=Path("config/sim_demo.yaml"))
     parser.add_argument("--seeds", type=int, default=8, help="dev seeds per family")
     parser.add_argument("--delays", default="0,2", help="link delays in control steps")
+    parser.add_argument("--controllers", default=",".join(CONTROLLERS))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     seeds = DEV[: args.seeds]
-    rows = run(args.params, seeds, [int(d) for d in args.delays.split(",")])
+    delays = [int(d) for d in args.delays.split(",")]
+    rows = run(args.params, seeds, delays, args.controllers.split(","))
     print(json.dumps(rows, indent=2) if args.json else table(rows))
 
 
