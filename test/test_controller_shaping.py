@@ -17,12 +17,13 @@ MS = 1_000_000
 
 def _limits(
     acceleration: float,
-    velocity: float = np.inf,
+    velocity: float = 100.0,
     joints: int = 2,
     lower: float = -np.inf,
     upper: float = np.inf,
 ) -> JointLimits:
-    """Every joint bounded alike; the jump bound is the gate's, not shaping's."""
+    """Every joint bounded alike (a velocity bound off would make a setpoint joint); the
+    jump bound is the gate's, not shaping's."""
 
     def same(value: float) -> np.ndarray:
         return np.full(joints, value)
@@ -239,3 +240,29 @@ def test_the_state_at_arrival_is_where_the_running_chunk_has_the_robot():
     assert shaping.planned_state(running, 250 * MS, PERIOD) is None  # past its last row
     assert shaping.planned_state(running, -1, PERIOD) is None
     assert shaping.planned_state(None, 0, PERIOD) is None
+
+
+def test_velocities_never_carry_a_segment_past_the_rows_it_joins():
+    # A turn (0.1 then 0.05) and a switch (0 to 1 and back): zero at each, no overshoot.
+    rows = np.array([[0.0], [0.1], [0.05], [0.05], [1.0], [1.0]])
+    np.testing.assert_allclose(
+        shaping.grid_velocities(rows, PERIOD, None)[:, 0], [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    )
+    # Steps of 0.1 and 1: the mean (5.5) capped at three times the smaller (3).
+    steep = np.array([[0.0], [0.01], [0.11]])
+    np.testing.assert_allclose(shaping.grid_velocities(steep, PERIOD, None)[:, 0], [0.1, 0.3, 1.0])
+
+
+def test_a_setpoint_joint_reaches_each_row_at_rest_and_the_last_row_stops_within_range():
+    # Joint b (a gripper: no velocity bound) switches 0 -> 1: every point at rest. Joint a
+    # ends 0.01 below its upper bound at 1 rad/s: its last velocity is capped at 0.2 rad/s
+    # (a one-period stop then ends at the bound).
+    limits = JointLimits(
+        ("a", "b"), np.array([-1.0, 0.0]), np.array([0.31, 1.0]), np.array([5.0, np.inf]),
+        np.array([100.0, 100.0]), np.full(2, np.inf), "test",
+    )  # fmt: skip
+    rows = np.array([[0.1, 0.0], [0.2, 1.0], [0.3, 1.0]])
+    shaped = shaping.for_controller("jtc", rows, 0, PERIOD, arrival_ns=-200 * MS, limits=limits)
+    np.testing.assert_array_equal(shaped.velocities[:, 1], np.zeros(len(shaped.positions)))
+    assert shaped.velocities[2, 0] == pytest.approx(0.2)
+    assert np.all(shaped.positions[:, 0] <= 0.31)

@@ -15,9 +15,9 @@ trajectory controller does with them depends on which one it is (`ControllerMode
     period, so a small tracking error is not turned into a large velocity, and no point
     is ever past at arrival;
   - the stamp is the first kept row's time, each point one period after the one before;
-  - every point carries a velocity (central differences of the chunk's rows; the last row
-    the velocity of its last step), so the controller runs cubic segments, without the
-    velocity steps of linear ones;
+  - every point carries a velocity (the mean of the steps either side, limited so that no
+    segment overshoots the rows it joins; the last row the velocity of its last step), so
+    the controller runs cubic segments, without the velocity steps of linear ones;
   - Jazzy and Kilted refuse a trajectory whose last point moves
     (`allow_nonzero_velocity_at_trajectory_end` is false by default), so the rows end in
     a stopping tail (`stopping_tail`): the last velocity brought to zero at no more than
@@ -106,6 +106,9 @@ def for_controller(
     if first >= len(rows):
         return None
     velocities = grid_velocities(rows, period_s, before)
+    if limits is not None:  # a setpoint (a gripper, rate bounds off) reaches each row at rest
+        velocities[:, ~np.isfinite(limits.velocity)] = 0.0
+        velocities[-1] = _within_reach(rows[-1], velocities[-1], limits, period_s)
     tail, tail_velocities = stopping_tail(rows[-1], velocities[-1], limits, period_s)
     positions = np.vstack([rows[first:], tail])
     kept_times = np.arange(len(positions)) * period_s
@@ -190,15 +193,21 @@ def planned_state(
 
 
 def grid_velocities(rows: np.ndarray, period_s: float, before: np.ndarray | None) -> np.ndarray:
-    """Each row's velocity on the control grid: the central difference of its neighbours;
-    row 0 from `before` when given (else its forward step), the last row its last step."""
+    """Each row's velocity on the control grid, limited so that the cubic through the rows
+    never leaves the range of the two rows it joins (Fritsch and Carlson's monotone
+    rule): the mean of the steps either side, zero where they differ in sign or one is
+    flat (a turn, a gripper's switch), at most three times the smaller. Row 0 continues
+    from `before` when given (else its forward step), the last row its last step. Without
+    the limit a gripper switching from 0 to 1 was commanded past 1."""
     path = rows if before is None else np.vstack([before, rows])
     if len(path) < 2:
         return np.zeros_like(rows)
-    velocities = np.empty_like(path)
-    velocities[1:-1] = (path[2:] - path[:-2]) / (2 * period_s)
-    velocities[0] = (path[1] - path[0]) / period_s
-    velocities[-1] = (path[-1] - path[-2]) / period_s
+    steps = np.diff(path, axis=0) / period_s
+    left, right = steps[:-1], steps[1:]
+    mean = (left + right) / 2
+    bound = 3 * np.minimum(np.abs(left), np.abs(right))
+    inner = np.where(left * right > 0, np.clip(mean, -bound, bound), 0.0)
+    velocities = np.vstack([steps[:1], inner, steps[-1:]])
     return velocities[len(path) - len(rows) :]
 
 
@@ -231,6 +240,17 @@ def stopping_tail(
     if limits is not None:  # one period is too long a stop only for a joint at its bound
         positions = np.clip(positions, limits.lower, limits.upper)
     return positions, velocities
+
+
+def _within_reach(
+    position: np.ndarray, velocity: np.ndarray, limits: JointLimits, period_s: float
+) -> np.ndarray:
+    """`velocity` no faster than a one-period stop from `position` can end inside the
+    position range (2 x room / period): the last row's, so that the stop after it never
+    passes a bound, even between its points."""
+    room = np.where(velocity > 0, limits.upper - position, position - limits.lower)
+    cap = 2 * np.maximum(room, 0.0) / period_s
+    return np.clip(velocity, -cap, cap)
 
 
 def stop(

@@ -80,7 +80,6 @@ class Commanded:
     arrival_ns: int = 0  # its log time: when a controller got it
     zero_stamp: bool = False  # stamped zero: "on arrival"
     velocities: np.ndarray | None = None  # float64 [K, J], when its points carry them
-    state_at_arrival: dict[str, float] | None = None  # the latest joint state by then
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,7 +243,7 @@ def read_trajectories(
             states.append((stamp, dict(zip(msg.name, msg.position, strict=False))))
         elif msg.points:
             commanded = _commanded(len(trajectories), msg, stamp, states, reset)
-            trajectories.append(_arrived(commanded, msg, message.time_ns, states))
+            trajectories.append(_arrived(commanded, msg, message.time_ns))
             reset = False
     if not trajectories:
         raise ValueError(f"bag {bag} has no JointTrajectory with points on {topic}")
@@ -264,17 +263,15 @@ def _commanded(index: int, msg: Any, stamp: int, states: list, after_reset: bool
     )
 
 
-def _arrived(traj: Commanded, msg: Any, arrival_ns: int, states: list) -> Commanded:
+def _arrived(traj: Commanded, msg: Any, arrival_ns: int) -> Commanded:
     """`traj` with what a controller model needs: its arrival, stamp and velocities."""
     carried = [list(p.velocities) for p in msg.points]
     velocities = np.array(carried, np.float64) if all(carried) else None
-    by_then = [s for t, s in states if t <= arrival_ns]
     return dataclasses.replace(
         traj,
         arrival_ns=arrival_ns,
         zero_stamp=stamp_to_ns(msg.header.stamp) == 0,
         velocities=velocities,
-        state_at_arrival=by_then[-1] if by_then else None,
     )
 
 
@@ -294,7 +291,7 @@ def _arrival(traj: Commanded, controller: str) -> Arrival:
         traj.positions.tolist(),
         None if traj.velocities is None else traj.velocities.tolist(),
     )
-    return Arrival(traj.index, traj.arrival_ns, trajectory, traj.state_at_arrival, traj.after_reset)
+    return Arrival(traj.index, traj.arrival_ns, trajectory, traj.zero_stamp, traj.after_reset)
 
 
 def resolved_topics(params: Path | None) -> tuple[str, str]:

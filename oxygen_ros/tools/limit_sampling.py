@@ -14,8 +14,11 @@ So the segment the controller runs from the state at each arrival, and the stop 
 end of a trajectory, are counted with the rest, which the per-point count cannot see.
 The arm is taken to follow its command (the measured state at an update is the previous
 command, its velocity the last step's). Each run of trajectories between two resets
-(see limit_check) starts at rest at the latest JointState at or before its first arrival
-(the first trajectory's first point when there is none). A value counts when it exceeds
+(see limit_check) starts at rest at the first point of its first trajectory that is not a
+hold (stamped zero): as in the per-point count, the first trajectory after a reset (or of
+the bag) has no previous command to be measured from, and the holds before it stop an arm
+the reset has already moved (the node is switched off around the sim's resets; the sim
+drops what arrives meanwhile). A value counts when it exceeds
 its limit by more than 1e-9; once per sample and kind, the worst joint named, with
 `point` the number of updates since the running trajectory took over (0: its arrival's).
 """
@@ -43,7 +46,7 @@ class Arrival:
     index: int  # its number on the topic, from 0
     arrival_ns: int  # its log time
     trajectory: Trajectory  # seconds; a zero stamp already resolved to the arrival
-    start: dict[str, float] | None  # the latest JointState at or before the arrival
+    hold: bool  # stamped zero: "stop on arrival"
     after_reset: bool  # a reset came between the trajectory before and this one
 
 
@@ -77,13 +80,14 @@ def sampled(
 
 
 def _runs(arrivals: Sequence[Arrival]) -> list[list[Arrival]]:
-    """The arrivals cut at every reset."""
+    """The arrivals cut at every reset, each run from its first trajectory not a hold."""
     runs: list[list[Arrival]] = []
     for arrival in arrivals:
         if arrival.after_reset or not runs:
             runs.append([])
-        runs[-1].append(arrival)
-    return runs
+        if runs[-1] or not arrival.hold:
+            runs[-1].append(arrival)
+    return [run for run in runs if run]
 
 
 def _run(
@@ -129,10 +133,9 @@ def _run(
 
 
 def _start(arrival: Arrival, names: Sequence[str]) -> np.ndarray:
-    """Where the arm stands before a run: the JointState, else the first point."""
+    """Where the arm stands before a run: its first trajectory's first point."""
     first = dict(zip(arrival.trajectory.joint_names, arrival.trajectory.positions[0], strict=True))
-    state = arrival.start or {}
-    return np.array([state.get(n, first.get(n, 0.0)) for n in names], np.float64)
+    return np.array([first[n] for n in names], np.float64)
 
 
 def _end_ns(arrival: Arrival) -> int:
