@@ -336,19 +336,19 @@ class FrameLoop:
     ) -> Shaped | None:
         """What ~/joint_trajectory gets of `release`, shaped for `controller_model` and
         screened as that controller will run it from the state at arrival: where the
-        `running` chunk has the robot then, else the measured state (oxygen_core.
-        controller.shaping.met); None when no trajectory may go out (one warning per
-        reason; the watchdog may hold the robot)."""
+        `running` chunk has the robot then and where it was last measured, both
+        (oxygen_core.controller.shaping.met); None when no trajectory may go out (one
+        warning per reason; the watchdog may hold the robot)."""
         period = self._cfg.control_period_s
         elapsed_ns = round((self._clock() - tick.start_s) * self._latency_scale * NS_PER_S)
         arrival_ns = stamp_to_ns(tick.stamp) + elapsed_ns + self._lead_ns
-        start = shaping.planned_state(running, arrival_ns, period)
-        if start is None:
-            velocity = self._assembler.measured_velocities(self._layout.action_names)
-            start = (
-                self._last_state,
-                np.zeros_like(self._last_state) if velocity is None else velocity,
-            )
+        velocity = self._assembler.measured_velocities(self._layout.action_names)
+        measured = (
+            self._last_state,
+            np.zeros_like(self._last_state) if velocity is None else velocity,
+        )
+        planned = shaping.planned_state(running, arrival_ns, period)
+        starts = [measured] if planned is None else [planned, measured]
         shaped = shaping.met(
             self._cfg.controller_model,
             release.rows,
@@ -356,8 +356,7 @@ class FrameLoop:
             period,
             arrival_ns=arrival_ns,
             before=None if release.lead is None else release.lead[-1],
-            start=start[0],
-            start_velocity=start[1],
+            starts=starts,
             limits=self._limits,
         )
         if isinstance(shaped, Shaped):

@@ -204,7 +204,7 @@ def test_met_refuses_a_trajectory_whose_cubic_segments_break_the_limits():
     # central-difference velocities (0, 0.25, 1, 1.5) peaks at 10, 15 and 20 rad/s^2 into
     # points 1, 2, 3 (and the stop after it at 15).
     rows = np.array([[0.0], [0.0], [0.05], [0.2]])
-    common = dict(arrival_ns=-200 * MS, before=None, start=np.zeros(1), start_velocity=np.zeros(1))
+    common = dict(arrival_ns=-200 * MS, before=None, starts=[(np.zeros(1), np.zeros(1))])
     within = shaping.met(
         "jtc", rows, 0, PERIOD, limits=_limits(25.0, velocity=2.0, joints=1), **common
     )

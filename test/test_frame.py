@@ -886,7 +886,7 @@ def test_jtc_refuses_a_chunk_no_row_of_which_can_be_met_within_the_limits():
     r.tick(10.0)
     assert _sent(r, topics.ACTION_CHUNK) == [] and _sent(r, topics.JOINT_TRAJECTORY) == []
     assert r.stats.snapshot().trajectories_refused == 1
-    assert any("every row is too far from the measured state" in w for w in r.log.warnings)
+    assert any("every row is too far from the state at arrival" in w for w in r.log.warnings)
 
 
 def test_a_hold_from_a_moving_joint_state_decelerates_within_the_limits():

@@ -34,14 +34,16 @@ point at the measured positions: the controller stops in one update.
 
 `hermite_peaks` gives the exact largest velocity and acceleration of each cubic segment
 the controller runs, for the frame's screening of the segment from the state at arrival to
-the first point. That state is estimated as where the running chunk has the robot then
-(`planned_state`; the robot follows its plan), else as the last measured state.
+the first point. That state is uncertain: where the running chunk has the robot then
+(`planned_state`), or where it was last measured if it lags its plan (a rate-limited or
+pressed arm); the segment must be within the limits from both.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -130,17 +132,16 @@ def met(
     *,
     arrival_ns: int,
     before: np.ndarray | None,
-    start: np.ndarray,
-    start_velocity: np.ndarray,
+    starts: Sequence[tuple[np.ndarray, np.ndarray]],
     limits: JointLimits | None,
 ) -> Shaped | str:
     """`for_controller`'s trajectory, screened under "jtc" as the controller will run it:
-    from (start, start_velocity), the state at arrival, to the first point over the
-    shortest time it may have (the stamp less `arrival_ns`), then every cubic segment,
-    against the velocity and acceleration `limits` (None: unscreened). When the segment from
-    the state is too fast, the first point moves one row later (more time to reach it);
-    a segment between points that is too fast fails the whole trajectory. The trajectory,
-    or why none may go out (one line)."""
+    from each of `starts` (position, velocity: where the robot may be at arrival) to the
+    first point over the shortest time it may have (the stamp less `arrival_ns`), then every
+    cubic segment, against the velocity and acceleration `limits` (None: unscreened). When
+    a segment from a start is too fast, the first point moves one row later (more time to
+    reach it); a segment between points that is too fast fails the whole trajectory. The
+    trajectory, or why none may go out (one line)."""
     period_ns = round(period_s * NS_PER_S)
     later = 0
     for later in range(len(rows)):
@@ -158,8 +159,10 @@ def met(
         if model != "jtc" or limits is None:
             return shaped
         lead_s = (shaped.stamp_ns - arrival_ns) / NS_PER_S
-        velocity, acceleration = trajectory_peaks(shaped, start, start_velocity, lead_s)
-        ratio = np.maximum(velocity / limits.velocity, acceleration / limits.acceleration)
+        ratio = np.max(
+            [_ratios(shaped, start, velocity, lead_s, limits) for start, velocity in starts],
+            axis=0,
+        )
         if np.all(ratio[1:] <= 1):
             if np.all(ratio[0] <= 1):
                 return shaped
@@ -171,7 +174,7 @@ def met(
         )
     if later == 0:
         return "no row is due late enough for the controller to take the trajectory over"
-    return "every row is too far from the measured state to reach within the joint limits"
+    return "every row is too far from the state at arrival to reach within the joint limits"
 
 
 def planned_state(
@@ -190,6 +193,14 @@ def planned_state(
     i = min(int(x), len(rows) - 2)
     step = rows[i + 1] - rows[i]
     return rows[i] + (x - i) * step, step / period_s
+
+
+def _ratios(
+    shaped: Shaped, start: np.ndarray, velocity: np.ndarray, lead_s: float, limits: JointLimits
+) -> np.ndarray:
+    """[K, D]: each segment's peak velocity and acceleration against the limits (the worse)."""
+    peak_velocity, peak_acceleration = trajectory_peaks(shaped, start, velocity, lead_s)
+    return np.maximum(peak_velocity / limits.velocity, peak_acceleration / limits.acceleration)
 
 
 def grid_velocities(rows: np.ndarray, period_s: float, before: np.ndarray | None) -> np.ndarray:

@@ -288,12 +288,12 @@ def _shaped(
     guard: ChunkGuard | None,
 ) -> Shaped | None:
     """The trajectory the controller gets of `release`, as the node's FrameLoop makes it
-    (shaped and screened from the state at arrival: the running chunk's, else the
+    (shaped and screened from the state at arrival: the running chunk's and the
     measured); None, counted, when none can be met."""
     arrival_ns = link.arrival_ns(step)
-    start = shaping.planned_state(takeover.running, arrival_ns, link.dt)
-    if start is None:
-        start = (np.asarray(state, np.float64), link.velocity)
+    measured = (np.asarray(state, np.float64), link.velocity)
+    planned = shaping.planned_state(takeover.running, arrival_ns, link.dt)
+    starts = [measured] if planned is None else [planned, measured]
     shaped = shaping.met(
         link.controller,
         release.rows,
@@ -301,8 +301,7 @@ def _shaped(
         link.dt,
         arrival_ns=arrival_ns,
         before=None if release.lead is None else release.lead[-1],
-        start=start[0],
-        start_velocity=start[1],
+        starts=starts,
         limits=None if guard is None else guard.gate.limits,
     )
     if isinstance(shaped, Shaped):
