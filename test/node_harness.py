@@ -338,3 +338,11 @@ def wait_until(ready: Callable[[], bool], timeout_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not happen within {timeout_s} s")
         time.sleep(0.01)
+
+
+def node_args(params_file: Path, **overrides: str) -> list[str]:
+    """The command line of a node on `params_file` with `-p name:=value` overrides."""
+    args = ["--ros-args", "--params-file", str(params_file)]
+    for name, value in overrides.items():
+        args += ["-p", f"{name}:={value}"]
+    return args

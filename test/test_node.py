@@ -28,6 +28,7 @@ from node_harness import (
     SensorFaults,
     Spinners,
     diagnostic_values,
+    node_args,
     stamp_s,
     wait_until,
 )
@@ -117,15 +118,9 @@ def rig():
     gc.collect()
     rclpy.init()
     node = OxygenNode(
-        cli_args=[
-            "--ros-args",
-            "--params-file",
-            str(TINY),
-            "-p",
-            f"diagnostics_period_s:={DIAGNOSTICS_PERIOD_S}",
-            "-p",
-            f"checkpoint_dir:={BAD_CHECKPOINT}",
-        ]
+        cli_args=node_args(
+            TINY, diagnostics_period_s=str(DIAGNOSTICS_PERIOD_S), checkpoint_dir=BAD_CHECKPOINT
+        )
     )
     probe = Probe(
         cameras=PARAMS["camera_topics"],

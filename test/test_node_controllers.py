@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import rclpy
 import yaml
-from node_harness import Probe, SensorFaults, Spinners
+from node_harness import Probe, SensorFaults, Spinners, node_args
 from rcl_interfaces.msg import Log
 from rclpy.parameter import Parameter
 
@@ -29,21 +29,13 @@ TOPICS = {"arm": "/arm_controller/joint_trajectory", "wrist": "/wrist/joint_traj
 def rig():
     gc.collect()  # see test_node's rig: an earlier module's node must not outlive its turn
     rclpy.init()
-    node = OxygenNode(
-        cli_args=[
-            "--ros-args",
-            "--params-file",
-            str(TINY),
-            "-p",
-            "controller_names:=[arm, wrist]",
-            "-p",
-            f"controllers.arm.topic:={TOPICS['arm']}",
-            "-p",
-            f"controllers.arm.joints:=[{', '.join(ARM)}]",
-            "-p",
-            f"controllers.wrist.joints:=[{', '.join(WRIST[:-1])}]",  # one joint short
-        ]
-    )
+    overrides = {
+        "controller_names": "[arm, wrist]",
+        "controllers.arm.topic": TOPICS["arm"],
+        "controllers.arm.joints": f"[{', '.join(ARM)}]",
+        "controllers.wrist.joints": f"[{', '.join(WRIST[:-1])}]",  # one joint short
+    }
+    node = OxygenNode(cli_args=node_args(TINY, **overrides))
     probe = Probe(
         cameras=PARAMS["camera_topics"],
         joints=JOINTS,
