@@ -32,7 +32,11 @@ DELAY = 1
 
 def _params(folder: Path, handover: str) -> Path:
     raw = yaml.safe_load(TINY.read_text())
-    raw["/**"]["ros__parameters"].update(chunk_handover=handover, rtc_delay_steps=DELAY)
+    # The rows as released (controller_model none): the hand-over is about rows, and the
+    # gate then judges straight segments, as every chunk here was measured with.
+    raw["/**"]["ros__parameters"].update(
+        chunk_handover=handover, rtc_delay_steps=DELAY, controller_model="none"
+    )
     path = folder / f"{handover}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path

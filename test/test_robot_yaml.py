@@ -48,8 +48,8 @@ def test_replay_of_the_demo_bag_publishes_the_declared_robots_chunks(tmp_path):
     topic = load_settings(CUSTOM)[1].output(ACTION_CHUNK)
     chunks = [from_cdr(m.data, m.msgtype) for m in read_bag(out / OUTPUT_BAG, [topic])]
     assert len(chunks) == report["frames"]
-    for chunk in chunks:
-        assert (chunk.horizon, chunk.action_dim) == (8, DECLARED["action_dim"])
+    for chunk in chunks:  # the gate may slow a chunk to more rows than the horizon's 8
+        assert chunk.horizon >= 8 and chunk.action_dim == DECLARED["action_dim"]
         assert np.isfinite(np.asarray(chunk.actions)).all()
 
 
