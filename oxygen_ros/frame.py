@@ -337,32 +337,26 @@ class FrameLoop:
         """What ~/joint_trajectory gets of `release`, shaped for `controller_model` and
         screened as that controller will run it from the state at arrival: where the
         `running` chunk has the robot then and where it was last measured, both
-        (oxygen_core.controller.shaping.met); None when no trajectory may go out (one
-        warning per reason; the watchdog may hold the robot)."""
-        period = self._cfg.control_period_s
+        (oxygen_core.controller.shaping.for_release); None when no trajectory may go out
+        (one warning per throttle period; the watchdog may hold the robot)."""
         elapsed_ns = round((self._clock() - tick.start_s) * self._latency_scale * NS_PER_S)
-        arrival_ns = stamp_to_ns(tick.stamp) + elapsed_ns + self._lead_ns
         velocity = self._assembler.measured_velocities(self._layout.action_names)
-        measured = (
-            self._last_state,
-            np.zeros_like(self._last_state) if velocity is None else velocity,
-        )
-        planned = shaping.planned_state(running, arrival_ns, period)
-        starts = [measured] if planned is None else [planned, measured]
-        shaped = shaping.met(
+        shaped = shaping.for_release(
             self._cfg.controller_model,
-            release.rows,
-            release.row0_ns,
-            period,
-            arrival_ns=arrival_ns,
-            before=None if release.lead is None else release.lead[-1],
-            starts=starts,
+            release,
+            running,
+            self._cfg.control_period_s,
+            arrival_ns=stamp_to_ns(tick.stamp) + elapsed_ns + self._lead_ns,
+            measured=(
+                self._last_state,
+                np.zeros_like(self._last_state) if velocity is None else velocity,
+            ),
             limits=self._limits,
         )
         if isinstance(shaped, Shaped):
             return shaped
         self._stats.trajectory_refused()
-        self._warn(f"trajectory {shaped}", f"chunk not sent to the controller: {shaped}")
+        self._warn("trajectory refused", f"chunk not sent to the controller: {shaped}")
         self._watch(stamp_to_ns(tick.stamp), "no trajectory the controller can meet")
         return None
 

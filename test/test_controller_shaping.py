@@ -123,22 +123,17 @@ def test_the_hold_is_a_stop_from_the_measured_velocity_or_one_point_without_one(
     np.testing.assert_allclose(moving.velocities[:, 0], [1.0, 2 / 3, 1 / 3, 0.0])
 
 
-def test_hermite_peaks_are_exact():
+def test_segment_peaks_are_exact():
     # Rest to rest over 1 s by 1 rad: velocity 1.5 at the middle, acceleration 6 at the ends.
-    velocity, acceleration = shaping.hermite_peaks(
+    velocity, acceleration = shaping.segment_peaks(
         np.zeros(1), np.zeros(1), np.ones(1), np.zeros(1), 1.0
     )
     np.testing.assert_allclose([velocity[0], acceleration[0]], [1.5, 6.0])
     # A parabola (0, 1) -> (0.5, 0) over 1 s: constant deceleration 1, top speed at the start.
-    velocity, acceleration = shaping.hermite_peaks(
+    velocity, acceleration = shaping.segment_peaks(
         np.zeros(1), np.ones(1), np.array([0.5]), np.zeros(1), 1.0
     )
     np.testing.assert_allclose([velocity[0], acceleration[0]], [1.0, 1.0])
-
-
-def test_unknown_models_fail_in_one_line():
-    with pytest.raises(ValueError, match="unknown controller_model 'ros1'; choose jtc"):
-        shaping.check_model("ros1")
 
 
 def _run(shape: bool, delay_ms: int) -> np.ndarray:

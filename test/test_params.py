@@ -350,3 +350,8 @@ def test_a_robot_whose_commands_are_not_positions_cannot_publish_trajectories(tm
         "(action_space velocity), which ~/joint_trajectory cannot carry: set "
         "joint_trajectory: false and command_chunk: true"
     )
+
+
+def test_an_unknown_controller_model_fails_in_one_line():
+    with pytest.raises(ConfigError, match=r"controller_model='ros1' is not one of \['jtc', "):
+        NodeConfig(camera_topics=("/cam",), controller_model="ros1")

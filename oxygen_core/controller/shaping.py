@@ -32,11 +32,11 @@ A hold is a stop, not a step (`stop`): from the measured positions and velocitie
 same stopping tail, stamped zero (on arrival). Without measured velocities it is the one
 point at the measured positions: the controller stops in one update.
 
-`hermite_peaks` gives the exact largest velocity and acceleration of each cubic segment
-the controller runs, for the frame's screening of the segment from the state at arrival to
-the first point. That state is uncertain: where the running chunk has the robot then
-(`planned_state`), or where it was last measured if it lags its plan (a rate-limited or
-pressed arm); the segment must be within the limits from both.
+`segment_peaks` gives the exact largest velocity and acceleration of each cubic segment
+the controller runs, for the gate and for screening the segment from the state at arrival
+to the first point (`for_release`). That state is uncertain: where the running chunk has
+the robot then (`planned_state`), or where it was last measured if it lags its plan (a
+rate-limited or pressed arm); the segment must be within the limits from both.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from typing import Literal
 import numpy as np
 
 from oxygen_core.clock import NS_PER_S
-from oxygen_core.engine.timeline import RunningChunk
+from oxygen_core.engine.timeline import Release, RunningChunk
 from oxygen_core.safety.limits import JointLimits
 
 ControllerModel = Literal["jtc", "jtc_replacement", "none"]
@@ -67,15 +67,6 @@ class Shaped:
     velocities: np.ndarray | None  # (K, D); None: positions only (linear segments)
     dropped: int = 0  # released rows due before the controller could take the message over
     tail: int = 0  # points after the released rows: the stop that ends the trajectory
-
-
-def check_model(model: str) -> ControllerModel:
-    """`model` if it is a ControllerModel, else a one-line error naming the choices."""
-    if model not in CONTROLLER_MODELS:
-        raise ValueError(
-            f"unknown controller_model {model!r}; choose {', '.join(CONTROLLER_MODELS)}"
-        )
-    return typing.cast(ControllerModel, model)
 
 
 def segments(model: ControllerModel) -> Segments:
@@ -124,6 +115,33 @@ def for_controller(
     )
 
 
+def for_release(
+    model: ControllerModel,
+    release: Release,
+    running: RunningChunk | None,
+    period_s: float,
+    *,
+    arrival_ns: int,
+    measured: tuple[np.ndarray, np.ndarray],
+    limits: JointLimits | None,
+) -> Shaped | str:
+    """What the controller gets of a frame's `release` (the node's frame and the in-process
+    loop both send this): `met`'s trajectory, screened from both states the robot may be
+    in at arrival, where the `running` chunk has it then and the `measured` (position,
+    velocity)."""
+    planned = planned_state(running, arrival_ns, period_s)
+    return met(
+        model,
+        release.rows,
+        release.row0_ns,
+        period_s,
+        arrival_ns=arrival_ns,
+        before=None if release.lead is None else release.lead[-1],
+        starts=[measured] if planned is None else [planned, measured],
+        limits=limits,
+    )
+
+
 def met(
     model: ControllerModel,
     rows: np.ndarray,
@@ -136,45 +154,57 @@ def met(
     limits: JointLimits | None,
 ) -> Shaped | str:
     """`for_controller`'s trajectory, screened under "jtc" as the controller will run it:
-    from each of `starts` (position, velocity: where the robot may be at arrival) to the
-    first point over the shortest time it may have (the stamp less `arrival_ns`), then every
-    cubic segment, against the velocity and acceleration `limits` (None: unscreened). When
-    a segment from a start is too fast, the first point moves one row later (more time to
-    reach it); a segment between points that is too fast fails the whole trajectory. The
-    trajectory, or why none may go out (one line)."""
-    period_ns = round(period_s * NS_PER_S)
-    later = 0
-    for later in range(len(rows)):
-        shaped = for_controller(
-            model,
-            rows,
-            row0_ns,
-            period_s,
-            arrival_ns=arrival_ns + later * period_ns,
-            limits=limits,
-            before=before,
-        )
-        if shaped is None:
-            break
-        if model != "jtc" or limits is None:
-            return shaped
-        lead_s = (shaped.stamp_ns - arrival_ns) / NS_PER_S
-        ratio = np.max(
-            [_ratios(shaped, start, velocity, lead_s, limits) for start, velocity in starts],
-            axis=0,
-        )
-        if np.all(ratio[1:] <= 1):
-            if np.all(ratio[0] <= 1):
-                return shaped
-            continue
-        point = int(np.argmax(np.max(ratio[1:], axis=1))) + 1
+    every cubic segment between its points, then from each of `starts` (position,
+    velocity: where the robot may be at arrival) to the first point over the shortest time
+    it may have (its due time less `arrival_ns`), against the velocity and acceleration
+    `limits` (None: unscreened). A segment between points that is too fast fails the whole
+    trajectory; when a segment from a start is, the first point moves to the first later
+    row every start reaches within the limits. The trajectory, or why none may go out (one
+    line)."""
+    shaped = for_controller(
+        model, rows, row0_ns, period_s, arrival_ns=arrival_ns, limits=limits, before=before
+    )
+    if shaped is None:
+        return "no row is due late enough for the controller to take the trajectory over"
+    if model != "jtc" or limits is None:
+        return shaped
+    p, v = shaped.positions, shaped.velocities
+    between = _over(*segment_peaks(p[:-1], v[:-1], p[1:], v[1:], period_s), limits)
+    if np.any(between > 1):
+        point = int(np.argmax(np.max(between, axis=1))) + 1
         return (
             f"the controller's cubic segment into point {point} would pass the joint limits "
-            f"{np.max(ratio[point]):.2f}x"
+            f"{np.max(between[point - 1]):.2f}x"
         )
-    if later == 0:
-        return "no row is due late enough for the controller to take the trajectory over"
-    return "every row is too far from the state at arrival to reach within the joint limits"
+    rows_kept = len(p) - shaped.tail
+    lead_s = (shaped.stamp_ns - arrival_ns) / NS_PER_S + np.arange(rows_kept) * period_s
+    reached = np.ones(rows_kept, bool)
+    for start, velocity in starts:
+        peaks = segment_peaks(start, velocity, p[:rows_kept], v[:rows_kept], lead_s)
+        reached &= np.all(_over(*peaks, limits) <= 1, axis=1)
+    if not reached.any():
+        return "every row is too far from the state at arrival to reach within the joint limits"
+    return _from_point(shaped, int(np.argmax(reached)), period_s)
+
+
+def _over(velocity: np.ndarray, acceleration: np.ndarray, limits: JointLimits) -> np.ndarray:
+    """Peaks against the limits, the worse of the two (> 1: over)."""
+    return np.maximum(velocity / limits.velocity, acceleration / limits.acceleration)
+
+
+def _from_point(shaped: Shaped, first: int, period_s: float) -> Shaped:
+    """`shaped` from its point `first` on: stamped that point's time."""
+    if first == 0:
+        return shaped
+    positions = shaped.positions[first:]
+    return dataclasses.replace(
+        shaped,
+        stamp_ns=shaped.stamp_ns + first * round(period_s * NS_PER_S),
+        times=np.arange(len(positions)) * period_s,
+        positions=positions,
+        velocities=shaped.velocities[first:],
+        dropped=shaped.dropped + first,
+    )
 
 
 def planned_state(
@@ -193,14 +223,6 @@ def planned_state(
     i = min(int(x), len(rows) - 2)
     step = rows[i + 1] - rows[i]
     return rows[i] + (x - i) * step, step / period_s
-
-
-def _ratios(
-    shaped: Shaped, start: np.ndarray, velocity: np.ndarray, lead_s: float, limits: JointLimits
-) -> np.ndarray:
-    """[K, D]: each segment's peak velocity and acceleration against the limits (the worse)."""
-    peak_velocity, peak_acceleration = trajectory_peaks(shaped, start, velocity, lead_s)
-    return np.maximum(peak_velocity / limits.velocity, peak_acceleration / limits.acceleration)
 
 
 def grid_velocities(rows: np.ndarray, period_s: float, before: np.ndarray | None) -> np.ndarray:
@@ -281,13 +303,19 @@ def stop(
     return Shaped(0, np.arange(len(positions)) * period_s, positions, velocities, tail=len(tail))
 
 
-def hermite_peaks(
-    p0: np.ndarray, v0: np.ndarray, p1: np.ndarray, v1: np.ndarray, duration_s: float
+def segment_peaks(
+    p0: np.ndarray,
+    v0: np.ndarray,
+    p1: np.ndarray,
+    v1: np.ndarray,
+    duration_s: float | np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The largest |velocity| and |acceleration| [D] of the cubic Hermite segment from
-    (p0, v0) to (p1, v1) over `duration_s`: the acceleration is linear in time (largest at
-    an end), the velocity quadratic (largest at an end or at its vertex)."""
-    h = duration_s
+    """The largest |velocity| and |acceleration| of each cubic Hermite segment from (p0, v0)
+    to (p1, v1) over `duration_s` (one for all, or one per segment: [N] with [N, D] ends):
+    the acceleration is linear in time (largest at an end), the velocity quadratic
+    (largest at an end or at its vertex)."""
+    h = np.asarray(duration_s, np.float64)
+    h = h[:, None] if h.ndim else h
     step = np.asarray(p1, np.float64) - p0
     b = (2 / h) * (3 * step - 2 * h * v0 - h * v1)  # dv/ds at s = 0
     c = (3 / h) * (-2 * step + h * v0 + h * v1)  # half of d2v/ds2
@@ -296,24 +324,5 @@ def hermite_peaks(
         vertex = np.where(c != 0, -b / (2 * c), 0.0)
     inside = (vertex > 0) & (vertex < 1)
     at_vertex = np.where(inside, np.abs(v0 + b * vertex + c * vertex * vertex), 0.0)
-    velocity = np.maximum.reduce([np.abs(v0), np.abs(v1), at_vertex])
+    velocity = np.maximum(np.maximum(np.abs(v0), np.abs(v1)), at_vertex)
     return velocity, acceleration
-
-
-def trajectory_peaks(
-    shaped: Shaped, start: np.ndarray, start_velocity: np.ndarray, start_s: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per segment [K, D], the largest |velocity| and |acceleration| a "jtc" controller
-    commands running `shaped` (with velocities) from (start, start_velocity) at `start_s`
-    seconds before point 0: row 0 is the segment from the start, row k the segment into
-    point k."""
-    if shaped.velocities is None:
-        raise ValueError("trajectory_peaks needs the points' velocities (cubic segments)")
-    starts = np.vstack([start, shaped.positions[:-1]])
-    start_velocities = np.vstack([start_velocity, shaped.velocities[:-1]])
-    durations = np.diff(shaped.times, prepend=shaped.times[0] - start_s)
-    peaks = [
-        hermite_peaks(starts[k], start_velocities[k], shaped.positions[k], shaped.velocities[k], h)
-        for k, h in enumerate(durations)
-    ]
-    return np.stack([v for v, _ in peaks]), np.stack([a for _, a in peaks])

@@ -14,9 +14,10 @@ the first step's acceleration is not judged, and the start jump bounds it).
 
 A controller that runs cubic segments (`segments="cubic"`: the Jazzy joint_trajectory_
 controller given velocities, oxygen_core.controller.shaping) moves between the points
-along Hermite cubics through their central-difference velocities, which can be faster
-between two points than either step: the velocity and acceleration checked are then each
-segment's exact largest (shaping.hermite_peaks), from the lead's last row on.
+along Hermite cubics through the velocities shaping gives them (shaping.grid_velocities),
+which can be faster between two points than either step: the velocity and acceleration
+checked are then each segment's exact largest (shaping.segment_peaks), from the lead's
+last row on.
 
 The policy says what to do with a chunk that breaks a bound, per kind of bound:
 
@@ -49,7 +50,7 @@ from typing import Literal
 
 import numpy as np
 
-from oxygen_core.controller.shaping import Segments, grid_velocities, hermite_peaks
+from oxygen_core.controller.shaping import Segments, grid_velocities, segment_peaks
 from oxygen_core.safety.limits import JointLimits
 
 Policy = Literal["clamp", "slow", "reject"]
@@ -243,12 +244,11 @@ def _cubic_peaks(
     positions: np.ndarray, lead: np.ndarray, period_s: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per point [H, J], the largest |velocity| and |acceleration| of the cubic segment into
-    it, from the lead's last row, through the path's central-difference velocities."""
+    it, from the lead's last row, through the path's velocities as shaping gives them."""
     path = np.concatenate([lead, positions])
     velocities = grid_velocities(path, period_s, None)[len(lead) - 1 :]
     knots = path[len(lead) - 1 :]
-    v, a = hermite_peaks(knots[:-1], velocities[:-1], knots[1:], velocities[1:], period_s)
-    return v, a
+    return segment_peaks(knots[:-1], velocities[:-1], knots[1:], velocities[1:], period_s)
 
 
 def _grown(stretch: float) -> Iterator[float]:

@@ -290,18 +290,13 @@ def _shaped(
     """The trajectory the controller gets of `release`, as the node's FrameLoop makes it
     (shaped and screened from the state at arrival: the running chunk's and the
     measured); None, counted, when none can be met."""
-    arrival_ns = link.arrival_ns(step)
-    measured = (np.asarray(state, np.float64), link.velocity)
-    planned = shaping.planned_state(takeover.running, arrival_ns, link.dt)
-    starts = [measured] if planned is None else [planned, measured]
-    shaped = shaping.met(
+    shaped = shaping.for_release(
         link.controller,
-        release.rows,
-        release.row0_ns,
+        release,
+        takeover.running,
         link.dt,
-        arrival_ns=arrival_ns,
-        before=None if release.lead is None else release.lead[-1],
-        starts=starts,
+        arrival_ns=link.arrival_ns(step),
+        measured=(np.asarray(state, np.float64), link.velocity),
         limits=None if guard is None else guard.gate.limits,
     )
     if isinstance(shaped, Shaped):
