@@ -35,8 +35,9 @@ has no previous command, so its first step and seam are not measured from the ep
 before.
 
 A value counts when it exceeds its limit by more than 1e-9 (float noise on a limit is
-not a violation). The exit code is 0 whatever the counts (a measurement), 1 with
---fail-on-violation when any count is above 0, 2 on bad input (one line on stderr).
+not a violation; oxygen_ros.tools.limit_findings). The exit code is 0 whatever the counts
+(a measurement), 1 with --fail-on-violation when any count is above 0, 2 on bad input (one
+line on stderr).
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ from oxygen_core.sim.executor import CONTROLLERS, Trajectory
 from oxygen_ros import topics
 from oxygen_ros.convert import stamp_to_ns
 from oxygen_ros.tools.bagio import BagReadError, from_cdr, read_bag
+from oxygen_ros.tools.limit_findings import Finding, outside, over
 from oxygen_ros.tools.limit_sampling import Arrival, sampled
 
 KINDS = ("position", "velocity", "acceleration", "jump")
-TOLERANCE = 1e-9
 DEFAULT_TOPICS = ("/oxygen/joint_trajectory", "/joint_states")  # the node's defaults
 RESET_TOPIC = "/sim/episode"  # oxygen-sim's episode outcomes: one per reset
 
@@ -80,19 +81,6 @@ class Commanded:
     arrival_ns: int = 0  # its log time: when a controller got it
     zero_stamp: bool = False  # stamped zero: "on arrival"
     velocities: np.ndarray | None = None  # float64 [K, J], when its points carry them
-
-
-@dataclasses.dataclass(frozen=True)
-class Finding:
-    """One point over a limit: the worst joint of it."""
-
-    kind: str
-    trajectory: int
-    point: int  # the point of the trajectory (-1: the previous trajectory's last, a seam)
-    time_ns: int
-    joint: str
-    value: float
-    limit: float
 
 
 # --------------------------------------------------------------------------- counting
@@ -115,16 +103,9 @@ def check(trajectories: Iterable[Commanded], limits: JointLimits) -> list[Findin
 
 def _positions(traj: Commanded, limits: JointLimits) -> list[Finding]:
     """Points outside the position range; a finding's limit is the bound it crossed."""
-    p, low, high = traj.positions, limits.lower, limits.upper
-    over = np.maximum(low - p, p - high)  # > 0: outside, by that much
     found = []
-    for k in np.flatnonzero(np.any(over > TOLERANCE, axis=1)):
-        j = int(np.argmax(over[k]))
-        bound = low[j] if p[k, j] < low[j] else high[j]
-        found.append(
-            Finding("position", traj.index, int(k), int(traj.times_ns[k]), limits.names[j],
-                    float(p[k, j]), float(bound))
-        )  # fmt: skip
+    for k, row in enumerate(traj.positions):
+        found += outside(traj.index, k, int(traj.times_ns[k]), row, limits)
     return found
 
 
@@ -158,7 +139,7 @@ def _rates(
         for i in range(first, len(values)):
             point = i + 1 - lead
             time_ns = int(traj.times_ns[max(point, 0)])
-            found += _over(kind, traj.index, point, time_ns, values[i], bound, limits.names)
+            found += over(kind, traj.index, point, time_ns, values[i], bound, limits.names)
     return found
 
 
@@ -169,25 +150,7 @@ def _jump(traj: Commanded, limits: JointLimits) -> list[Finding]:
     known = [j for j, n in enumerate(limits.names) if n in traj.measured]
     names = tuple(limits.names[j] for j in known)
     gap = traj.positions[0, known] - np.array([traj.measured[n] for n in names])
-    return _over("jump", traj.index, 0, int(traj.times_ns[0]), gap, limits.jump[known], names)
-
-
-def _over(
-    kind: str,
-    index: int,
-    point: int,
-    time_ns: int,
-    values: np.ndarray,
-    bound: np.ndarray,
-    names: Sequence[str],
-) -> list[Finding]:
-    """The worst joint of one point when any is over its bound (|value| > bound)."""
-    over = np.abs(values) > bound + TOLERANCE
-    if not over.any():
-        return []
-    with np.errstate(divide="ignore"):
-        j = int(np.argmax(np.where(over, np.abs(values) / bound, -1.0)))
-    return [Finding(kind, index, point, time_ns, names[j], float(values[j]), float(bound[j]))]
+    return over("jump", traj.index, 0, int(traj.times_ns[0]), gap, limits.jump[known], names)
 
 
 @dataclasses.dataclass(frozen=True)

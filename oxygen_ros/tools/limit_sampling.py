@@ -35,8 +35,7 @@ from oxygen_core.clock import NS_PER_S
 from oxygen_core.controller.jtc import JtcParams
 from oxygen_core.safety.limits import JointLimits
 from oxygen_core.sim.executor import Controller, Trajectory, TrajectoryExecutor
-
-TOLERANCE = 1e-9
+from oxygen_ros.tools.limit_findings import Finding, outside, over
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,26 +49,13 @@ class Arrival:
     after_reset: bool  # a reset came between the trajectory before and this one
 
 
-@dataclasses.dataclass(frozen=True)
-class Sample:
-    """One commanded sample over a limit: the worst joint of it."""
-
-    kind: str
-    trajectory: int  # the running trajectory's index (-1: none yet)
-    point: int  # updates since it took over
-    time_ns: int
-    joint: str
-    value: float
-    limit: float
-
-
 def sampled(
     arrivals: Sequence[Arrival], limits: JointLimits, controller: Controller, rate_hz: float
-) -> tuple[list[Sample], int]:
+) -> tuple[list[Finding], int]:
     """The samples over a limit, and how many updates were sampled (module docstring)."""
     dt_ns = round(NS_PER_S / rate_hz)
     runs = _runs(arrivals)
-    found: list[Sample] = []
+    found: list[Finding] = []
     updates = 0
     for k, run in enumerate(runs):
         stop_ns = runs[k + 1][0].arrival_ns if k + 1 < len(runs) else None
@@ -96,7 +82,7 @@ def _run(
     limits: JointLimits,
     controller: Controller,
     dt_ns: int,
-) -> tuple[list[Sample], int]:
+) -> tuple[list[Finding], int]:
     """One run's samples over a limit and its number of updates: from the first update at
     or after its first arrival to the end of its last trajectory, or to the next run."""
     dt = dt_ns / NS_PER_S
@@ -112,7 +98,7 @@ def _run(
     t_ns = -(-run[0].arrival_ns // dt_ns) * dt_ns
     if stop_ns is not None:
         end_ns = min(end_ns, stop_ns - 1)
-    found: list[Sample] = []
+    found: list[Finding] = []
     running, since, updates = -1, 0, 0
     while t_ns <= end_ns + dt_ns:
         while pending and pending[0].arrival_ns <= t_ns:
@@ -121,12 +107,13 @@ def _run(
                 running, since = arrival.index, 0
         now = executor.command(t_ns / NS_PER_S, command, velocity)
         step = (now - command) / dt
-        where = (running, since, t_ns)
-        found += _over("position", where, now, limits, _outside(now, limits))
-        found += _over("velocity", where, step, limits, np.abs(step) / limits.velocity)
         acceleration = (step - velocity) / dt
-        ratio = np.abs(acceleration) / limits.acceleration
-        found += _over("acceleration", where, acceleration, limits, ratio)
+        found += outside(running, since, t_ns, now, limits)
+        for kind, values, bound in (
+            ("velocity", step, limits.velocity),
+            ("acceleration", acceleration, limits.acceleration),
+        ):
+            found += over(kind, running, since, t_ns, values, bound, limits.names)
         command, velocity = now, step
         since, updates, t_ns = since + 1, updates + 1, t_ns + dt_ns
     return found, updates
@@ -142,34 +129,3 @@ def _end_ns(arrival: Arrival) -> int:
     """When a trajectory's last point is due."""
     traj = arrival.trajectory
     return round((traj.start + traj.times[-1]) * NS_PER_S)
-
-
-def _outside(values: np.ndarray, limits: JointLimits) -> np.ndarray:
-    """How far outside its range each value is, relative to 1 (0 inside, > 1 outside)."""
-    excess = np.maximum(limits.lower - values, values - limits.upper)
-    return np.where(excess > TOLERANCE, 1.0 + excess, 0.0)
-
-
-def _over(
-    kind: str,
-    where: tuple[int, int, int],
-    values: np.ndarray,
-    limits: JointLimits,
-    ratio: np.ndarray,
-) -> list[Sample]:
-    """The worst joint of one sample when any is over its bound by more than TOLERANCE."""
-    bounds = {
-        "velocity": limits.velocity,
-        "acceleration": limits.acceleration,
-    }
-    if kind == "position":
-        over = ratio > 0
-        limit = np.where(values < limits.lower, limits.lower, limits.upper)
-    else:
-        over = np.abs(values) > bounds[kind] + TOLERANCE
-        limit = bounds[kind]
-    if not over.any():
-        return []
-    j = int(np.argmax(np.where(over, ratio, -1.0)))
-    running, since, t_ns = where
-    return [Sample(kind, running, since, t_ns, limits.names[j], float(values[j]), float(limit[j]))]
