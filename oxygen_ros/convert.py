@@ -364,23 +364,27 @@ def shaped_trajectory_msg(joint_names: Sequence[str], shaped: Shaped) -> JointTr
         raise ValueError(
             f"{len(joint_names)} joint_names for {shaped.positions.shape[1]} trajectory columns"
         )
-    return JointTrajectory(
-        header=Header(stamp=ns_to_stamp(shaped.stamp_ns)),
-        joint_names=list(joint_names),
-        points=trajectory_points(shaped.positions, shaped.times, shaped.velocities),
+    stamp = ns_to_stamp(shaped.stamp_ns)
+    return trajectory_msg(
+        joint_names, shaped.positions, shaped.times, stamp=stamp, velocities=shaped.velocities
     )
 
 
 def trajectory_msg(
-    joint_names: Sequence[str], rows: np.ndarray, times: Sequence[float], *, stamp: Time
+    joint_names: Sequence[str],
+    rows: np.ndarray,
+    times: Sequence[float],
+    *,
+    stamp: Time,
+    velocities: np.ndarray | None = None,
 ) -> JointTrajectory:
-    """Rows of positions at `times` (seconds after `stamp`) -> JointTrajectory, as given:
-    the receiver judges names and values (the sim's `tools.sim.messages.trajectory_of` is
-    the way back)."""
+    """Rows of positions (and velocities) at `times` (seconds after `stamp`) ->
+    JointTrajectory, as given: the receiver judges names and values (the sim's
+    `tools.sim.messages.trajectory_of` is the way back)."""
     return JointTrajectory(
         header=Header(stamp=stamp),
         joint_names=list(joint_names),
-        points=trajectory_points(rows, times),
+        points=trajectory_points(rows, times, velocities),
     )
 
 
