@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -49,14 +48,11 @@ from builtin_interfaces.msg import Time
 from std_msgs.msg import String
 
 from oxygen_core.clock import NS_PER_S
-from oxygen_core.controller import shaping
+from oxygen_core.control_step import Acted, ControlStep, Decision, Measured, Note
 from oxygen_core.controller.shaping import Shaped
 from oxygen_core.engine import Engine
-from oxygen_core.engine.timeline import ChunkTimeline, Release, RunningChunk, Takeover
 from oxygen_core.engine.types import ActionResult, LanguageResult
-from oxygen_core.model.rtc import control_steps
 from oxygen_core.safety.gate import ChunkGate
-from oxygen_core.safety.guard import ChunkGuard
 from oxygen_core.safety.velocity import VelocityCap
 from oxygen_ros import topics
 from oxygen_ros.convert import (
@@ -66,7 +62,6 @@ from oxygen_ros.convert import (
     narration_markers,
     ns_to_stamp,
     shaped_trajectory_msg,
-    stamp_to_ns,
     stop_chunk_msg,
 )
 from oxygen_ros.diagnostics import NodeStats
@@ -85,8 +80,8 @@ _OUTAGES = frozenset(SKIP_REASONS) - {"no_instruction"}
 class Tick:
     """One firing of the frame timer."""
 
-    stamp: Time  # node clock (bag time in replay): stamps every output of the frame
-    now_s: float  # the same instant in seconds, for input freshness
+    ns: int  # node clock (bag time in replay), integer nanoseconds: the frame's time
+    stamp: Time  # the same instant: stamps every output of the frame
     start_s: float  # steady clock, for latency and the deadline
     deadline_s: float  # start_s + frame period: the chunk must be out by then
 
@@ -94,12 +89,12 @@ class Tick:
     def at(cls, now_ns: int, steady_s: float, period_s: float) -> Tick:
         """The tick of a timer firing at node-clock time now_ns (integer nanoseconds; bag
         time in replay) and steady time steady_s, with one frame period to its deadline."""
-        return cls(
-            stamp=ns_to_stamp(now_ns),
-            now_s=now_ns / NS_PER_S,
-            start_s=steady_s,
-            deadline_s=steady_s + period_s,
-        )
+        return cls(now_ns, ns_to_stamp(now_ns), steady_s, steady_s + period_s)
+
+    @property
+    def now_s(self) -> float:
+        """The tick in seconds, for input freshness."""
+        return self.ns / NS_PER_S
 
 
 class FrameLoop:
@@ -141,24 +136,22 @@ class FrameLoop:
         self._origins: collections.OrderedDict[int, Time] = collections.OrderedDict()
         self._texts: dict[str, str] = {}
         self._throttle = KeyedThrottle(clock=clock)
-        self._timeline = ChunkTimeline(
-            cfg.control_period_s, engine.cfg.chunk_handover, engine.delay, layout.horizon
-        )
-        self._last_stamps: tuple[int, int] | None = None  # (row0_ns, tick_ns), kept by reset
-        self._held = threading.Event()  # a hold went out: the next frame meets no chunk
-        self._standing = False  # a hold went out and no chunk since: the outage has its hold
-        self._frame_ns = round(cfg.frame_period_s * NS_PER_S)
         if gate is not None and not assembler.commanded_names:
             raise ValueError("the chunk gate needs action_names: it checks chunks from their state")
-        self._last_state: np.ndarray | None = None  # the last frame's, for a hold
-        self._guard = None if gate is None else ChunkGuard(gate, max_rejections)
-        # What trajectories are screened against and holds stop within: the gate's limits.
-        self._limits = None if gate is None else gate.limits
-        self._lead_ns = round(cfg.controller_lead_s * NS_PER_S)
-        self._velocity_cap = velocity_cap
+        self._step = ControlStep(
+            engine,
+            control_period_s=cfg.control_period_s,
+            frame_period_s=cfg.frame_period_s,
+            horizon=layout.horizon,
+            gate=gate,
+            max_rejections=max_rejections,
+            controller=cfg.controller_model if cfg.joint_trajectory else None,
+            lead_s=cfg.controller_lead_s,
+            velocity_cap=velocity_cap,
+        )
         self._latency_scale = latency_scale
-        if self._guard is not None:
-            stats.gated(self._guard.tally)
+        if gate is not None:
+            stats.gated(self._step.tally)
 
     def request(self, stream: str) -> None:
         """Ask for an on-demand request of `stream` (any thread: the engine queues it
@@ -171,27 +164,26 @@ class FrameLoop:
     def reset(self) -> None:
         """Drop the engine's requests and the running chunk (on the worker, as it ends)."""
         self._texts.clear()
-        self._timeline.reset()  # the robot may have moved anywhere before the next activation
+        self._step.reset()  # the robot may have moved anywhere before the next activation
         self._engine.reset()
 
     def hold(self, reason: str) -> bool:
         """Stop the robot (any thread), replacing whatever its controller runs; the next
         frame hands over from nothing. A trajectory controller gets a stop stamped zero (on
         arrival) from the latest measured joint positions and velocities, decelerating within
-        the joints' acceleration limits (oxygen_core.controller.shaping.stop; a JointState
-        without velocities: the one point at the positions; one that is not finite: the
-        last frame's measured state, where the robot last was known to be); a
-        ~/command_chunk controller a chunk of 0 rows (stop). False when nothing went out:
-        no controller output, no usable joint state, or the outputs closed."""
+        the joints' acceleration limits (ControlStep.stop; a JointState without velocities:
+        the one point at the positions; one that is not finite: the last frame's measured
+        state, where the robot last was known to be); a ~/command_chunk controller a chunk
+        of 0 rows (stop). False when nothing went out: no controller output, no usable joint
+        state, or the outputs closed."""
         messages = self._hold_messages(reason)
         if not messages:
             return False
-        self._held.set()
+        self._step.held()
         sent = False
         for name, msg, controller in messages:
             sent = self._out.publish(name, msg, controller) or sent
         if sent:
-            self._standing = True
             self._stats.held(reason)
             self._warn(f"hold {reason}", f"holding the robot where it is: {reason}")
         return sent
@@ -205,13 +197,10 @@ class FrameLoop:
         if self._cfg.joint_trajectory:
             positions = self._assembler.measured_positions(names)
             velocities = self._assembler.measured_velocities(names)
-            if positions is None:  # a non-finite JointState: the last frame's measured state
-                positions, velocities = self._last_state, None
-            if positions is None:
+            stop = self._step.stop(positions, velocities)
+            if stop is None:
                 self._warn(f"no hold {reason}", f"cannot hold ({reason}): no finite joint state")
             else:
-                period = self._cfg.control_period_s
-                stop = shaping.stop(positions, velocities, self._limits, period)
                 messages.extend(self._trajectories(stop))
         return messages
 
@@ -234,169 +223,100 @@ class FrameLoop:
         """A tick the worker could not take because a frame still runs (a stalled engine,
         say; any thread): the watchdog holds the robot, once, if the running chunk ends
         before a chunk could arrive. The stalled frame then publishes nothing."""
-        self._watch(tick_ns, "frame overran: no chunk in time")
+        self._hold_if(self._step.skipped(tick_ns, "frame overran: no chunk in time"))
 
     def run(self, tick: Tick) -> None:
-        if self._held.is_set():
-            self._held.clear()
-            self._timeline.reset()  # the robot stopped: no running chunk to meet
+        self._step.begin()
         obs = self._assembler.assemble(tick.now_s)
         if isinstance(obs, Skip):
             self._stats.skipped(obs.detail)
             self._warn(obs.reason, f"frame skipped: {obs.detail}")
             if obs.reason in _OUTAGES:
-                self._watch(stamp_to_ns(tick.stamp), obs.reason)
+                self._hold_if(self._step.skipped(tick.ns, obs.reason))
             return
         for slot, detail in self._assembler.blanked.items():
             self._warn(f"blank {slot}", f"camera left blank: {detail}")
-        self._last_state = self._assembler.commanded
-        takeover = self._timeline.at(stamp_to_ns(tick.stamp))
-        action = self._engine.act(obs, takeover.handover)
-        if self._held.is_set():  # held while act ran (a stall, a stop): this chunk is stale
+        acted = self._step.act(tick.ns, obs, self._measured())
+        if acted is None:  # held while act ran (a stall, a stop): this chunk is stale
             return
-        if takeover.handover is not None and action.handover != self._engine.cfg.chunk_handover:
+        if acted.fell_back:
             self._stats.handover_fell_back()  # the previous chunk had no row left to meet
-        if not self._publish_actions(tick, action, takeover):
+        if not self._publish_actions(tick, acted):
             return  # deactivated mid-frame: no language work for a closed node
         time_left_s = max(0.0, tick.deadline_s - self._clock())
         language = self._engine.language(time_left_s=time_left_s)
         self._publish_language(tick, language)
-        self._publish_stats(tick, action, language)
+        self._publish_stats(tick, acted.action, language)
 
-    def _publish_actions(self, tick: Tick, action: ActionResult, takeover: Takeover) -> bool:
-        """Publish the chunk (and trajectory) at once, the rows and stamp the timeline
-        releases, as the gate lets them through; False when the outputs are closed."""
+    def _measured(self) -> Measured | None:
+        """The commanded joints in the frame's JointState (None without commanded joints)."""
+        positions = self._assembler.commanded
+        if positions is None:
+            return None
+        velocities = self._assembler.measured_velocities(self._layout.action_names)
+        return Measured(np.asarray(positions, np.float64), velocities)
+
+    def _publish_actions(self, tick: Tick, acted: Acted) -> bool:
+        """Publish the chunk (and trajectory) at once, what the control step decides to
+        send now; False when the outputs are closed."""
         elapsed_s = (self._clock() - tick.start_s) * self._latency_scale
-        cold_delay = control_steps(elapsed_s, self._cfg.control_period_s)
-        release = self._timeline.release(takeover, action, cold_delay)
-        if release.clipped:
-            self._log.warning(
-                f"delay of {action.delay_steps} control steps exceeds the chunk's "
-                f"{len(action.actions)} rows: publishing from its row {release.first}",
-                throttle_duration_sec=2.0,
-            )
-        release = self._gated(release, takeover.tick_ns)
-        if release is not None and self._velocity_cap is not None:
-            release = self._capped(release)
-        self._remember_origin(action.frame, tick.stamp)
+        decision = self._step.decide(acted, round(elapsed_s * NS_PER_S))
+        self._report(decision)
+        self._remember_origin(acted.action.frame, tick.stamp)
+        if decision.hold is not None:
+            self.hold(decision.hold)
+        release = decision.release
         if release is None:
-            return True  # rejected: the robot runs the chunk before; language goes on
-        trajectory = None
-        if self._cfg.joint_trajectory:
-            trajectory = self._trajectory(tick, release, takeover.running)
-            if trajectory is None:
-                return True  # no trajectory the controller can meet: as a rejection
-        chunk = dataclasses.replace(action, actions=release.rows)
-        stamp = ns_to_stamp(release.row0_ns)
+            return True  # nothing goes out: the robot runs the chunk before; language goes on
+        chunk = dataclasses.replace(acted.action, actions=release.rows)
         now_s = self._clock()
         latency_s, met = now_s - tick.start_s, now_s <= tick.deadline_s
-        names, period = self._layout.action_names, self._cfg.control_period_s
         msg = action_chunk_msg(
             chunk,
-            stamp=stamp,
-            sequence=action.frame,
-            joint_names=names,
-            control_period_s=period,
+            stamp=ns_to_stamp(release.row0_ns),
+            sequence=acted.action.frame,
+            joint_names=self._layout.action_names,
+            control_period_s=self._cfg.control_period_s,
             latency_s=latency_s,
             deadline_met=met,
         )
         published = self._out.publish(topics.ACTION_CHUNK, msg)
         if published and self._cfg.command_chunk:
             self._out.publish(topics.COMMAND_CHUNK, msg)
-        if published and trajectory is not None:
-            for name, msg, controller in self._trajectories(trajectory):
+        if published and decision.trajectory is not None:
+            for name, msg, controller in self._trajectories(decision.trajectory):
                 self._out.publish(name, msg, controller)
         if published:
-            self._standing = False  # a chunk runs: the outage, if any, is over
             self._stats.chunk_published(at_s=now_s, latency_s=latency_s, deadline_met=met)
-            self._check_stamp_order(release.row0_ns, takeover.tick_ns)
             # The robot gets the chunk at publish, not when act returns: d ("auto") covers
             # the whole tick-to-publish time (docs/DESIGN.md section 10).
-            self._timeline.commit(release, latency_s * self._latency_scale)
+            back = self._step.sent(decision, latency_s * self._latency_scale)
+            if back is not None:
+                self._stats.stamp_went_back(back.reason)
+                self._note(back.note)
         return published
 
-    def _gated(self, release: Release, tick_ns: int) -> Release | None:
-        """`release` with the gate's rows; None when the gate rejected it (the streak may
-        hold the robot, and so may the watchdog). One warning per finding's reason."""
-        if self._guard is None:
-            return release
-        screened = self._guard.screen(release, self._last_state)
-        self._stats.gated(self._guard.tally)
-        verdict = screened.verdict
-        for finding in verdict.findings:
-            self._warn(f"gate {finding.reason}", f"chunk {verdict.outcome}: {finding.detail}")
-        if screened.trips and not self._standing:
-            self.hold(f"the gate rejected {self._guard.max_rejections} chunks in a row")
-        if screened.release is None:
-            self._watch(tick_ns, "chunk rejected")
-        return screened.release
+    def _report(self, decision: Decision) -> None:
+        """The decision's warnings and counts."""
+        if decision.verdict is not None:
+            self._stats.gated(self._step.tally)
+        if decision.refused:
+            self._stats.trajectory_refused()
+        for note in decision.notes:
+            self._note(note)
 
-    def _trajectory(
-        self, tick: Tick, release: Release, running: RunningChunk | None
-    ) -> Shaped | None:
-        """What ~/joint_trajectory gets of `release`, shaped for `controller_model` and
-        screened as that controller will run it from the state at arrival: where the
-        `running` chunk has the robot then and where it was last measured, both
-        (oxygen_core.controller.shaping.for_release); None when no trajectory may go out
-        (one warning per throttle period; the watchdog may hold the robot)."""
-        elapsed_ns = round((self._clock() - tick.start_s) * self._latency_scale * NS_PER_S)
-        velocity = self._assembler.measured_velocities(self._layout.action_names)
-        shaped = shaping.for_release(
-            self._cfg.controller_model,
-            release,
-            running,
-            self._cfg.control_period_s,
-            arrival_ns=stamp_to_ns(tick.stamp) + elapsed_ns + self._lead_ns,
-            measured=(
-                self._last_state,
-                np.zeros_like(self._last_state) if velocity is None else velocity,
-            ),
-            limits=self._limits,
-        )
-        if isinstance(shaped, Shaped):
-            return shaped
-        self._stats.trajectory_refused()
-        self._warn("trajectory refused", f"chunk not sent to the controller: {shaped}")
-        self._watch(stamp_to_ns(tick.stamp), "no trajectory the controller can meet")
-        return None
+    def _hold_if(self, reason: str | None) -> None:
+        if reason is not None:
+            self.hold(reason)
 
-    def _capped(self, release: Release) -> Release:
-        """`release` with its rows scaled into the robot's velocity bounds (one warning
-        per throttle period when some row was)."""
-        rows, factor = self._velocity_cap.cap(release.rows)
-        if factor < 1.0:
-            self._warn(
-                "velocity cap",
-                f"chunk slowed to {factor:.0%} of its speed: a joint passed its max_velocity",
-            )
-        return release.with_rows(rows)
-
-    def _watch(self, tick_ns: int, reason: str) -> None:
-        """The watchdog: hold the robot, once per outage, when the running chunk's last row
-        comes before the next frame's chunk could arrive (the next tick + one frame)."""
-        last = self._timeline.last_row_ns()
-        if self._standing or last is None or last >= tick_ns + 2 * self._frame_ns:
-            return
-        self.hold(reason)
+    def _note(self, note: Note) -> None:
+        self._warn(note.key, note.message)
 
     def _warn(self, key: str, message: str) -> None:
         """One line per key (a skip reason, a blank camera) per throttle period."""
         line = self._throttle.line(key, message)
         if line is not None:
             self._log.warning(line)
-
-    def _check_stamp_order(self, row0_ns: int, tick_ns: int) -> None:
-        """Warn and count a chunk stamped before the previous one, with the reason."""
-        previous, self._last_stamps = self._last_stamps, (row0_ns, tick_ns)
-        if previous is None or row0_ns >= previous[0]:
-            return
-        reason = "clock_back" if tick_ns < previous[1] else "delay_shrank"
-        self._stats.stamp_went_back(reason)
-        self._warn(
-            f"stamp {reason}",
-            f"action chunk stamped {(previous[0] - row0_ns) / NS_PER_S:.3f} s before the previous "
-            f"one ({reason})",
-        )
 
     def _publish_language(self, tick: Tick, language: LanguageResult) -> None:
         for event in language.events:

@@ -17,6 +17,7 @@ from diagnostic_msgs.msg import DiagnosticStatus
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Header
 
+from oxygen_core.clock import NS_PER_S
 from oxygen_core.controller.split import ControllerJoints, split
 from oxygen_core.engine.scheduler import Scheduler
 from oxygen_core.engine.types import (
@@ -100,7 +101,9 @@ class FakeEngine:
         self.delay = DelayEstimator()
         self.on_act = lambda: None  # a test's hook: what happens while phase 1 runs
 
-    def act(self, obs: Observation, handover: Handover | None = None) -> ActionResult:
+    def act(
+        self, obs: Observation, handover: Handover | None = None, plan_answer: str | None = None
+    ) -> ActionResult:
         assert obs.prompt == "stack" and obs.state.tolist() == self.state
         self.frame += 1
         self.handovers.append(handover)
@@ -168,9 +171,7 @@ class Rig:
     log: RecordingLogger
 
     def tick(self, now_s: float = 10.0) -> None:
-        start = self.clock()
-        stamp = seconds_to_stamp(now_s)
-        self.loop.run(Tick(stamp=stamp, now_s=now_s, start_s=start, deadline_s=start + PERIOD_S))
+        self.loop.run(Tick.at(round(now_s * NS_PER_S), self.clock(), PERIOD_S))
 
     def feed(self, stamp_s: float = 10.0, a: float = 0.5, b: float = -0.5) -> None:
         self.feed_joints(stamp_s, a, b)

@@ -1,27 +1,20 @@
 """The trained policy in closed loop in the sim, in process: success and what it says.
 
-The loop is the node's, minus the topics: every `execute` control steps the engine (the
-real one, OxyGen mode by default) takes an observation rendered by the sim at the
-camera's resolution, returns an action chunk, runs its language phase, and the chunk goes
-to the sim's trajectory controller (`TrajectoryExecutor`, as the sim node's does) from
-row d on, with the node's hand-over bookkeeping (`ChunkTimeline`, on ticks of step *
-period in nanoseconds): with `chunk_handover` blend or rtc the engine is told the chunk
-the arm is running and how many of its rows ran, and each chunk's time from the frame's
-start to its send feeds d as the node's tick-to-publish latency does. A `link_delay`
-of L control steps holds each chunk L ticks before the controller gets it (a slow frame
-or link: the arm runs the old chunk meanwhile); 0 is a chunk that arrives at its own
-tick. No expert is consulted. An episode ends at the task's success check or its time
-limit.
-
-Given the arm's joint limits, every released chunk goes through the chunk gate as on the
-node (`oxygen_core.safety.guard.ChunkGuard`, the frame loop's code path), from the
-frame's measured joints: the gate's rows are sent and are what the timeline says runs; a
-rejected chunk sends nothing (the arm runs the chunk before); `max_rejections` in a row
-send a hold (a stop from the measured joints and velocity) and the next frame hands over
-from nothing. The episode's `GateTally` says what the gate did. The controller gets the
-rows shaped as the node's ~/joint_trajectory for the same `controller` (oxygen_core.
-controller.shaping: under "jtc", the rows it can meet from where the arm is at arrival,
-with velocities and a stop at the end; `Outcome.refused` counts chunks that had none).
+The loop is the node's, minus the topics: every `execute` control steps an observation
+rendered by the sim at the camera's resolution goes through the node's own control step
+(`oxygen_core.control_step.ControlStep`, on ticks of step * period in nanoseconds): the
+engine (the real one, OxyGen mode by default) computes a chunk with the node's hand-over
+bookkeeping, the released rows go through the chunk gate given the arm's joint limits,
+are shaped for the sim's trajectory controller (`TrajectoryExecutor`, as the sim node's
+is) for the same `controller` model, and a gate streak or the watchdog sends a hold (a
+stop from the measured joints and velocity) as the node does; then the language phase
+runs. Each chunk's time from the frame's start to its send feeds d as the node's
+tick-to-publish latency does. A `link_delay` of L control steps holds each chunk L ticks
+before the controller gets it (a slow frame or link: the arm runs the old chunk
+meanwhile); 0 is a chunk that arrives at its own tick. No expert is consulted. An episode
+ends at the task's success check or its time limit. The episode's `GateTally` says what
+the gate did, `Outcome.refused` counts chunks the controller could not meet, and
+`Outcome.holds` the holds sent.
 
 What is measured, per family: success rate; for the finished texts, whether a narration
 names the target object's colour and shape, and whether a text ended at EOS (not at its
@@ -41,13 +34,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from oxygen_core.clock import NS_PER_S
+from oxygen_core.control_step import ControlStep, Decision, Measured
 from oxygen_core.controller import shaping
 from oxygen_core.controller.shaping import Shaped
 from oxygen_core.engine.engine import Engine
-from oxygen_core.engine.timeline import ChunkTimeline, Release, Takeover
+from oxygen_core.engine.timeline import Takeover
 from oxygen_core.observation import Observation
 from oxygen_core.safety.gate import ChunkGate, Policy
-from oxygen_core.safety.guard import ChunkGuard, GateTally
+from oxygen_core.safety.guard import GateTally
 from oxygen_core.safety.limits import JointLimits
 from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES
 from oxygen_core.sim.executor import (
@@ -114,6 +108,7 @@ class Outcome:
     gate: GateTally | None = None  # what the chunk gate did; None without limits
     limits: LimitViolations = LimitViolations()  # commanded points the sim's arm refuses
     refused: int = 0  # gated chunks with no trajectory the controller could meet
+    holds: int = 0  # holds sent (a gate streak, the watchdog), as the node sends them
 
 
 class _Link:
@@ -127,10 +122,18 @@ class _Link:
         self._measured: np.ndarray | None = None  # the arm's joints at the last command
         self.velocity = np.zeros(len(JOINT_NAMES))  # the arm's, as a JointState carries it
         self.refused = 0  # gated chunks with no trajectory the controller could meet
+        self.holds = 0  # holds sent: a gate streak, the watchdog
 
-    def arrival_ns(self, tick: int) -> int:
-        """When a trajectory sent at `tick` is taken over."""
-        return (tick + self.delay) * self.period_ns
+    def deliver(self, tick: int, decision: Decision, control: ControlStep, measured: Measured):
+        """What the control step decided at `tick`: a hold (a stop from `measured`, due on
+        arrival, as the node stamps its hold zero), then the trajectory, if any."""
+        if decision.hold is not None:
+            self.send(tick, control.stop(measured.positions, measured.velocities), True)
+            control.held()
+            self.holds += 1
+        self.refused += decision.refused
+        if decision.trajectory is not None:
+            self.send(tick, decision.trajectory)
 
     def send(self, tick: int, shaped: Shaped, on_arrival: bool = False) -> None:
         """`shaped` on its way; on_arrival: its zero stamp means the controller's update at
@@ -191,8 +194,14 @@ def run_episode(
     texts: list[Text] = []
     gaps: list[np.ndarray] = []  # per frame: [arm, gripper] of the overlap
     plans: list[bool] = []  # per frame: the plan named the target's cell (and bowl's)
-    timeline = ChunkTimeline(dt, engine.cfg.chunk_handover, engine.delay)
-    guard = _guard(limits, gate_policy, dt, max_rejections, controller)
+    control = ControlStep(
+        engine,
+        control_period_s=dt,
+        frame_period_s=execute * dt,
+        gate=_gate(limits, gate_policy, dt, controller),
+        max_rejections=max_rejections,
+        controller=controller,
+    )
     steps = int(round(task.time_limit * control_hz))
     steps = steps if max_steps is None else min(steps, max_steps)
     success = False
@@ -202,21 +211,17 @@ def run_episode(
             truth = locate.target(task, world)
             start_s = time.perf_counter()  # the frame's tick: its camera images are in
             obs = Observation(images, world.joints.astype(np.float32), task.instruction)
-            takeover = timeline.at(step * timeline.period_ns)
-            action = engine.act(obs, takeover.handover, truth if true_plan else None)
-            if action.plan is not None:
-                plans.append(action.plan == truth)
-            if takeover.running is not None and link_delay:
-                gaps.append(_overlap_gap(action.actions, takeover, link_delay))
-            release = timeline.release(takeover, action, cold_delay=link_delay)
-            if guard is not None:
-                release = _gated(guard, release, obs.state, step, link, timeline)
-            shaped = None
-            if release is not None:
-                shaped = _shaped(release, takeover, obs.state, step, link, guard)
-            if shaped is not None:
-                link.send(step, shaped)
-                timeline.commit(release, time.perf_counter() - start_s)
+            measured = Measured(np.asarray(obs.state, np.float64), link.velocity.copy())
+            control.begin()
+            acted = control.act(step * link.period_ns, obs, measured, truth if true_plan else None)
+            if acted.action.plan is not None:
+                plans.append(acted.action.plan == truth)
+            if acted.takeover.running is not None and link_delay:
+                gaps.append(_overlap_gap(acted.action.actions, acted.takeover, link_delay))
+            decision = control.decide(acted, link_delay * link.period_ns)
+            link.deliver(step, decision, control, measured)
+            if decision.release is not None:
+                control.sent(decision, time.perf_counter() - start_s)
             for event in engine.language().events:
                 if event.finished:
                     texts.append(Text(event.stream, event.text, event.finish_reason))
@@ -239,70 +244,21 @@ def run_episode(
         seams=meter.summary(),
         overlap=_summarise_gaps(gaps),
         plans=tuple(plans),
-        gate=None if guard is None else guard.tally,
+        gate=control.tally,
         limits=link.executor.violations,
         refused=link.refused,
+        holds=link.holds,
     )
 
 
-def _guard(
-    limits: JointLimits | None,
-    policy: Policy,
-    dt: float,
-    max_rejections: int,
-    controller: Controller,
-) -> ChunkGuard | None:
+def _gate(
+    limits: JointLimits | None, policy: Policy, dt: float, controller: Controller
+) -> ChunkGate | None:
     if limits is None:
         return None
     if tuple(limits.names) != JOINT_NAMES:
         raise ValueError(f"the gate's joints {limits.names} are not the arm's {JOINT_NAMES}")
-    gate = ChunkGate(limits, policy, dt, segments=shaping.segments(controller))
-    return ChunkGuard(gate, max_rejections)
-
-
-def _gated(
-    guard: ChunkGuard,
-    release: Release,
-    state: np.ndarray,
-    step: int,
-    link: _Link,
-    timeline: ChunkTimeline,
-) -> Release | None:
-    """The release with the gate's rows, None when rejected; a rejection streak sends a
-    hold at `state`, due when it arrives (the node stamps its hold zero: on arrival), and
-    forgets the running chunk (the node's FrameLoop does so)."""
-    screened = guard.screen(release, state)
-    if screened.trips:
-        stop = shaping.stop(state, link.velocity, guard.gate.limits, link.dt)
-        link.send(step, stop, on_arrival=True)
-        timeline.reset()
-    return screened.release
-
-
-def _shaped(
-    release: Release,
-    takeover: Takeover,
-    state: np.ndarray,
-    step: int,
-    link: _Link,
-    guard: ChunkGuard | None,
-) -> Shaped | None:
-    """The trajectory the controller gets of `release`, as the node's FrameLoop makes it
-    (shaped and screened from the state at arrival: the running chunk's and the
-    measured); None, counted, when none can be met."""
-    shaped = shaping.for_release(
-        link.controller,
-        release,
-        takeover.running,
-        link.dt,
-        arrival_ns=link.arrival_ns(step),
-        measured=(np.asarray(state, np.float64), link.velocity),
-        limits=None if guard is None else guard.gate.limits,
-    )
-    if isinstance(shaped, Shaped):
-        return shaped
-    link.refused += 1
-    return None
+    return ChunkGate(limits, policy, dt, segments=shaping.segments(controller))
 
 
 def _overlap_gap(new: np.ndarray, takeover: Takeover, rows: int) -> np.ndarray:
@@ -343,6 +299,7 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict]:
             "overlap": dataclasses.asdict(Overlap.pooled([o.overlap for o in group])),
             "limit_violations": sum((o.limits for o in group), LimitViolations()).as_dict(),
             "trajectories_refused": sum(o.refused for o in group),
+            "holds": sum(o.holds for o in group),
             **_plan_figures(group),
             **_gate_figures(group),
         }
