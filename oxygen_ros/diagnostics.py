@@ -83,7 +83,7 @@ class StatsSnapshot:
     trajectories_refused: int = 0  # gated chunks with no trajectory the controller can meet
     last_hold: str = ""  # why the last of them was
     gate: GateTally = GateTally()  # what the chunk gate did (policy "off": no gate)
-    motion: str = ""  # "enabled", or why the controller gets nothing (oxygen_ros.motion_switch)
+    motion: str = ""  # "enabled", or why the controller gets nothing (oxygen_ros.motion)
 
 
 class NodeStats:
@@ -168,7 +168,7 @@ class NodeStats:
             self._state = dataclasses.replace(s, trajectories_refused=s.trajectories_refused + 1)
 
     def held(self, reason: str) -> None:
-        """A hold trajectory went to the controller (see FrameLoop.hold)."""
+        """A hold trajectory went to the controller (oxygen_ros.motion)."""
         with self._lock:
             s = self._state
             self._state = dataclasses.replace(s, holds=s.holds + 1, last_hold=reason)
@@ -179,7 +179,7 @@ class NodeStats:
             self._state = dataclasses.replace(self._state, gate=tally)
 
     def motion_changed(self, state: str) -> None:
-        """The enable switch's state changed (see oxygen_ros.motion_switch)."""
+        """The motion authority's state changed (see oxygen_ros.motion)."""
         with self._lock:
             self._state = dataclasses.replace(self._state, motion=state)
 

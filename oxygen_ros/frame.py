@@ -6,33 +6,27 @@ the language phase decode, with the time left until the next tick as its budget 
 deadline); see docs/DESIGN.md section 6. All conversions are `oxygen_ros.convert`'s; this
 module only sequences them.
 
-The frame publishes by output name through an `OutputPort` (oxygen_ros.topics) and logs
-through a `FrameLogger`: the node hands it its gated lifecycle publishers and rclpy logger,
-replay a bag writer and a file logger, the unit test a recorder. The steady clock is a
-parameter too, so a test can drive latency and deadline misses exactly.
+The frame's action phase is the control step's (`oxygen_core.control_step.ControlStep`,
+the one copy the in-process evaluation runs too): the tick against the running chunk,
+the engine's act, the rows released from d through the chunk gate against the frame's
+measured state of the commanded joints, shaped for `controller_model`, the watchdog and
+the delay estimate. This loop converts its decision into messages and publishes them at
+once: the rows on ~/action_chunk (and ~/command_chunk), the trajectory per controller;
+the decision's warnings go out throttled per key, its counts to the node's stats. A
+rejected chunk, or one the controller could not meet, sends nothing (the robot keeps
+running the chunk before); after `max_rejections` rejections in a row, or when the
+running chunk ends before the next chunk could arrive while none comes (the watchdog: an
+input missing, stale or bad; a tick refused because the frame before still runs), the
+robot is held.
 
-Chunk hand-over (docs/DESIGN.md section 10) is `oxygen_core.engine.timeline.ChunkTimeline`'s:
-it keeps the chunk the robot runs, hands it to `engine.act` with the rows executed by the
-tick, and says which rows go out with which stamp (d control periods after the running
-row the new chunk continues); this loop only sequences it on the tick's stamp (node
-clock; bag time in replay, integer nanoseconds), warns when d reached past the chunk,
-counts a chunk stamped before the previous one and tells the timeline when a chunk went
-out. On-demand requests go straight to the engine, which queues them thread-safely and
-refuses (the loop logs why) what it could not hold.
-
-Nothing reaches the controller unchecked (oxygen_core.safety): the released rows go
-through the chunk gate (`ChunkGuard`, shared with the in-process evaluation) against the
-frame's measured state of the commanded joints, and the gate's rows are what goes out, on
-~/action_chunk and the trajectory alike, and what the timeline says runs. A rejected chunk
-sends nothing (the robot keeps running the chunk before, gated when it went out), with one
-throttled warning per finding's reason. After `max_rejections` rejections in a row the
-loop holds the robot, and the safety status reports ERROR until a chunk goes through.
-
-The watchdog: when a frame sends no chunk (an input of the robot missing, stale or bad;
-a rejected chunk; a tick refused because the frame before still runs, e.g. a stalled
-engine) and the running chunk's last row comes before the next frame's chunk
-could arrive (the next tick plus one frame period), the loop holds the robot where it is.
-One hold per outage: the robot stands until a chunk goes out again, which ends it.
+Everything goes out through the motion authority (`oxygen_ros.motion`), which decides
+whether it reaches the controller and sends every hold; this loop only says what a hold
+is (`hold_messages`). The authority sits in front of the node's gated lifecycle
+publishers, replay's bag writer or a test's recorder, and the loop logs through a
+`FrameLogger` (rclpy's, a file logger); the steady clock is a parameter too, so a test
+can drive latency and deadline misses exactly. On-demand requests go straight to the
+engine, which queues them thread-safely and refuses (the loop logs why) what it could
+not hold.
 """
 
 from __future__ import annotations
@@ -41,7 +35,6 @@ import collections
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Time
@@ -66,9 +59,10 @@ from oxygen_ros.convert import (
 )
 from oxygen_ros.diagnostics import NodeStats
 from oxygen_ros.inputs import SKIP_REASONS, FrameAssembler, Skip
+from oxygen_ros.motion import MotionAuthority, Outgoing
 from oxygen_ros.params import ChunkLayout, NodeConfig
 from oxygen_ros.throttle import KeyedThrottle
-from oxygen_ros.topics import FrameLogger, OutputPort
+from oxygen_ros.topics import FrameLogger
 
 _ORIGINS_KEPT = 4096  # frames whose stamps stay known for LanguageTokens.origin_stamp
 # Skips the watchdog holds for: the robot's inputs failing. An instruction cleared on
@@ -105,7 +99,7 @@ class FrameLoop:
         *,
         engine: Engine,
         assembler: FrameAssembler,
-        outputs: OutputPort,
+        motion: MotionAuthority,
         stats: NodeStats,
         cfg: NodeConfig,
         layout: ChunkLayout,
@@ -116,7 +110,9 @@ class FrameLoop:
         latency_scale: float = 1.0,
         velocity_cap: VelocityCap | None = None,
     ) -> None:
-        """clock: the steady clock Tick.start_s and deadline_s are on (seconds). gate: the
+        """motion: the outputs, through the authority that decides what reaches the
+        controller and sends the holds (this loop says what a hold is). clock: the steady
+        clock Tick.start_s and deadline_s are on (seconds). gate: the
         chunk gate over `layout.action_names`, which the assembler must read from the joint
         state as its `commanded_names` (None: chunks go out unchecked, reported as an
         ERROR). max_rejections: rejected chunks in
@@ -127,7 +123,7 @@ class FrameLoop:
         scaled into (oxygen_core.safety.velocity)."""
         self._engine = engine
         self._assembler = assembler
-        self._out = outputs
+        self._motion = motion
         self._stats = stats
         self._cfg = cfg
         self._layout = layout
@@ -152,6 +148,7 @@ class FrameLoop:
         self._latency_scale = latency_scale
         if gate is not None:
             stats.gated(self._step.tally)
+        motion.serve(self)
 
     def request(self, stream: str) -> None:
         """Ask for an on-demand request of `stream` (any thread: the engine queues it
@@ -167,29 +164,22 @@ class FrameLoop:
         self._step.reset()  # the robot may have moved anywhere before the next activation
         self._engine.reset()
 
-    def hold(self, reason: str) -> bool:
-        """Stop the robot (any thread), replacing whatever its controller runs; the next
-        frame hands over from nothing. A trajectory controller gets a stop stamped zero (on
-        arrival) from the latest measured joint positions and velocities, decelerating within
-        the joints' acceleration limits (ControlStep.stop; a JointState without velocities:
-        the one point at the positions; one that is not finite: the last frame's measured
-        state, where the robot last was known to be); a ~/command_chunk controller a chunk
-        of 0 rows (stop). False when nothing went out: no controller output, no usable joint
-        state, or the outputs closed."""
-        messages = self._hold_messages(reason)
-        if not messages:
-            return False
+    def held(self, reason: str, sent: bool) -> None:
+        """The motion authority decided a hold (any thread); `sent`: it went out. The next
+        frame hands over from nothing either way."""
         self._step.held()
-        sent = False
-        for name, msg, controller in messages:
-            sent = self._out.publish(name, msg, controller) or sent
         if sent:
             self._stats.held(reason)
             self._warn(f"hold {reason}", f"holding the robot where it is: {reason}")
-        return sent
 
-    def _hold_messages(self, reason: str) -> list[tuple[str, Any, str | None]]:
-        """(output, message, controller) of a hold on each controller output the node has."""
+    def hold_messages(self, reason: str) -> list[Outgoing]:
+        """A hold on each controller output the node has (for the motion authority, any
+        thread): a trajectory controller gets a stop stamped zero (on arrival) from the
+        latest measured joint positions and velocities, decelerating within the joints'
+        acceleration limits (ControlStep.stop; a JointState without velocities: the one
+        point at the positions; one that is not finite: the last frame's measured state,
+        where the robot last was known to be); a ~/command_chunk controller a chunk of 0
+        rows (stop). [] when there is nothing to hold at."""
         names, messages = self._layout.action_names, []
         if self._cfg.command_chunk:
             stop = stop_chunk_msg(names, len(names), control_period_s=self._cfg.control_period_s)
@@ -204,7 +194,7 @@ class FrameLoop:
                 messages.extend(self._trajectories(stop))
         return messages
 
-    def _trajectories(self, shaped: Shaped) -> list[tuple[str, Any, str | None]]:
+    def _trajectories(self, shaped: Shaped) -> list[Outgoing]:
         """(output, JointTrajectory, controller) of `shaped` for each trajectory controller
         (the layout's parts, same stamp and times), or the one of every joint."""
         names = self._layout.action_names
@@ -226,6 +216,7 @@ class FrameLoop:
         self._hold_if(self._step.skipped(tick_ns, "frame overran: no chunk in time"))
 
     def run(self, tick: Tick) -> None:
+        self._motion.frame_starts()  # a resume of the controller output waits for a frame
         self._step.begin()
         obs = self._assembler.assemble(tick.now_s)
         if isinstance(obs, Skip):
@@ -264,7 +255,7 @@ class FrameLoop:
         self._report(decision)
         self._remember_origin(acted.action.frame, tick.stamp)
         if decision.hold is not None:
-            self.hold(decision.hold)
+            self._motion.hold(decision.hold)
         release = decision.release
         if release is None:
             return True  # nothing goes out: the robot runs the chunk before; language goes on
@@ -280,12 +271,12 @@ class FrameLoop:
             latency_s=latency_s,
             deadline_met=met,
         )
-        published = self._out.publish(topics.ACTION_CHUNK, msg)
+        published = self._motion.publish(topics.ACTION_CHUNK, msg)
         if published and self._cfg.command_chunk:
-            self._out.publish(topics.COMMAND_CHUNK, msg)
+            self._motion.publish(topics.COMMAND_CHUNK, msg)
         if published and decision.trajectory is not None:
             for name, msg, controller in self._trajectories(decision.trajectory):
-                self._out.publish(name, msg, controller)
+                self._motion.publish(name, msg, controller)
         if published:
             self._stats.chunk_published(at_s=now_s, latency_s=latency_s, deadline_met=met)
             # The robot gets the chunk at publish, not when act returns: d ("auto") covers
@@ -307,7 +298,7 @@ class FrameLoop:
 
     def _hold_if(self, reason: str | None) -> None:
         if reason is not None:
-            self.hold(reason)
+            self._motion.hold(reason)
 
     def _note(self, note: Note) -> None:
         self._warn(note.key, note.message)
@@ -322,15 +313,15 @@ class FrameLoop:
         for event in language.events:
             origin = self._origins.get(event.origin_frame, Time())
             msg = language_tokens_msg(event, stamp=tick.stamp, origin_stamp=origin)
-            self._out.publish(topics.TOKENS, msg, event.stream)
+            self._motion.publish(topics.TOKENS, msg, event.stream)
             self._texts[event.stream] = event.text
             if event.finished:
-                self._out.publish(topics.TEXT, String(data=event.text), event.stream)
+                self._motion.publish(topics.TEXT, String(data=event.text), event.stream)
         if language.events:
             markers = narration_markers(
                 self._texts, stamp=tick.stamp, frame_id=self._cfg.marker_frame_id
             )
-            self._out.publish(topics.MARKERS, markers)
+            self._motion.publish(topics.MARKERS, markers)
 
     def _publish_stats(self, tick: Tick, action: ActionResult, language: LanguageResult) -> None:
         frame_s = self._clock() - tick.start_s
@@ -344,7 +335,7 @@ class FrameLoop:
             deadline_misses=self._stats.snapshot().deadline_misses,
             skipped_frames=sum(self._assembler.skip_counts.values()),
         )
-        self._out.publish(topics.STATS, msg)
+        self._motion.publish(topics.STATS, msg)
 
     def _remember_origin(self, frame: int, stamp: Time) -> None:
         self._origins[frame] = stamp

@@ -7,14 +7,14 @@ Each pair of lifecycle hooks creates and destroys the same resources:
 - activate / deactivate: subscriptions, the frame worker thread, the frame timer and the
   diagnostics timer (on the steady clock, so /diagnostics keeps coming when /clock stops).
 
-What reaches the controller (~/joint_trajectory, ~/command_chunk) is
-oxygen_ros.motion_switch's: the `~/enable` service (std_srvs/SetBool; start_enabled
-until it is called, never with random weights) and the e-stop (estop_topic,
-std_msgs/Bool, reliable, from latched and volatile publishers alike: true = stop), both
-made at configure, switch it off at once with one hold and on again at the next frame;
-while off, frames run on as a dry run. Every transition away from active (deactivate,
-shutdown, `release` on Ctrl-C, a second stop signal) and every failed frame sends one
-hold through FrameLoop.hold, while the controller publishers are still active; cleanup
+What reaches the controller (~/joint_trajectory, ~/command_chunk) is the motion
+authority's (oxygen_ros.motion), which sends every hold: the `~/enable` service
+(std_srvs/SetBool; start_enabled until it is called, never with random weights) and the
+e-stop (estop_topic, std_msgs/Bool, reliable, from latched and volatile publishers alike:
+true = stop), both made at configure, switch it off at once with one hold and on again at
+the next frame; while off, frames run on as a dry run. Every transition away from active
+(deactivate, shutdown, `release` on Ctrl-C, a second stop signal) and every failed frame
+sends one hold through it, while the controller publishers are still active; cleanup
 comes only from inactive, after the deactivation's hold, when no lifecycle publisher can
 send anything.
 
@@ -72,7 +72,7 @@ from oxygen_ros.diagnostics import (
 )
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.inputs import FrameAssembler
-from oxygen_ros.motion_switch import ENABLED, ESTOP_SOURCES, MotionSwitch
+from oxygen_ros.motion import ENABLED, ESTOP_SOURCES, MotionAuthority
 from oxygen_ros.params import (
     _STREAM_FIELDS,
     NodeConfig,
@@ -84,12 +84,12 @@ from oxygen_ros.pipeline import make_pipeline
 from oxygen_ros.publishers import LifecyclePublishers
 from oxygen_ros.router import InputRouter
 from oxygen_ros.spin import CannotStart, Hosted, run_node
-from oxygen_ros.topics import ControllerGate, Gate
+from oxygen_ros.topics import LifecycleGate
 from oxygen_ros.worker import FrameWorker
 
 _LOAD_PARAMETERS = ("preset", "robot", "checkpoint_dir", "tokenizer_path", "asset_id")
 _STALL_PERIODS = 3  # frame periods without a ROS clock advance before it counts as stalled
-# The e-stop listens with both durabilities (motion_switch): the latched one reads a
+# The e-stop listens with both durabilities (oxygen_ros.motion): the latched one reads a
 # button's state at once when the node joins late, the volatile one hears publishers that
 # latch nothing, such as `ros2 topic pub`.
 ESTOP_QOS = {
@@ -107,12 +107,12 @@ class _Configured:
     settings: Settings
     engine: Any
     assembler: FrameAssembler
-    gate: Gate  # closed while inactive: nothing is published
+    gate: LifecycleGate  # closed while inactive: nothing is published
     outputs: LifecyclePublishers
     stats: NodeStats
     loop: FrameLoop
     router: InputRouter  # inputs, ticks and /diagnostics, as replay takes them
-    switch: MotionSwitch  # ~/enable and the e-stop, in front of the controller output
+    motion: MotionAuthority  # ~/enable, the e-stop and the holds, in front of the controller
     enable: Any = None  # the ~/enable service
     estop: list[Any] = dataclasses.field(default_factory=list)  # its subscriptions
 
@@ -185,13 +185,13 @@ class OxygenNode(LifecycleNode):
         pipeline = make_pipeline(settings)
         engine, assembler = pipeline.engine, pipeline.assembler
         stats = NodeStats()
-        gate = Gate()
+        gate = LifecycleGate()
         outputs = LifecyclePublishers(self, cfg, gate, stats.qos_deadline_missed)
-        controller = ControllerGate(outputs)
+        motion = MotionAuthority(outputs, stats, enabled=cfg.starts_enabled)
         loop = FrameLoop(
             engine=engine,
             assembler=assembler,
-            outputs=controller,
+            motion=motion,
             stats=stats,
             cfg=cfg,
             layout=pipeline.layout,
@@ -213,8 +213,7 @@ class OxygenNode(LifecycleNode):
                 "random weights (checkpoint_dir is empty): starting in a dry run despite "
                 "start_enabled; ~/enable true lets their chunks reach the controller"
             )
-        switch = MotionSwitch(controller, loop.hold, stats, enabled=cfg.starts_enabled)
-        c = _Configured(settings, engine, assembler, gate, outputs, stats, loop, router, switch)
+        c = _Configured(settings, engine, assembler, gate, outputs, stats, loop, router, motion)
         c.enable = self.create_service(
             SetBool, topics.ENABLE, functools.partial(self._on_enable, c)
         )
@@ -267,7 +266,7 @@ class OxygenNode(LifecycleNode):
         if self._draining is not None:  # one engine, one thread: let the old one end first
             self._draining.stop(timeout_s=None)
             self._draining = None
-        c.switch.activated()
+        c.motion.activated()
         try:
             self._active = self._start(c)
         except Exception as error:  # leave nothing running behind a failed transition
@@ -284,7 +283,7 @@ class OxygenNode(LifecycleNode):
         try:
             active.subscriptions = self._subscribe(c)
             active.worker = FrameWorker(
-                functools.partial(self._run_frame, c),
+                c.loop.run,
                 on_error=functools.partial(self._on_frame_error, c),
                 on_exit=c.loop.reset,
             )
@@ -311,7 +310,7 @@ class OxygenNode(LifecycleNode):
         a, c = self._active, self._configured
         if a is None:
             return
-        c.switch.halt(reason)
+        c.motion.halt(reason)
         c.gate.close()
         self._stop(a, c)
         self._active = None
@@ -348,7 +347,7 @@ class OxygenNode(LifecycleNode):
         """Hold the robot now and send it nothing more until the next activation (any
         thread: a second stop signal); whether the controller output was live."""
         c = self._configured
-        return c is not None and c.switch.halt(reason)
+        return c is not None and c.motion.halt(reason)
 
     # ------------------------------------------------------------------ callbacks
 
@@ -380,23 +379,18 @@ class OxygenNode(LifecycleNode):
         self, c: _Configured, request: SetBool.Request, response: SetBool.Response
     ) -> SetBool.Response:
         """~/enable: success when the node is now as asked; the message is its state."""
-        state = c.switch.set_enabled(request.data)
+        state = c.motion.set_enabled(request.data)
         response.success = (state == ENABLED) == request.data
         response.message = state
         self.get_logger().info(f"~/enable {request.data}: {state}")
         return response
 
     def _on_estop(self, c: _Configured, source: str, msg: Bool) -> None:
-        state = c.switch.set_estop(msg.data, source)
+        state = c.motion.set_estop(msg.data, source)
         if msg.data:  # one call site per severity: rclpy's logger insists
             self.get_logger().warning(f"e-stop pressed: {state}")
         else:
             self.get_logger().info(f"e-stop released: {state}")
-
-    def _run_frame(self, c: _Configured, tick: Tick) -> None:
-        """On the worker: a resume of the controller output waits for a frame's start."""
-        c.switch.frame_starts()
-        c.loop.run(tick)
 
     def _on_tick(self, c: _Configured, worker: FrameWorker[Tick]) -> None:
         now_ns = self.get_clock().now().nanoseconds
@@ -417,7 +411,7 @@ class OxygenNode(LifecycleNode):
         if not self.context.ok():  # publishing after Ctrl-C shut the context down
             return
         c.stats.error()
-        c.loop.hold("frame error")
+        c.motion.hold("frame error")
         self.get_logger().error(
             f"frame failed: {type(error).__name__}: {error}", throttle_duration_sec=2.0
         )

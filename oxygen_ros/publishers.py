@@ -1,6 +1,6 @@
 """The node's lifecycle publishers: the table of outputs (oxygen_ros.topics) on DDS.
 
-Created at configure, destroyed at cleanup. Every publish goes through the node's `Gate`:
+Created at configure, destroyed at cleanup. Every publish goes through the node's `LifecycleGate`:
 deactivation closes it before anything else, so a frame still running on the worker
 publishes nothing once the node is inactive.
 """
@@ -17,7 +17,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from oxygen_ros import topics
 from oxygen_ros.params import NodeConfig
-from oxygen_ros.topics import Gate, Key
+from oxygen_ros.topics import Key, LifecycleGate
 
 _ACK_WAIT = Duration(seconds=1.0)
 
@@ -29,7 +29,7 @@ class LifecyclePublishers:
         self,
         node: LifecycleNode,
         cfg: NodeConfig,
-        gate: Gate,
+        gate: LifecycleGate,
         on_deadline_missed: Callable[[int], None],
     ) -> None:
         self._node, self._gate = node, gate

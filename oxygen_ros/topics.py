@@ -8,12 +8,11 @@ row here and a test fails if any consumer misses it.
 
 `FrameLoop` publishes by output name (and stream, for per-stream outputs) through the
 `OutputPort` protocol; whether the message goes to a DDS publisher or into a bag is the
-port's business, not the frame's. `Gate` is the open/close switch the node puts in front of
-its publishers (deactivation closes it) and the FrameLoop unit test puts in front of its
-recorder. `ControllerGate` is the port in front of that, which the node's enable switch
-(oxygen_ros.motion_switch) turns: with it off, everything but the controller outputs
-(`CONTROLLER_OUTPUTS`: JOINT_TRAJECTORY, and COMMAND_CHUNK for a robot whose controller
-takes velocities or end-effector commands) still goes out, a dry run. ACTION_CHUNK is
+port's business, not the frame's. `LifecycleGate` is the open/close switch the node puts
+in front of its publishers (deactivation closes it) and the FrameLoop unit test puts in
+front of its recorder. What reaches a controller (`CONTROLLER_OUTPUTS`: JOINT_TRAJECTORY,
+and COMMAND_CHUNK for a robot whose controller takes velocities or end-effector commands)
+is the motion authority's to decide (oxygen_ros.motion), in front of that. ACTION_CHUNK is
 never a controller's input: it keeps coming while the robot is stopped.
 
 Relative names: `~/` resolves under the node (`/oxygen/...`).
@@ -179,8 +178,9 @@ class FrameLogger(Protocol):
     def warning(self, message: str, **kwargs: Any) -> Any: ...
 
 
-class Gate:
-    """An open/close switch: while closed, nothing passes.
+class LifecycleGate:
+    """The lifecycle's open/close switch in front of every output: while closed (the node
+    is not active), nothing passes.
 
     `close()` takes the lock, so once it returns no `run` is in progress and none will
     act until `open()`: a frame still running on the worker publishes nothing.
@@ -204,45 +204,3 @@ class Gate:
             if self._open:
                 action()
             return self._open
-
-
-class ControllerGate:
-    """An `OutputPort` that passes CONTROLLER_OUTPUTS only while live; the rest always.
-
-    One re-entrant lock covers the live check and the trajectory's publish, and `stop`
-    sends its hold and goes dark under that lock: a trajectory a frame is publishing when
-    the stop comes goes out before the hold or not at all, never after it.
-    """
-
-    def __init__(self, port: OutputPort) -> None:
-        self._port = port
-        self._lock = threading.RLock()  # the hold publishes through `publish` while held
-        self._live = False
-
-    @property
-    def live(self) -> bool:
-        with self._lock:
-            return self._live
-
-    def publish(self, name: str, msg: Any, stream: str | None = None) -> bool:
-        if name not in CONTROLLER_OUTPUTS:
-            return self._port.publish(name, msg, stream)
-        with self._lock:
-            return self._live and self._port.publish(name, msg, stream)
-
-    def start(self) -> None:
-        """Pass the controller output from now on."""
-        with self._lock:
-            self._live = True
-
-    def stop(self, hold: Callable[[], object]) -> bool:
-        """If live: run `hold` (its publish still passes), then pass nothing more to the
-        controller, in one step; whether it was live."""
-        with self._lock:
-            if not self._live:
-                return False
-            try:
-                hold()
-            finally:
-                self._live = False
-            return True

@@ -1,4 +1,4 @@
-"""The node's enable switch and holds over real ROS 2 (oxygen_ros.motion_switch).
+"""The node's motion authority and holds over real ROS 2 (oxygen_ros.motion).
 
 One node (config/tiny.yaml, start_enabled false) and one probe run in this process, each on
 its own executor thread; everything between them goes through DDS: the ~/enable service,
@@ -10,7 +10,7 @@ What DDS guarantees is what is asserted: the trajectory topic is reliable and th
 reads it with a deep history, matched (it received trajectories) before each toggle, so
 the hold arrives, and one writer's samples arrive in order: a trajectory received after
 the hold was published after it. The chunk gate is off (gate_policy off): its own holds
-are test_frame's, and here every hold is the switch's or a transition's.
+are test_frame's, and here every hold is the motion authority's: a switch's or a transition's.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ VOLATILE_QOS = QoSProfile(
 
 
 def is_hold(msg: Any) -> bool:
-    """FrameLoop.hold's trajectory: one point, stamped zero (on arrival)."""
+    """A hold's trajectory: one point, stamped zero (on arrival)."""
     return len(msg.points) == 1 and stamp_s(msg.header.stamp) == 0.0
 
 

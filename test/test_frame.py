@@ -37,8 +37,9 @@ from oxygen_ros.convert import seconds_to_stamp
 from oxygen_ros.diagnostics import DiagnosticsReporter, InputReport, NodeStats
 from oxygen_ros.frame import FrameLoop, Tick
 from oxygen_ros.inputs import FrameAssembler
+from oxygen_ros.motion import MotionAuthority
 from oxygen_ros.params import ChunkLayout, NodeConfig
-from oxygen_ros.topics import Gate
+from oxygen_ros.topics import LifecycleGate
 
 JOINTS = ("a", "b")
 PERIOD_S = 0.1  # execute_horizon 5 at 50 Hz
@@ -142,9 +143,9 @@ def _event(rid: int, stream: str, origin: int, delta: str, text: str, reason) ->
 
 
 class RecordingPort:
-    """An OutputPort behind the node's real Gate, recording (name, stream, msg)."""
+    """An OutputPort behind the node's real LifecycleGate, recording (name, stream, msg)."""
 
-    def __init__(self, gate: Gate) -> None:
+    def __init__(self, gate: LifecycleGate) -> None:
         self.gate = gate
         self.sent: list[tuple[str, str | None, object]] = []
 
@@ -163,6 +164,7 @@ class RecordingLogger:
 @dataclasses.dataclass
 class Rig:
     loop: FrameLoop
+    motion: MotionAuthority  # live: enabled, activated, a frame started
     engine: FakeEngine
     port: RecordingPort
     stats: NodeStats
@@ -200,10 +202,11 @@ def rig(
 ) -> Rig:
     clock = FakeClock()
     engine = FakeEngine(clock, act_s, handover=handover, delays=list(delays))
-    gate = Gate()
+    gate = LifecycleGate()
     if open_gate:
         gate.open()
     port, stats, log = RecordingPort(gate), NodeStats(), RecordingLogger()
+    motion = MotionAuthority(port, stats, enabled=True)
     assembler = FrameAssembler(
         camera_topics=cameras,
         joint_names=JOINTS,
@@ -217,7 +220,7 @@ def rig(
     loop = FrameLoop(
         engine=engine,
         assembler=assembler,
-        outputs=port,
+        motion=motion,
         stats=stats,
         cfg=cfg,
         layout=ChunkLayout(horizon=HORIZON, action_names=JOINTS, parts=parts),
@@ -227,7 +230,9 @@ def rig(
         max_rejections=max_rejections,
         velocity_cap=velocity_cap,
     )
-    return Rig(loop, engine, port, stats, assembler, clock, log)
+    motion.activated()
+    motion.frame_starts()
+    return Rig(loop, motion, engine, port, stats, assembler, clock, log)
 
 
 def test_each_frame_publishes_the_chunk_first_then_language_then_stats():
@@ -517,11 +522,11 @@ def test_replace_waits_out_d_like_the_others_but_the_engine_ignores_the_old_chun
 def test_a_hold_is_one_point_at_the_measured_state_and_the_next_frame_meets_nothing():
     r = rig(act_s=[0.03, 0.03], handover="rtc")
     r.assembler.on_instruction("stack")
-    assert not r.loop.hold("e-stop")  # no joint state yet: nothing to hold at
+    assert not r.motion.hold("e-stop")  # no joint state yet: nothing to hold at
     r.feed()
     r.tick(10.0)
     r.port.sent.clear()
-    assert r.loop.hold("e-stop")
+    assert r.motion.hold("e-stop")
     ((name, _, msg),) = r.port.sent
     assert name == topics.JOINT_TRAJECTORY and list(msg.joint_names) == list(JOINTS)
     (point,) = msg.points
@@ -540,7 +545,7 @@ def test_a_command_chunk_controller_gets_the_chunk_and_a_zero_row_chunk_as_its_h
     cfg = dataclasses.replace(CFG, joint_trajectory=False, command_chunk=True)
     r = rig(act_s=[0.03], cfg=cfg)
     r.assembler.on_instruction("stack")
-    assert r.loop.hold("e-stop")  # no joint state yet: the stop needs none
+    assert r.motion.hold("e-stop")  # no joint state yet: the stop needs none
     ((name, _, stop),) = r.port.sent
     assert (name, stop.horizon, len(stop.actions)) == (topics.COMMAND_CHUNK, 0, 0)
     assert (stop.header.stamp.sec, stop.header.stamp.nanosec) == (0, 0)
@@ -792,7 +797,7 @@ def test_the_gate_needs_the_commanded_joints_read():
         FrameLoop(
             engine=FakeEngine(FakeClock(), []),
             assembler=assembler,
-            outputs=RecordingPort(Gate()),
+            motion=MotionAuthority(RecordingPort(LifecycleGate()), NodeStats(), enabled=True),
             stats=NodeStats(),
             cfg=CFG,
             layout=ChunkLayout(horizon=HORIZON, action_names=JOINTS),
@@ -897,7 +902,7 @@ def test_a_hold_from_a_moving_joint_state_decelerates_within_the_limits():
     header = Header(stamp=seconds_to_stamp(10.0))
     moving = JointState(header=header, name=["b", "a"], position=[-0.5, 0.5], velocity=[0.0, 0.1])
     r.assembler.on_joint_state(moving)
-    assert r.loop.hold("e-stop")
+    assert r.motion.hold("e-stop")
     (hold,) = _sent(r, topics.JOINT_TRAJECTORY)
     assert _ns(hold.header.stamp) == 0
     # a at 0.1 rad/s stops in 10 ms at 10 rad/s^2: one 20 ms period, at 5 rad/s^2.
@@ -921,7 +926,7 @@ def test_each_trajectory_controller_gets_its_joints_with_the_same_stamp():
     assert [p.positions[0] for p in a.points] == [-p.positions[0] for p in b.points]
     assert [p.time_from_start for p in a.points] == [p.time_from_start for p in b.points]
     r.port.sent.clear()
-    assert r.loop.hold("e-stop")
+    assert r.motion.hold("e-stop")
     assert [(n, stream) for n, stream, _ in r.port.sent] == [
         (topics.JOINT_TRAJECTORY, "arm_b"),
         (topics.JOINT_TRAJECTORY, "arm_a"),

@@ -7,7 +7,6 @@ misses fails here.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -55,7 +54,7 @@ def test_readme_table_is_the_generated_one():
 
 
 def test_gate_runs_nothing_while_closed():
-    gate, ran = topics.Gate(), []
+    gate, ran = topics.LifecycleGate(), []
     assert gate.run(lambda: ran.append(1)) is False
     gate.open()
     assert gate.run(lambda: ran.append(2)) is True
@@ -110,7 +109,7 @@ def test_lifecycle_publishers_create_every_row():
     try:
         node = LifecycleNode("oxygen", context=context, start_parameter_services=False)
         try:
-            gate = topics.Gate()
+            gate = topics.LifecycleGate()
             publishers = LifecyclePublishers(node, CFG, gate, on_deadline_missed=lambda n: None)
             # The graph cache fills asynchronously (DDS discovery, even of a node's own
             # endpoints): poll it rather than read it once.
@@ -122,59 +121,3 @@ def test_lifecycle_publishers_create_every_row():
             node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
-
-
-class _Recorder:
-    """An OutputPort that keeps (name, msg) in publish order."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, object]] = []
-
-    def publish(self, name: str, msg: object, stream: str | None = None) -> bool:
-        self.sent.append((name, msg))
-        return True
-
-
-def test_controller_gate_passes_trajectories_only_while_live():
-    port = _Recorder()
-    gate = topics.ControllerGate(port)
-    assert gate.publish(topics.JOINT_TRAJECTORY, "t0") is False
-    assert gate.publish(topics.ACTION_CHUNK, "c0") is True  # the dry run still shows chunks
-    gate.start()
-    assert gate.publish(topics.JOINT_TRAJECTORY, "t1") is True
-    assert gate.stop(lambda: gate.publish(topics.JOINT_TRAJECTORY, "hold")) is True
-    assert gate.stop(lambda: gate.publish(topics.JOINT_TRAJECTORY, "again")) is False
-    assert gate.publish(topics.JOINT_TRAJECTORY, "t2") is False
-    assert port.sent == [
-        (topics.ACTION_CHUNK, "c0"),
-        *((topics.JOINT_TRAJECTORY, m) for m in ("t1", "hold")),
-    ]
-
-
-def test_controller_gate_lets_no_trajectory_out_after_the_hold():
-    """A worker publishing as fast as it can while another thread stops: the hold is the
-    last trajectory, whatever the interleaving."""
-    port = _Recorder()
-    gate = topics.ControllerGate(port)
-    gate.start()
-    running = threading.Event()
-    done = threading.Event()
-
-    def frames() -> None:
-        while not done.is_set():
-            gate.publish(topics.JOINT_TRAJECTORY, "trajectory")
-            running.set()
-
-    worker = threading.Thread(target=frames)
-    worker.start()
-    try:
-        assert running.wait(5)
-        assert gate.stop(lambda: gate.publish(topics.JOINT_TRAJECTORY, "hold"))
-        for _ in range(1000):
-            gate.publish(topics.JOINT_TRAJECTORY, "late")
-    finally:
-        done.set()
-        worker.join()
-    messages = [msg for _, msg in port.sent]
-    assert messages[-1] == "hold" and messages.count("hold") == 1
-    assert "late" not in messages and messages.count("trajectory") >= 1

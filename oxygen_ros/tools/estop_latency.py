@@ -57,7 +57,7 @@ DURABILITIES = {
 
 
 def is_hold(msg: JointTrajectory) -> bool:
-    """FrameLoop.hold's trajectory: one point, stamped zero (on arrival)."""
+    """A hold's trajectory: one point, stamped zero (on arrival)."""
     return len(msg.points) == 1 and stamp_to_ns(msg.header.stamp) == 0
 
 

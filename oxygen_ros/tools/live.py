@@ -311,7 +311,7 @@ def _live_nodes(
 def _play(
     player: BagPlayer, span: tuple[int, int], ticks: range, rate: float, progress: bool
 ) -> None:
-    seconds = (span[1] - ticks[0]) / 1e9
+    seconds = (span[1] - ticks[0]) / NS_PER_S
     with tqdm(total=round(seconds, 1), unit="s", desc="play", disable=not progress) as bar:
 
         def advance(time_ns: int) -> None:

@@ -58,6 +58,7 @@ from oxygen_core.clock import NS_PER_S
 from oxygen_ros import topics
 from oxygen_ros.diagnostics import DiagnosticsReporter, NodeStats
 from oxygen_ros.frame import FrameLoop, Tick
+from oxygen_ros.motion import MotionAuthority
 from oxygen_ros.pipeline import Pipeline, make_pipeline, restart_pipeline
 from oxygen_ros.router import InputRouter
 from oxygen_ros.tools.bagio import (
@@ -196,10 +197,13 @@ class OfflineReplay:
         self.stop_signal: int | None = None
         # a scored run keeps the policy's chunks (before the hand-over and the gate)
         self.tap = None if job.targets is None else ChunkTap(pipeline.engine, self._now_ns)
+        # No ~/enable or e-stop in a bag: the authority is live from the first frame.
+        motion = MotionAuthority(self.outputs, self.stats, enabled=True)
+        motion.activated()
         self.loop = FrameLoop(
             engine=pipeline.engine if self.tap is None else self.tap,
             assembler=pipeline.assembler,
-            outputs=self.outputs,
+            motion=motion,
             stats=self.stats,
             cfg=cfg,
             layout=pipeline.layout,

@@ -12,7 +12,7 @@ Each `tick` at sim time t:
    world, or the hold the node sends when switched off, would otherwise run in this one),
    then the policy is switched on and the episode begins at the next tick: its time limit,
    duration and stale-stamp rule count from there. The node, switched on, holds the robot
-   once and hands its first chunk over from nothing (oxygen_ros.motion_switch), so each
+   once and hands its first chunk over from nothing (oxygen_ros.motion), so each
    episode starts as the in-process evaluation's does;
 2. what a robot's drivers publish, stamped t: the joint states, the cameras (every
    `camera_every` ticks), the instruction again at the first tick of each sim second of
