@@ -206,7 +206,7 @@ def test_sim_inputs_expand_into_tasks(bags: Path) -> None:
         *(f"{i}/expert" for i in sims),
     ]
     spec = sim_spec(tasks[7], domain_id=7)  # pick-seeds12-13/oxy-seed=1
-    assert (spec.families, spec.seed, spec.episodes, spec.policy) == (("pick",), 12, 2, "model")
+    assert (spec.families, spec.first_seed, spec.episodes, spec.policy) == (("pick",), 12, 2, "model")
     assert spec.overrides == {"engine_mode": "oxygen", "seed": "1"} and spec.params == SIM
     assert (spec.domain_id, spec.rtf, spec.camera_size, spec.real_time_factor) == (
         7,
@@ -215,7 +215,7 @@ def test_sim_inputs_expand_into_tasks(bags: Path) -> None:
         0.5,
     )
     expert = sim_spec(tasks[-1], domain_id=None)  # push-seeds400000-400000/expert
-    assert (expert.families, expert.seed, expert.episodes) == (("push",), 400_000, 1)
+    assert (expert.families, expert.first_seed, expert.episodes) == (("push",), 400_000, 1)
     assert (expert.policy, expert.overrides, expert.rtf, expert.camera_size) == (
         "expert",
         {},

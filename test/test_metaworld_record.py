@@ -84,7 +84,7 @@ def _direct(seed: int) -> list[Step]:
 def bag(tmp_path_factory) -> Path:
     """Two noisy expert episodes of one task, at the model's image size."""
     out = tmp_path_factory.mktemp("mw") / "reach"
-    argv = [str(out), "--tasks", TASK, "--episodes", str(len(SEEDS)), "--seed", str(SEEDS[0])]
+    argv = [str(out), "--tasks", TASK, "--episodes", str(len(SEEDS)), "--first-seed", str(SEEDS[0])]
     assert metaworld_record.main([*argv, "--camera-size", str(CAMERA)]) == 0
     return out
 
@@ -193,7 +193,7 @@ def test_a_failed_json_outcome_leaves_its_episode_out_and_a_bad_one_fails(bag, s
 @pytest.mark.parametrize("seed, episodes, span", [(500_000, 1, "test"), (399_990, 20, "dev")])
 def test_seeds_of_an_evaluation_range_are_refused(tmp_path, capsys, seed, episodes, span):
     out = tmp_path / "bag"
-    argv = [str(out), "--tasks", TASK, "--seed", str(seed), "--episodes", str(episodes)]
+    argv = [str(out), "--tasks", TASK, "--first-seed", str(seed), "--episodes", str(episodes)]
     assert metaworld_record.main(argv) == 1
     assert f"reach into the {span} seeds" in capsys.readouterr().err and not out.exists()
 

@@ -84,7 +84,7 @@ def test_a_failed_grasp_is_retried():
 
 def test_sim_bench_reports_the_expert_on_a_named_seed_range(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    bench.main(["--seeds", "2", "--first-seed", "500000", "--renders", "0", "--json", str(out)])
+    bench.main(["--episodes", "2", "--first-seed", "500000", "--renders", "0", "--json", str(out)])
     payload = json.loads(out.read_text())
     assert payload["seeds"] == {"first": 500000, "last": 500001, "range": "test"}
     assert {f: r["successes"] for f, r in payload["expert"].items()} == dict.fromkeys(FAMILIES, 2)

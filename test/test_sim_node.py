@@ -604,7 +604,7 @@ def test_sim_eval_echoes_the_trained_policys_texts_and_each_outcome(tmp_path, ca
     root = Path(__file__).resolve().parents[1]
     seed = 100_000  # held out from training
     args = ["--params", str(root / "config" / "sim_demo.yaml"), "--families", "pick",
-            "--episodes", "1", "--seed", str(seed), "--rtf", "4", "--camera-size", "128",
+            "--episodes", "1", "--first-seed", str(seed), "--rtf", "4", "--camera-size", "128",
             "--echo", "--out", str(tmp_path / "eval")]  # fmt: skip
     assert evaluate.main(args) == 0
     lines = capsys.readouterr().out.splitlines()

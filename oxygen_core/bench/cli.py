@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", action="append", default=[], choices=sorted(SWEEPS), help=sweeps)
     p.add_argument("--budget", type=float, default=None, help="frame budget (s): misses, k=auto")
     p.add_argument("--max-active", type=int, default=32, help="KV pool rows")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="weights, observations and noise")
     p.add_argument("--json", type=Path, default=None, help="write all results here")
     p.add_argument("--plot", type=Path, default=None, help="write PNG plots into this folder")
     p.add_argument(

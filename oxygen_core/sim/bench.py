@@ -1,6 +1,6 @@
 """`oxygen-sim-bench`: how fast the sim renders and how well the scripted expert does.
 
-    oxygen-sim-bench --seeds 50 [--first-seed 400000] --size 224 --renders 300 --json out.json
+    oxygen-sim-bench --episodes 50 [--first-seed 400000] --size 224 --renders 300 --json out.json
 
 Renders/s are measured on one mid-episode world per camera (the arm reaching over the
 table), single-threaded, after a warm-up, both per wall second and per CPU second of this
@@ -50,7 +50,7 @@ def renders_per_second(size: int, count: int) -> dict[str, dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="oxygen-sim-bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--seeds", type=int, default=50, help="expert episodes per family")
+    p.add_argument("--episodes", type=int, default=50, help="expert episodes per family")
     p.add_argument("--first-seed", type=int, default=DEV.start)
     p.add_argument("--size", type=int, default=224, help="image width and height")
     p.add_argument("--renders", type=int, default=300, help="timed renders per camera")
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     rates = renders_per_second(args.size, args.renders) if args.renders else {}
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    seeds = range(args.first_seed, args.first_seed + args.episodes)
     results = run_expert(FAMILIES, list(seeds), args.control_hz)
     if rates:
         print(f"| camera | renders per wall s at {args.size}x{args.size} | per CPU s |")

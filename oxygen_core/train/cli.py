@@ -467,7 +467,7 @@ def _train_parser(
         metavar="FILE",
         help="more episodes .npz to train on (oxygen-train-dagger's recovery frames)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="weights initialisation and training noise")
     return p
 
 

@@ -19,7 +19,7 @@ the arm to reach each goal within millimetres before the next), so those labels 
 gripper open wherever the policy went early; a policy fine-tuned on them stopped closing
 its gripper (pick 0/50: docs/experiments/training.md).
 
-    oxygen-train-dagger --checkpoint data/policy/sim_demo --seeds 100 --out out/recover.npz
+    oxygen-train-dagger --checkpoint data/policy/sim_demo --episodes 100 --out out/recover.npz
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def collect(
 def main(argv: list[str] | None = None) -> None:
     parser = _parser()
     args = parser.parse_args(argv)
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    seeds = range(args.first_seed, args.first_seed + args.episodes)
     try:
         check_not_evaluation(seeds, "recovery seeds")
     except ValueError as error:
@@ -115,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--out", required=True, help="episodes .npz (oxygen-train --add-episodes)")
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
-    p.add_argument("--seeds", type=int, default=100, help="seeds per family")
+    p.add_argument("--episodes", type=int, default=100, help="seeds per family")
     p.add_argument(
         "--first-seed",
         type=int,

@@ -128,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
         help="instead of a bag: the trained policy (config/sim_demo.yaml) closed loop in the "
         "sim, one episode per task family",
     )
-    parser.add_argument("--seed", type=int, default=100_000, help="--sim: the episodes' seed")
+    parser.add_argument("--first-seed", type=int, default=100_000, help="--sim: the episodes'")
     parser.add_argument(
         "--foxglove",
         action="store_true",
@@ -150,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = args.out or Path("out") / "demo" / stamp
     if args.sim:
-        return sim_demo(args.seed, out, args.wait_s)
+        return sim_demo(args.first_seed, out, args.wait_s)
     try:
         job = Job.load(args.bag, args.params, out)
     except (OSError, ValueError) as error:
@@ -201,7 +201,7 @@ def sim_demo(seed: int, out: Path, wait_s: float) -> int:
         f"({SIM_DEMO_PARAMS}); it narrates and remembers as it goes"
     )
     return evaluate.main(
-        ["--params", str(SIM_DEMO_PARAMS), "--episodes", "1", "--seed", str(seed),
+        ["--params", str(SIM_DEMO_PARAMS), "--episodes", "1", "--first-seed", str(seed),
          "--rtf", "1", "--camera-size", str(SIM_DEMO_CAMERA), "--wait-s", str(wait_s),
          "--echo", "--out", str(out)]
     )  # fmt: skip

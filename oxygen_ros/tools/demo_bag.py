@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=Scene.seconds)
     parser.add_argument("--sensor-hz", type=float, default=Scene.sensor_hz)
     parser.add_argument("--image-size", type=int, default=Scene.image_size)
-    parser.add_argument("--seed", type=int, default=Scene.seed)
+    parser.add_argument("--seed", type=int, default=Scene.seed, help="the scene's noise")
     parser.add_argument("--storage", choices=STORAGES, default="mcap")
     args = parser.parse_args(argv)
     scene = Scene(

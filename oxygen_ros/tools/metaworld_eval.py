@@ -228,7 +228,7 @@ def sim_parameters(spec: MetaWorldEvalSpec, names: TopicNames, settings: Setting
         }
     return lockstep | {
         "tasks": list(spec.tasks),
-        "seed": spec.first_seed,
+        "first_seed": spec.first_seed,
         "episodes": spec.episodes,
         "policy": "external" if spec.policy == "model" else spec.policy,
         "camera_size": spec.camera_size,

@@ -1,7 +1,7 @@
 """`oxygen-metaworld-record`: Meta-World's scripted experts written into a rosbag2 (mcap),
 the training data of `oxygen-train --bags OUT --params config/metaworld.yaml`.
 
-    oxygen-metaworld-record OUT [--tasks reach-v3,push-v3] [--episodes 1] [--seed 0]
+    oxygen-metaworld-record OUT [--tasks reach-v3,push-v3] [--episodes 1] [--first-seed 0]
                             [--camera-size 224] [--camera-rate 20] [--noise 0.5]
 
 Meta-World's loop (`metaworld_loop.MetaWorldLoop`, policy expert) runs as fast as the CPU
@@ -96,7 +96,9 @@ def loop_config(
     """The recording's run: `episodes` seeds from `seed` per task, the noise of `sigma` (0:
     none). ValueError in one line for seeds an evaluation uses, or a bad value."""
     if episodes < 1 or seed < 0:
-        raise ValueError(f"--episodes must be 1 or more and --seed 0 or more: {episodes}, {seed}")
+        raise ValueError(
+            f"--episodes must be 1 or more and --first-seed 0 or more: {episodes}, {seed}"
+        )
     if sigma < 0:
         raise ValueError(f"--noise must be 0 or more, got {sigma}")
     check_not_evaluation(range(seed, seed + episodes), "training seeds")
@@ -123,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("out", type=Path, help="bag folder to create (must not exist)")
     parser.add_argument("--tasks", type=tasks_arg, default=MT10_TASKS, help="default: MT10")
     parser.add_argument("--episodes", type=int, default=1, help="episodes per task")
-    parser.add_argument("--seed", type=int, default=0, help="first seed of every task")
+    parser.add_argument("--first-seed", type=int, default=0, help="of every task")
     parser.add_argument("--camera-size", type=int, default=224)
     parser.add_argument("--camera-rate", type=float, default=20.0, help="Hz (80 / a whole number)")
     parser.add_argument(
@@ -143,7 +145,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         cfg = loop_config(
-            args.tasks, args.episodes, args.seed, args.camera_size, args.camera_rate, args.noise
+            args.tasks,
+            args.episodes,
+            args.first_seed,
+            args.camera_size,
+            args.camera_rate,
+            args.noise,
         )
     except ValueError as error:
         print(f"{PROG}: {error}", file=sys.stderr)

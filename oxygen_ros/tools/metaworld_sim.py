@@ -1,7 +1,7 @@
 """`oxygen-metaworld-sim`: Meta-World's MT10 tasks as a ROS 2 robot that a policy drives.
 
     oxygen-metaworld-sim --ros-args -p tasks:=[drawer-open-v3,push-v3] -p episodes:=2 \\
-        -p seed:=0 -p real_time_factor:=0.5 -p policy:=external|expert|hold
+        -p first_seed:=0 -p real_time_factor:=0.5 -p policy:=external|expert|hold
 
 The Sawyer arm of Meta-World (MuJoCo) behind the topics the oxygen node reads with
 config/metaworld.yaml: the corner2 camera, the 4-number state [ee_x, ee_y, ee_z, gripper]
@@ -51,7 +51,7 @@ NODE_NAME = "oxygen_metaworld_sim"
 
 PARAMETERS: tuple[ParamDoc, ...] = (
     ParamDoc("tasks", list(MT10_TASKS), "MT10 tasks, run interleaved seed by seed."),
-    ParamDoc("seed", 0, "First seed; each task runs seeds seed .. seed + episodes - 1."),
+    ParamDoc("first_seed", 0, "Each task runs seeds first_seed .. first_seed + episodes - 1."),
     ParamDoc("episodes", 1, "Episodes per task."),
     ParamDoc(
         "policy",
@@ -85,7 +85,7 @@ class MetaWorldSimNode(SimHost):
         super().__init__(NODE_NAME, PARAMETERS, TOPICS, **kwargs)
         p = self.p
         self.cfg = LoopConfig(
-            episodes=episode_order(tuple(p["tasks"]), p["seed"], p["episodes"]),
+            episodes=episode_order(tuple(p["tasks"]), p["first_seed"], p["episodes"]),
             policy=p["policy"],
             camera_rate_hz=p["camera_rate_hz"],
             camera_size=p["camera_size"],

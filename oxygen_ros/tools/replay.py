@@ -378,7 +378,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=("oxygen", "shared", "isolated"),
         help="engine mode (default: the params' engine_mode)",
     )
-    parser.add_argument("--seed", type=int, help="seed (default: the params' seed)")
+    parser.add_argument("--seed", type=int, help="the engine's noise seed (default: the params')")
     pace = parser.add_mutually_exclusive_group()
     pace.add_argument(
         "--rate",

@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=8)
     parser.add_argument("--flush-s", type=float, default=0.5)
     parser.add_argument("--period-s", type=float, default=0.005)
-    parser.add_argument("--seed", type=int, default=0, help="of the kill times")
+    parser.add_argument("--seed", type=int, default=0, help="noise of the kill times")
     args = parser.parse_args()
     when = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,6 +1,6 @@
 """The shipped policy in process under both trajectory-controller models, on dev seeds.
 
-    python scripts/experiments/controller_models.py --seeds 8 [--delays 0,2]
+    python scripts/experiments/controller_models.py --episodes 8 [--delays 0,2]
         [--controllers jtc,jtc_replacement] [--json]
 
 `jtc_replacement` takes a chunk over at its stamp, linearly from the last command; a Jazzy
@@ -102,7 +102,7 @@ def table(rows: list[dict[str, object]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", type=Path, default=Path("config/sim_demo.yaml"))
-    parser.add_argument("--seeds", type=int, default=8, help="dev seeds per family")
+    parser.add_argument("--episodes", type=int, default=8, help="dev seeds per family")
     parser.add_argument("--delays", default="0,2", help="link delays in control steps")
     parser.add_argument("--controllers", default=",".join(CONTROLLERS))
     parser.add_argument("--json", action="store_true")

@@ -1,7 +1,7 @@
 """The largest acceleration and start jump the sim arm is commanded: the figures behind
 config/sim.yaml's and config/sim_demo.yaml's joint_limits block.
 
-    python scripts/experiments/sim_limit_figures.py --expert-seeds 12 --policy-seeds 2
+    python scripts/experiments/sim_limit_figures.py --expert-episodes 12 --policy-episodes 2
 
 Measured with the node's convention (oxygen_core.safety.gate): a chunk's row i is reached
 (i + 1) control periods after the measured state s, the first step's velocity is
@@ -96,15 +96,15 @@ def largest(chunks: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--expert-seeds", type=int, default=12)
-    parser.add_argument("--policy-seeds", type=int, default=2)
+    parser.add_argument("--expert-episodes", type=int, default=12)
+    parser.add_argument("--policy-episodes", type=int, default=2)
     parser.add_argument("--horizon", type=int, default=10)
     parser.add_argument("--params", type=Path, default=Path("config/sim_demo.yaml"))
     args = parser.parse_args()
-    result = {"expert": largest(expert_chunks(args.expert_seeds, args.horizon))}
+    result = {"expert": largest(expert_chunks(args.expert_episodes, args.horizon))}
     print(json.dumps(result), flush=True)
-    if args.policy_seeds:
-        result["policy"] = largest(policy_chunks(args.policy_seeds, args.params))
+    if args.policy_episodes:
+        result["policy"] = largest(policy_chunks(args.policy_episodes, args.params))
     print(json.dumps(result))
 
 

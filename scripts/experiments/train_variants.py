@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     own.add_argument("--reach-repeat", type=int, default=1, help="reach steps drawn N x")
     own.add_argument("--warmup", type=int, default=TrainConfig.warmup, help="lr warm-up steps")
     own.add_argument("--check-steps", type=int, default=512)
-    own.add_argument("--check-seeds", type=int, default=8, help="held-out seeds per family")
+    own.add_argument("--check-episodes", type=int, default=8, help="held-out seeds per family")
     own.add_argument("--check-work", default="out/train/check", help="held-out episodes cache")
     args, rest = own.parse_known_args(argv)
     targs = cli._train_parser().parse_args(["--out", "unused", *rest])
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(targs.work).parent / "variants"
     started = time.perf_counter()
     params, history = train(cfg, params, train_set, prep.val_set, tc, work / args.name)
-    seeds = range(DEV.start, DEV.start + args.check_seeds)
+    seeds = range(DEV.start, DEV.start + args.check_episodes)
     held = cli.held_out_episodes(
         targs.families, seeds, cfg, targs.camera_size, Path(args.check_work)
     )

@@ -151,7 +151,7 @@ def sim_spec(task: Task, domain_id: int | None) -> SimEvalSpec:
         overrides=task.config.override_dict(),
         families=(sim.family,),
         episodes=sim.count,
-        seed=sim.start,
+        first_seed=sim.start,
         rtf=sim.rtf,
         camera_size=sim.camera_size,
         domain_id=domain_id,

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--params", type=Path, default=SIM_PARAMS, help="node params YAML")
     p.add_argument("--families", type=families_arg, default=FAMILIES)
     p.add_argument("--episodes", type=int, default=2, help="episodes per family")
-    p.add_argument("--seed", type=int, default=DEV.start, help="first seed (the dev range's)")
+    p.add_argument("--first-seed", type=int, default=DEV.start, help="the dev range's by default")
     p.add_argument("--rtf", type=float, default=1.0, help="real-time factor")
     p.add_argument("--camera-size", type=int, default=128)
     p.add_argument("--slow-delay", type=int, default=2, help="handover: the slow command delay")
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             overrides={**common, **variant.overrides},
             families=tuple(args.families),
             episodes=args.episodes,
-            seed=args.seed,
+            first_seed=args.first_seed,
             rtf=args.rtf,
             camera_size=args.camera_size,
             command_delay_steps=variant.command_delay_steps,

@@ -2,7 +2,7 @@
 
     oxygen-sim-eval [--params config/sim.yaml] [--policy model|expert|hold|random|blind]
                     [--mode oxygen]
-                    [--families pick,put,push] [--episodes 2] [--seed 400000]
+                    [--families pick,put,push] [--episodes 2] [--first-seed 400000]
                     [--rtf 0.5] [--camera-size 224] [--camera-rate 10]
                     [--command-delay-steps 0] [--out DIR]
 
@@ -79,10 +79,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--families", type=families_arg, default=FAMILIES)
     parser.add_argument("--episodes", type=int, default=2, help="episodes per family")
     parser.add_argument(
-        "--seed",
+        "--first-seed",
         type=int,
         default=DEV.start,
-        help="first seed (default: the dev range's first, oxygen_core.sim.seeds)",
+        help="default: the dev range's first (oxygen_core.sim.seeds)",
     )
     parser.add_argument(
         "--rtf", type=float, default=None, help="real-time factor (default 0.5; no model: 2)"
@@ -136,7 +136,7 @@ class SimEvalSpec:
     overrides: Mapping[str, object] = dataclasses.field(default_factory=dict)  # node -p's
     families: tuple[str, ...] = FAMILIES
     episodes: int = 2  # per family
-    seed: int = DEV.start  # the first seed: the dev range's (oxygen_core.sim.seeds)
+    first_seed: int = DEV.start  # the dev range's (oxygen_core.sim.seeds)
     rtf: float | None = None  # None: 0.5 for the model, 2 for a policy the sim runs
     camera_size: int = 224
     camera_rate: float = 10.0
@@ -158,7 +158,7 @@ def sim_parameters(spec: SimEvalSpec, names: TopicNames, settings: Settings) -> 
     node = settings.node
     return {
         "families": list(spec.families),
-        "seed": spec.seed,
+        "first_seed": spec.first_seed,
         "episodes": spec.episodes,
         "policy": "external" if spec.policy == "model" else spec.policy,
         "baseline_execute_steps": node.execute_horizon,
@@ -208,7 +208,7 @@ def run_sim_eval(spec: SimEvalSpec, out: Path) -> dict[str, Path]:
         raise ValueError("--episodes must be >= 1 and --rtf > 0")
     out.mkdir(parents=True, exist_ok=True)
     rtf = spec.real_time_factor
-    order = episode_order(spec.families, spec.seed, spec.episodes)
+    order = episode_order(spec.families, spec.first_seed, spec.episodes)
     record = {t.topic: msgtype(t.msg_class) for t in SIM_TOPICS if t.key in _RECORDED_SIM_KEYS}
     if spec.policy == "model":
         record.update(names.outputs())
@@ -237,7 +237,7 @@ def run_sim_eval(spec: SimEvalSpec, out: Path) -> dict[str, Path]:
         mode=settings.engine.engine_mode,
         params=str(spec.params),
         families=tuple(spec.families),
-        seeds=tuple(range(spec.seed, spec.seed + spec.episodes)),
+        seeds=tuple(range(spec.first_seed, spec.first_seed + spec.episodes)),
         rtf=rtf,
         camera_size=spec.camera_size,
         wall_s=time.monotonic() - begin,
@@ -254,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides={"engine_mode": args.mode},
         families=tuple(args.families),
         episodes=args.episodes,
-        seed=args.seed,
+        first_seed=args.first_seed,
         rtf=args.rtf,
         camera_size=args.camera_size,
         camera_rate=args.camera_rate,

@@ -125,12 +125,12 @@ class SimConfig:
 
 
 def episode_order(
-    families: tuple[str, ...], seed: int, episodes: int
+    families: tuple[str, ...], first_seed: int, episodes: int
 ) -> tuple[tuple[str, int], ...]:
     """The (family, seed) pairs of a run in run order (`SimConfig.episodes`): `episodes`
-    seeds from `seed` per family, families interleaved seed by seed (a run cut short has
-    covered every family alike)."""
-    return tuple((f, s) for s in range(seed, seed + episodes) for f in families)
+    seeds from `first_seed` per family, families interleaved seed by seed (a run cut short
+    has covered every family alike)."""
+    return tuple((f, s) for s in range(first_seed, first_seed + episodes) for f in families)
 
 
 class SimPort(Protocol):

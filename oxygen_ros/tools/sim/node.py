@@ -1,6 +1,6 @@
 """`oxygen-sim`: the simulated tabletop as a ROS 2 robot that a policy drives over topics.
 
-    oxygen-sim --ros-args -p families:=[pick,put,push] -p episodes:=2 -p seed:=0 \\
+    oxygen-sim --ros-args -p families:=[pick,put,push] -p episodes:=2 -p first_seed:=0 \\
         -p real_time_factor:=0.5 -p policy:=external|expert|hold|random|blind
 
 It owns sim time: each tick of `loop.SimLoop` advances it by one control period and
@@ -46,7 +46,7 @@ NODE_NAME = "oxygen_sim"
 
 PARAMETERS: tuple[ParamDoc, ...] = (
     ParamDoc("families", list(FAMILIES), "Task families, run interleaved seed by seed."),
-    ParamDoc("seed", 0, "First seed; each family runs seeds seed .. seed + episodes - 1."),
+    ParamDoc("first_seed", 0, "Each family runs seeds first_seed .. first_seed + episodes - 1."),
     ParamDoc("episodes", 1, "Episodes per family."),
     ParamDoc(
         "policy",
@@ -105,7 +105,7 @@ class SimNode(SimHost):
         # at least one tick: the switch stays off while the world resets
         reset_ticks = max(1, round(p["reset_settle_s"] * p["control_rate_hz"]))
         self.cfg = SimConfig(
-            episodes=episode_order(tuple(p["families"]), p["seed"], p["episodes"]),
+            episodes=episode_order(tuple(p["families"]), p["first_seed"], p["episodes"]),
             policy=p["policy"],
             control_rate_hz=p["control_rate_hz"],
             camera_rate_hz=p["camera_rate_hz"],

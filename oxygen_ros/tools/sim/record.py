@@ -1,6 +1,6 @@
 """`oxygen-sim-record`: scripted-expert episodes written straight into a rosbag2 (mcap).
 
-    oxygen-sim-record OUT [--families pick,put,push] [--episodes 1] [--seed 0]
+    oxygen-sim-record OUT [--families pick,put,push] [--episodes 1] [--first-seed 0]
                       [--camera-size 224] [--camera-rate 10] [--control-rate 20]
 
 The sim's control loop (`loop.SimLoop` with the expert policy) runs as fast as the CPU
@@ -84,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("out", type=Path, help="bag folder to create (must not exist)")
     parser.add_argument("--families", type=families_arg, default=FAMILIES)
     parser.add_argument("--episodes", type=int, default=1, help="episodes per family")
-    parser.add_argument("--seed", type=int, default=0, help="first seed")
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--camera-size", type=int, default=224)
     parser.add_argument("--camera-rate", type=float, default=10.0, help="Hz")
     parser.add_argument("--control-rate", type=float, default=20.0, help="Hz")
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         cfg = SimConfig(
-            episodes=episode_order(args.families, args.seed, args.episodes),
+            episodes=episode_order(args.families, args.first_seed, args.episodes),
             policy="expert",
             control_rate_hz=args.control_rate,
             camera_rate_hz=args.camera_rate,
