@@ -94,7 +94,7 @@ POLICY_ARGS ?=
 policy: setup
 	$(BIN)/oxygen-train --recipe $(POLICY_RECIPE) $(POLICY_ARGS)
 
-# `oxygen-bench --paper-gpu` (pi05 in bfloat16, k 1/5/10, N=30, S=10, uniform:1; sized for
+# `oxygen-bench engine --paper-gpu` (pi05 in bfloat16, k 1/5/10, N=30, S=10, uniform:1; sized for
 # about 8 minutes of an H200 with compilation, BENCHMARKS.md) writes bench.json, tables.md
 # and the plots into out/bench-gpu. It first adds JAX's CUDA plugin to .venv: CUDA=13
 # (default; NVIDIA driver 580 or newer) or CUDA=12 (driver 525 or newer), at the version
@@ -119,7 +119,7 @@ $(CUDA_STAMP): | $(REQ_STAMP)
 
 bench-gpu: setup $(if $(findstring --backend cpu,$(BENCH_GPU_ARGS)),,$(CUDA_STAMP))
 	JAX_COMPILATION_CACHE_DIR=out/bench-gpu/xla-cache \
-	$(BIN)/oxygen-bench --paper-gpu --out out/bench-gpu $(BENCH_GPU_ARGS)
+	$(BIN)/oxygen-bench engine --paper-gpu --out out/bench-gpu $(BENCH_GPU_ARGS)
 
 clean:
 	rm -rf build

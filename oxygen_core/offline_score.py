@@ -1,6 +1,6 @@
 """Open-loop scores of a policy's action chunks against what the robot was commanded.
 
-The arithmetic of scored replay (`oxygen-replay`, oxygen_ros.tools.score_targets) and of
+The arithmetic of scored replay (`oxygen-bag replay`, oxygen_ros.tools.score_targets) and of
 the in-process open-loop check (oxygen_core.train.grounding), so that a figure from a bag
 and one from the sim's episodes are the same definition. No ROS here: times are integer
 nanoseconds, commands and chunks plain arrays in the chunk's space (robot units, the

@@ -1,6 +1,6 @@
 """What the node does with each input message, timer tick and diagnostics period: one copy.
 
-The lifecycle node subscribes to its input topics and runs two timers; `oxygen-replay`
+The lifecycle node subscribes to its input topics and runs two timers; `oxygen-bag replay`
 reads the same messages from a bag and fires the same timers on the bag clock. Both hand
 every event to an `InputRouter`, so a bag replayed offline is taken exactly as the live
 robot's topics are: images and joint states are stored in the frame assembler, an

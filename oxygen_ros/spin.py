@@ -1,6 +1,6 @@
 """Running one rclpy node as a process: init, our own signal handling, spin, clean up.
 
-The console scripts that host a node (`oxygen-node`, `oxygen-sim`, `oxygen-foxglove`)
+The console scripts that host a node (`oxygen-node`, `oxygen-sim`, `oxygen-config foxglove`)
 start and stop the same way, through `run_node`:
 
 1. SIGINT and SIGTERM get our handler before `rclpy.init`, which is told to install none

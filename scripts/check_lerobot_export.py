@@ -1,4 +1,4 @@
-"""Check an `oxygen-bag-to-lerobot` export with LeRobot's own reader (LeRobotDataset).
+"""Check an `oxygen-bag to-lerobot` export with LeRobot's own reader (LeRobotDataset).
 
 LeRobot's reader needs torch and a video decoder that the project's .venv does not carry,
 so it runs from a scratch venv outside the repository; the export's source (what the bag
@@ -10,7 +10,7 @@ process of this script (`--dump`), with the exporter's own frame plan.
         torch==2.14.1 torchvision==0.29.1 torchcodec==0.17.0
     apt-get install libavcodec59 libavformat59 libavutil57 libswscale6 libswresample4 \
         libavdevice59 libavfilter8            # the FFmpeg torchcodec decodes with
-    .venv/bin/oxygen-bag-to-lerobot data/sim_bag --out /tmp/sim_lerobot
+    .venv/bin/oxygen-bag to-lerobot data/sim_bag --out /tmp/sim_lerobot
     /tmp/lerobot_venv/bin/python scripts/check_lerobot_export.py /tmp/sim_lerobot \
         data/sim_bag --params config/sim.yaml
 

@@ -20,7 +20,7 @@ set -euo pipefail
 
 checkpoint=${1:-data/policy/sim_demo}
 out=${2:-out/claims/$(basename "$checkpoint")}
-beta=${BETA:?"set BETA, rtc's max guidance, chosen on dev seeds (oxygen-latency-sweep --first-seed 400000)"}
+beta=${BETA:?"set BETA, rtc's max guidance, chosen on dev seeds (oxygen-eval sweep --first-seed 400000)"}
 episodes=${EPISODES:-150}
 test_first=500000
 bin=.venv/bin
@@ -41,17 +41,17 @@ once() {
 }
 
 once "$out/oxygen.json" "$out/oxygen.log" \
-    "$bin/oxygen-train-eval" "${common[@]}" --with-baselines --json "$out/oxygen.json" &
+    "$bin/oxygen-eval in-process" "${common[@]}" --with-baselines --json "$out/oxygen.json" &
 pid=$!
 once "$out/isolated.json" "$out/isolated.log" \
-    "$bin/oxygen-train-eval" "${common[@]}" --mode isolated --json "$out/isolated.json"
+    "$bin/oxygen-eval in-process" "${common[@]}" --mode isolated --json "$out/isolated.json"
 wait "$pid"  # a failed evaluation stops the script (set -e)
 once "$out/handover/replace_blend/sweep.json" "$out/handover_replace_blend.log" \
-    "$bin/oxygen-latency-sweep" "${common[@]}" --handovers replace,blend --delays 1,4 \
+    "$bin/oxygen-eval sweep" "${common[@]}" --handovers replace,blend --delays 1,4 \
     --out "$out/handover/replace_blend" &
 pid=$!
 once "$out/handover/rtc/sweep.json" "$out/handover_rtc.log" \
-    "$bin/oxygen-latency-sweep" "${common[@]}" --handovers rtc --delays 1,4 \
+    "$bin/oxygen-eval sweep" "${common[@]}" --handovers rtc --delays 1,4 \
     --rtc-max-guidance "$beta" --out "$out/handover/rtc"
 wait "$pid"
 echo "claims of $checkpoint (test seeds $test_first.., $episodes per family) in $out"

@@ -1,4 +1,4 @@
-"""oxygen-train-average: the mean of checkpoints continued from one parent, written as
+"""oxygen-train average: the mean of checkpoints continued from one parent, written as
 oxygen-train writes a checkpoint and loaded by the same loader."""
 
 import dataclasses

@@ -1,6 +1,6 @@
 """Image-free baselines through the in-process closed loop, the seed protocol and the
 Wilson interval every closed-loop report gives (oxygen_core.sim.baselines, seeds,
-success; oxygen-train-eval --baseline)."""
+success; oxygen-eval in-process --baseline)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""oxygen-bench: workload schedules, floor arithmetic, and a smoke run of the CLI on `tiny`.
+"""oxygen-bench engine: workload schedules, floor arithmetic, and a smoke run of the CLI on `tiny`.
 
 The smoke run checks the JSON's shape and the numbers that do not depend on speed:
 every row sees the same arrivals, produces N tokens per frame in steady state, compiles
@@ -152,7 +152,7 @@ def test_bad_flags_fail_before_any_work(capsys):
     assert cli.main(["--workload", "zipf:2"]) == 2
     assert cli.main(["--modes", "oxygen-auto"]) == 2  # k=auto needs a frame budget
     assert cli.main(["--modes", "turbo"]) == 2
-    assert "oxygen-bench:" in capsys.readouterr().err
+    assert "oxygen-bench engine:" in capsys.readouterr().err
 
 
 N, FRAMES = 3, 3
@@ -251,11 +251,11 @@ def test_the_paper_metrics_leave_out_frames_without_a_measured_time():
 
 
 def _make_bench_gpu_argv() -> list[str]:
-    """The flags `make bench-gpu` passes to oxygen-bench (its recipe in the Makefile)."""
+    """The flags `make bench-gpu` passes to oxygen-bench engine (its recipe in the Makefile)."""
     makefile = (Path(__file__).parents[1] / "Makefile").read_text().replace("\\\n", " ")
-    recipe = next(line for line in makefile.splitlines() if "/oxygen-bench " in line)
+    recipe = next(line for line in makefile.splitlines() if "/oxygen-bench engine " in line)
     words = shlex.split(recipe)
-    start = next(i for i, w in enumerate(words) if w.endswith("/oxygen-bench")) + 1
+    start = next(i for i, w in enumerate(words) if w.endswith("/oxygen-bench engine")) + 1
     return [w for w in words[start:] if not w.startswith("$(")]
 
 

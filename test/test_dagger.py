@@ -1,4 +1,4 @@
-"""Recovery data (oxygen-train-dagger): the expert taking over from where a trained
+"""Recovery data (oxygen-train dagger): the expert taking over from where a trained
 policy left the arm, and oxygen-train continuing a checkpoint on those episodes."""
 
 import dataclasses
@@ -180,7 +180,7 @@ def test_a_robots_declaration_reads_back_to_the_same_robot(preset):
 
 def test_a_checkpoint_of_a_declared_robot_loads_and_continues_without_its_params(tmp_path):
     """A robot declared as data (config/metaworld.yaml's) is recorded in the checkpoint's
-    train_config.json: oxygen-train-eval, averaging and --init-from load it with no params
+    train_config.json: oxygen-eval in-process, averaging and --init-from load it with no params
     file, and a run of another robot may not continue it."""
     robot = declared_robot(
         "arm4", {"cameras": ["base_0_rgb"], "action_dim": 4, "state_dim": 4, "action_horizon": 4},

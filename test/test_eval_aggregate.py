@@ -1,8 +1,8 @@
-"""oxygen-eval's aggregate report from hand-written per-task files: exact numbers.
+"""oxygen-eval manifest's aggregate report from hand-written per-task files: exact numbers.
 
 The tree holds configuration "fast" done on three inputs and "slow" done on one, failed
 on one (error.json, no marker) and pending on the third; one input is a closed-loop
-batch. A second tree holds only sim batches, as oxygen-sim-eval writes their reports,
+batch. A second tree holds only sim batches, as oxygen-eval node writes their reports,
 under a model configuration and the expert (no node figures).
 """
 
@@ -37,7 +37,7 @@ def _report(hz: float, tps: float, misses: int, skipped: dict, frames: int, **ex
 
 
 def _success(**families: tuple[int, int]) -> dict:
-    """oxygen-sim-eval's "success": family -> (successes, episodes), and "all"."""
+    """oxygen-eval node's "success": family -> (successes, episodes), and "all"."""
     rates = {
         f: {"episodes": n, "successes": k, "rate": round(k / n, 4)}
         for f, (k, n) in families.items()

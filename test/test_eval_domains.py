@@ -1,4 +1,5 @@
-"""oxygen-eval's ROS_DOMAIN_IDs: distinct for live workers, in rotation, a dead one's last."""
+"""oxygen-eval manifest's ROS_DOMAIN_IDs: distinct for live workers, in rotation, a dead
+one's last."""
 
 from __future__ import annotations
 

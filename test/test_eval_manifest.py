@@ -1,4 +1,4 @@
-"""oxygen-eval's manifest: every error names the key and path, the grid, task markers.
+"""oxygen-eval manifest's manifest: every error names the key and path, the grid, task markers.
 
 Configurations are read by the node's own parameter code (rclpy), so these tests are
 marked ros; the bags are short generated demo scenes. No Ray runs here.
@@ -206,7 +206,12 @@ def test_sim_inputs_expand_into_tasks(bags: Path) -> None:
         *(f"{i}/expert" for i in sims),
     ]
     spec = sim_spec(tasks[7], domain_id=7)  # pick-seeds12-13/oxy-seed=1
-    assert (spec.families, spec.first_seed, spec.episodes, spec.policy) == (("pick",), 12, 2, "model")
+    assert (spec.families, spec.first_seed, spec.episodes, spec.policy) == (
+        ("pick",),
+        12,
+        2,
+        "model",
+    )
     assert spec.overrides == {"engine_mode": "oxygen", "seed": "1"} and spec.params == SIM
     assert (spec.domain_id, spec.rtf, spec.camera_size, spec.real_time_factor) == (
         7,

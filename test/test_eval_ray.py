@@ -1,4 +1,4 @@
-"""oxygen-eval end to end on a local Ray instance (slow: Ray start-up and engine compiles).
+"""oxygen-eval manifest end to end on a local Ray instance (slow: Ray start-up and engine compiles).
 
 One run covers what needs Ray: two generated bags x three configurations on two
 workers. "oxygen" samples narration at temperature 0.8, so its tokens depend on the
@@ -112,7 +112,7 @@ def test_eval_on_local_ray(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
     elapsed = time.monotonic() - started
     killer.stop.set()
     printed = capsys.readouterr().out
-    print(f"oxygen-eval: 6 tasks, 2 workers, {elapsed:.1f} s\n{printed}")
+    print(f"oxygen-eval manifest: 6 tasks, 2 workers, {elapsed:.1f} s\n{printed}")
     assert status == 1  # the broken configuration's tasks failed
 
     # Failure isolation: both broken tasks recorded with both attempts, others done.

@@ -1,7 +1,7 @@
-"""oxygen-eval's sim tasks on a local Ray instance (slow: Ray start-up and a sim run).
+"""oxygen-eval manifest's sim tasks on a local Ray instance (slow: Ray start-up and a sim run).
 
 One sim task (the expert on pick seeds 0 and 1, no model: the episodes are
-deterministic) runs under oxygen-eval and again directly through sim.evaluate.run_sim_eval.
+deterministic) runs under oxygen-eval manifest and again directly through sim.evaluate.run_sim_eval.
 The task's report.json must equal the direct run's in what is not measured on the wall
 clock: the episodes, their seeds, outcomes and steps, and the success rates. Both wall
 times are printed (the cost of the Ray path for one batch).
@@ -64,7 +64,8 @@ def test_one_sim_task_on_ray_equals_sim_eval(tmp_path: Path, capsys: pytest.Capt
     direct_s = time.monotonic() - started
     expected = json.loads(paths["json"].read_text())
     print(
-        f"one sim task (expert, pick x 2 seeds): oxygen-eval {ray_s:.1f} s, direct {direct_s:.1f} s"
+        f"one sim task (expert, pick x 2 seeds): oxygen-eval manifest {ray_s:.1f} s, "
+        f"direct {direct_s:.1f} s"
     )
 
     assert _deterministic(got) == _deterministic(expected)

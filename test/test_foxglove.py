@@ -1,4 +1,4 @@
-"""oxygen-foxglove forwards the node's topics, as CDR with ros2msg schemas, to a websocket.
+"""oxygen-config foxglove forwards the node's topics, as CDR with ros2msg schemas, to a websocket.
 
 A client speaking the Foxglove WebSocket protocol (subprotocol foxglove.sdk.v1, the
 `websockets` package) reads the server's channel advertisements, subscribes, and decodes

@@ -227,7 +227,7 @@ def test_random_chunks_that_slow_lets_through_break_no_bound():
 
 
 def test_the_cost_benchmark_takes_each_path_on_every_shipped_robot(monkeypatch):
-    """`python -m oxygen_core.safety.bench` builds one chunk per path from each config's
+    """`oxygen-bench gate` builds one chunk per path from each config's
     limits; measure() raises when a chunk takes another path (the figures, not the
     times, are what this checks)."""
     monkeypatch.chdir(Path(__file__).resolve().parents[1])

@@ -1,4 +1,4 @@
-"""oxygen-latency-sweep: the shipped policy at two delays and two hand-overs on one seed,
+"""oxygen-eval sweep: the shipped policy at two delays and two hand-overs on one seed,
 the marks converted to control steps, the table, JSON and plot written."""
 
 import json

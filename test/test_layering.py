@@ -3,7 +3,7 @@ loads neither the sim nor training; no module imports itself back through others
 module says what it is for.
 
 oxygen_core is the engine and the model: it must run (and be tested and benchmarked)
-without ROS, so a ROS import slipping into it would break `oxygen-bench` and `oxygen-verify`
+without ROS, so a ROS import slipping into it would break `oxygen-bench engine` and `oxygen-verify`
 on a machine without rclpy. The node's process (oxygen_ros outside tools/) and the
 inference path it runs (the model, the engine, the policy and what they import) must not
 load oxygen_core.sim or oxygen_core.train: the sim and training are tools around the robot,

@@ -1,4 +1,4 @@
-"""oxygen-bag-to-lerobot on data/sim_bag, read back with pyarrow and PyAV directly.
+"""oxygen-bag to-lerobot on data/sim_bag, read back with pyarrow and PyAV directly.
 
 The expectations come from the bag itself, not from the exporter's plan: the sim renders
 one image per camera per 0.1 s and publishes the joint state and the expert's trajectory

@@ -1,4 +1,4 @@
-"""oxygen-limit-check on hand-made bags with known violations: exact counts per kind.
+"""oxygen-bag limit-check on hand-made bags with known violations: exact counts per kind.
 
 Joint a has [-1, 1], 2 /s, 50 /s^2 and a jump of 0.3; joint b [-2, 2], 4 /s, 100 /s^2,
 0.3. Trajectory 0 (from 1.0 s, 0.1 s apart) is within every limit. Trajectory 1 (from
@@ -152,7 +152,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     bag = _bag(tmp_path)
     assert limit_check.main([str(bag), *files, "--topic", "/elsewhere"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"oxygen-limit-check: bag {bag} has no JointTrajectory with points on /elsewhere"
+    assert (
+        err == f"oxygen-bag limit-check: bag {bag} has no JointTrajectory with points on /elsewhere"
+    )
     assert limit_check.main([str(tmp_path / "none"), *files]) == 2
     assert "does not exist" in capsys.readouterr().err
     (tmp_path / "limits.yaml").write_text("joint_limits:\n  a: {max_acceleration: 50.0}\n")

@@ -1,5 +1,5 @@
 """Meta-World through the node: the env wrapper (oxygen_core.metaworld), its tasks and
-language, and oxygen-metaworld-sim over real rclpy topics.
+language, and oxygen-sim --world metaworld over real rclpy topics.
 
 Expected values come from MuJoCo itself (the hand body's position, the fingers' qpos) or
 from the same env stepped directly with the same actions: MuJoCo is deterministic, so what

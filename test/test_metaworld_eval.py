@@ -1,5 +1,5 @@
-"""oxygen-metaworld-eval: Meta-World episodes through the sim node over topics, alone and
-as oxygen-eval's metaworld tasks on a local Ray.
+"""oxygen-eval node --world metaworld: Meta-World episodes through the sim node over
+topics, alone and as oxygen-eval manifest's metaworld tasks on a local Ray.
 
 The expected outcomes come from the same episodes run directly, without ROS: the task's
 env reset to the seed and stepped with the scripted policy (MuJoCo is deterministic, so
@@ -76,7 +76,7 @@ def test_bad_input_fails_in_one_line_before_anything_runs(
 ) -> None:
     out = tmp_path / "out"
     assert metaworld_eval.main([*args, "--out", str(out)]) == 1
-    assert capsys.readouterr().err == f"oxygen-metaworld-eval: {message}\n"
+    assert capsys.readouterr().err == f"oxygen-eval node --world metaworld: {message}\n"
     assert not out.exists()
 
 
@@ -103,7 +103,7 @@ def test_an_expert_episode_over_topics_is_reported(
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True)
     assert report["commit"].startswith(head.stdout.decode().strip())
     assert report["command"] == (
-        f"oxygen-metaworld-eval --params {METAWORLD} --policy expert --tasks {task} "
+        f"oxygen-eval node --world metaworld --params {METAWORLD} --policy expert --tasks {task} "
         f"--episodes 1 --first-seed {DEV.start} --camera-size 32 --rtf 4 --out {out}"
     )
     assert (report["seed_range"], report["seeds"], report["policy"]) == (

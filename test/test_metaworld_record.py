@@ -1,4 +1,4 @@
-"""oxygen-metaworld-record and `oxygen-train --bags` on its bags: the expert's clean action
+"""oxygen-record --world metaworld and `oxygen-train --bags` on its bags: the expert's clean action
 as the bag's target while the env ran it with DART noise, records equal to a direct
 rollout step by step (through the node's FrameAssembler), bad bags in one line, evaluation
 seeds refused, and the trainer's episodes for the robot the params file declares (a few

@@ -1,4 +1,4 @@
-"""oxygen-metaworld-sweep and the lockstep it runs in: every chunk takes over exactly d
+"""oxygen-eval sweep --world metaworld and the lockstep it runs in: every chunk takes over exactly d
 control steps after its frame through the real node and sim, the cells resume, and the
 seam is measured from the chunks as published.
 

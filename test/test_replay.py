@@ -90,7 +90,7 @@ def clean_bag(tmp_path_factory, topics) -> Path:
 
 
 def run(bag: Path, out: Path, *args: str) -> dict:
-    """oxygen-replay through its console entry point; the report it wrote."""
+    """oxygen-bag replay through its console entry point; the report it wrote."""
     argv = [str(bag), "--params", str(TINY), "--out", str(out), "--no-progress", *args]
     assert replay.main(argv) == 0
     return json.loads((out / "report.json").read_text())
@@ -439,10 +439,19 @@ def test_isolated_mode_acts_the_same_and_finishes_the_same_texts(
 
 
 def _replay_process(bag: Path, out: Path, *args: str) -> subprocess.Popen:
-    script = Path(sys.executable).with_name("oxygen-replay")
+    script = Path(sys.executable).with_name("oxygen-bag")
     if not script.exists():
-        pytest.skip("oxygen-replay is not installed (run the project's setup)")
-    argv = [str(script), str(bag), "--params", str(TINY), "--out", str(out), "--no-progress"]
+        pytest.skip("oxygen-bag is not installed (run the project's setup)")
+    argv = [
+        str(script),
+        "replay",
+        str(bag),
+        "--params",
+        str(TINY),
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     return subprocess.Popen([*argv, *args], stderr=subprocess.PIPE, text=True)
 
 
@@ -473,7 +482,7 @@ def test_sigterm_and_sigint_leave_a_readable_bag_and_a_partial_report(
     name = signal.Signals(signum).name
     assert report["partial"] is True
     assert report["partial_reason"].startswith(f"stopped by {name} after ")
-    assert line.startswith(f"oxygen-replay: partial: stopped by {name} after ")
+    assert line.startswith(f"oxygen-bag replay: partial: stopped by {name} after ")
     assert f"**Warning:** partial: stopped by {name}" in (out / "report.md").read_text()
     chunks = outputs(out, names.output(ACTION_CHUNK))  # metadata and index written
     assert len(chunks) == report["frames"] > 0
@@ -495,7 +504,7 @@ def test_a_sigkilled_replay_keeps_all_but_its_last_chunk_after_recovery(
 ):
     """SIGKILL early (nothing closed yet: only the open file's flushed chunks exist) and
     late (closed files, then the open one): rosbags reads the closed files as the kill left
-    them, and after oxygen-bag-recover every frame up to the last flushed chunk, no gap."""
+    them, and after oxygen-bag recover every frame up to the last flushed chunk, no gap."""
     out = tmp_path / "killed"
     process = _replay_process(clean_bag, out, "--rate", "1.0", "--split-s", str(split_s))
     bag = out / OUTPUT_BAG
@@ -544,7 +553,7 @@ def test_a_corrupt_input_bag_ends_in_one_line_with_a_partial_report(
     argv = [str(bag), "--params", str(TINY), "--out", str(out), "--no-progress"]
     assert replay.main(argv) == 1
     [line] = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith(f"oxygen-replay: partial: bag {bag} is unreadable after message ")
+    assert line.startswith(f"oxygen-bag replay: partial: bag {bag} is unreadable after message ")
     report = json.loads((out / "report.json").read_text())
     assert report["partial"] is True and "is unreadable after message" in report["partial_reason"]
     assert 0 < report["frames"] < TICKS and report["ticks"] < TICKS
@@ -567,7 +576,7 @@ def test_a_bag_whose_images_are_all_the_wrong_size_exits_non_zero_with_the_reaso
     [line] = capsys.readouterr().err.strip().splitlines()
     # tick 0.0 has no joint state yet; every later tick has a bad image
     expected = f"0 frames, {TICKS} skipped: bad_image ({TICKS - 1}), missing_joint_state (1)"
-    assert line == f"oxygen-replay: {expected}; report: {out}"
+    assert line == f"oxygen-bag replay: {expected}; report: {out}"
     report = json.loads((out / "report.json").read_text())
     assert report["frames"] == 0 and report["warnings"] == [expected]
     assert report["partial"] is False

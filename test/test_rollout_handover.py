@@ -1,4 +1,4 @@
-"""The in-process closed loop with chunk hand-over and a link delay (oxygen-train-eval
+"""The in-process closed loop with chunk hand-over and a link delay (oxygen-eval in-process
 --handover/--link-delay): the node's bookkeeping of what the arm runs (`ChunkTimeline`, on
 ticks; its own tests are test_timeline.py), the seam meter, the overlap of each new
 chunk with the rows the arm runs while it travels, and the chunk gate on every chunk."""

@@ -1,4 +1,4 @@
-"""The closed-loop comparisons' variants and their table (the runs are oxygen-sim-eval's)."""
+"""The closed-loop comparisons' variants and their table (the runs are oxygen-eval node's)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The simulated robot over ROS 2: oxygen-sim's node, its loop, and oxygen-sim-record.
+"""The simulated robot over ROS 2: oxygen-sim's node, its loop, and oxygen-record.
 
 The sim node runs in this process in its own rclpy context, with a probe node in another
 context: everything between them goes over DDS. The sim holds its first episode until
@@ -599,7 +599,7 @@ def test_a_negative_command_delay_is_refused():
 
 @pytest.mark.slow
 def test_sim_eval_echoes_the_trained_policys_texts_and_each_outcome(tmp_path, capsys):
-    """The demo's run (`oxygen-demo --sim` is oxygen-sim-eval on config/sim_demo.yaml with
+    """The demo's run (`oxygen-demo --sim` is oxygen-eval node on config/sim_demo.yaml with
     --echo): the shipped policy narrates the instructed object and the outcome is a line."""
     root = Path(__file__).resolve().parents[1]
     seed = 100_000  # held out from training

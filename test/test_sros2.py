@@ -1,6 +1,6 @@
 """The node's SROS2 policy: generated, shipped, and true to a running node.
 
-The policy files in config/sros2 are what oxygen-sros2-policy writes for each params file
+The policy files in config/sros2 are what oxygen-config sros2 writes for each params file
 (regenerated here and compared), and the policy of config/tiny.yaml lists exactly the
 topics and services a running node (configured, active, on simulated time) has on the
 ROS graph, as rclpy's graph API reports them. Security itself cannot run here (the Fast
@@ -52,9 +52,9 @@ def _policy(text: str) -> dict[str, set[str]]:
 @pytest.mark.parametrize("params", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_the_shipped_policy_is_what_the_generator_writes_now(params):
     shipped = sros2_policy.default_path(params)
-    assert shipped.is_file(), f"run: oxygen-sros2-policy --params {params.relative_to(ROOT)}"
+    assert shipped.is_file(), f"run: oxygen-config sros2 --params {params.relative_to(ROOT)}"
     assert shipped.read_text() == sros2_policy.generate(params), (
-        f"{shipped.relative_to(ROOT)} is out of date: run oxygen-sros2-policy --params "
+        f"{shipped.relative_to(ROOT)} is out of date: run oxygen-config sros2 --params "
         f"{params.relative_to(ROOT)}"
     )
 

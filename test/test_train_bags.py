@@ -1,4 +1,4 @@
-"""oxygen-train --bags: records read back from an oxygen-sim-record bag equal the in-process
+"""oxygen-train --bags: records read back from an oxygen-record bag equal the in-process
 expert's records exactly, bad bags fail in one line naming bag and topic, and a few
 training steps on a bag write a checkpoint the policy loads."""
 

@@ -1,4 +1,4 @@
-"""oxygen-viewer-configs: the shipped viewer configs are what the generator makes now.
+"""oxygen-config viewers: the shipped viewer configs are what the generator makes now.
 
 Each robot's params YAML yields an rviz config, an rqt perspective and a Foxglove layout
 whose topics are the node's own (cameras in slot order, `~/` names under the node and its
@@ -34,7 +34,7 @@ def _params(path: Path) -> dict:
 def test_shipped_configs_match_a_fresh_generation(params):
     for name, text in viewer_configs.render(params).items():
         assert (SHIPPED / name).read_text() == text, (
-            f"config/viewers/{name} is stale: run oxygen-viewer-configs "
+            f"config/viewers/{name} is stale: run oxygen-config viewers "
             "--params config/*.yaml --out config/viewers"
         )
 

@@ -1,8 +1,8 @@
-"""`oxygen-bench`: the paper's tables, every mode side by side in one process.
+"""`oxygen-bench engine`: the paper's tables, every mode side by side in one process.
 
-    oxygen-bench --preset small --modes isolated,shared,oxygen,oxygen-auto --k 1,5,10 \\
+    oxygen-bench engine --preset small --modes isolated,shared,oxygen,oxygen-auto --k 1,5,10 \\
         --N 30 --S 10 --frames 30 --workload uniform:1 --budget 1.0 --json out.json
-    oxygen-bench --paper-gpu --out out/bench-gpu     # `make bench-gpu`: pi05 on a CUDA GPU
+    oxygen-bench engine --paper-gpu --out out/bench-gpu     # `make bench-gpu`: pi05 on a CUDA GPU
 
 Order of work: load the policy (random weights), measure this machine's matmul and
 bandwidth (the floors), compile every engine row, then run each workload with all rows
@@ -70,7 +70,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="oxygen-bench", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="oxygen-bench engine", description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="small", help="model preset (random weights)")
     p.add_argument("--robot", default="demo", help="robot preset: cameras and action dims")
     p.add_argument(
@@ -305,11 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     try:  # bad flags (a workload spec, a mode, a missing budget) fail before any work
         cfg, groups = bench_config(args), _groups(args)
     except ValueError as err:
-        _log(f"oxygen-bench: {err}")
+        _log(f"oxygen-bench engine: {err}")
         return 2
     problem = backend_problem(args.backend)
     if problem:
-        _log(f"oxygen-bench: {problem}")
+        _log(f"oxygen-bench engine: {problem}")
         return 2
     emit(run(args, cfg, groups), args)
     return 0

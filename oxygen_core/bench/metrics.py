@@ -8,7 +8,7 @@
   full of tokens and whose frames without are short and empty.
 Only measured frames count (warm-up frames and compiles are dropped by the runner).
 `action_hz` and `lang_tps` below are the one copy of these formulas: the benchmark rows
-and oxygen-replay's report (oxygen_ros.tools.report) both call them. A frame whose time
+and oxygen-bag replay's report (oxygen_ros.tools.report) both call them. A frame whose time
 is not positive has no measured time: all three leave it out, and are 0.0 when no frame
 is left.
 

@@ -1,6 +1,6 @@
 """What one forward of each phase costs per preset, next to its floor on this machine.
 
-`python -m oxygen_core.bench.phases --preset tiny,small` times, with random weights and
+`oxygen-bench phases --preset tiny,small` times, with random weights and
 `block_until_ready`, the median of several runs after compiling: a prefill (batch 1), one
 denoise step, one decode step of the KV pool at buckets 1 and 32 (the step is the k=4 call
 minus the k=0 call, over 4, so the call's fixed cost is reported apart) and the admission
@@ -145,7 +145,9 @@ def floors(preset: str, floors_of: Callable[[str], Floors]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="oxygen-bench phases", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--preset", default="tiny,small", help="presets to time")
     parser.add_argument("--floors-only", default="pi05", help="presets given floors only")
     parser.add_argument("--runs", type=int, default=5)

@@ -1,6 +1,6 @@
 """Where one phase's time goes, operation by operation, named by the code it came from.
 
-`python -m oxygen_core.bench.profile --preset small --phase decode --bucket 32` runs the
+`oxygen-bench profile --preset small --phase decode --bucket 32` runs the
 phase's jitted program (`phases.PhaseModel`: the calls `phases` times) under JAX's
 profiler and sums the time of every XLA operation it executed. Each operation is named
 by the source op XLA records in its metadata (an einsum such as `BTD,DCF->BTCF`, a
@@ -155,7 +155,9 @@ def table(p: Profile, per: int, rows: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="oxygen-bench profile", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--preset", default="small")
     parser.add_argument("--phase", choices=PHASES, default="decode")
     parser.add_argument("--bucket", type=int, default=32, help="decode: rows per step")

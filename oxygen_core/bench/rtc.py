@@ -1,6 +1,6 @@
 """What each chunk hand-over costs in the act phase, and how well it meets the old chunk.
 
-`python -m oxygen_core.bench.rtc --preset tiny,small` runs, per preset (random weights,
+`oxygen-bench rtc --preset tiny,small` runs, per preset (random weights,
 the demo robot, synthetic observations), one engine per hand-over (`replace`, `blend`,
 `rtc`) side by side:
 
@@ -143,7 +143,7 @@ def table(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="oxygen-bench rtc", description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="tiny,small", help="model presets to run")
     parser.add_argument("--robot", default="demo", help="robot preset (action dims, horizon)")
     parser.add_argument("--frames", type=int, default=10, help="timed frames per hand-over")

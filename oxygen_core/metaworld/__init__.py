@@ -6,5 +6,5 @@ ROS imports.
            the benchmark's success flag and step limit; Expert: the task's scripted policy
     tasks  the MT10 task list, one instruction per task, narration and memory lines
 
-The ROS side (`oxygen-metaworld-sim`) lives in oxygen_ros.tools.metaworld_sim.
+The ROS side (`oxygen-sim --world metaworld`) lives in oxygen_ros.tools.metaworld_sim.
 """

@@ -2,7 +2,7 @@
 
 A trained policy's success only means something next to what needs no camera at all.
 Each baseline maps the observation to the benchmark's 4-number action, and the sim runs
-it through the same chunk path as the node's chunks (`oxygen-metaworld-sim -p policy:=`):
+it through the same chunk path as the node's chunks (`oxygen-sim --world metaworld -p policy:=`):
 
 - `hold`: no delta, the gripper effort as it was (`MetaWorldEnv.hold`): doing nothing.
 - `random`: a uniform action in [-1, 1]^4, redrawn every second (80 steps) from a stream

@@ -12,7 +12,7 @@ greedy one (`decode`); both go through `extended`, so the action expert sees the
 rows at the same positions and under the same mask either way. Only the prompt and the
 answer are in the cache: the EOS that ends the answer is never appended, as a decode
 stops when it is sampled. `forced` is the training form at inference: closed-loop
-evaluation with the true answer (`oxygen-train-eval --true-plan`) measures what a
+evaluation with the true answer (`oxygen-eval in-process --true-plan`) measures what a
 perfect answer would be worth to the action expert.
 """
 

@@ -1,4 +1,4 @@
-"""What the chunk gate costs a frame: `python -m oxygen_core.safety.bench [--json]`.
+"""What the chunk gate costs a frame: `oxygen-bench gate [--json]`.
 
 For each shipped robot config with limits (its URDF and joint_limits block, read as the
 node reads them, and its action horizon and rates), the time of one `ChunkGate.check`
@@ -42,9 +42,7 @@ def chunk_for(path: str, limits: JointLimits, rows: int, period_s: float) -> tup
     jump = np.where(np.isfinite(limits.jump), limits.jump, 1.0)
     span = rows * period_s
     factor = 2.3 if path == "slowed" else 0.5
-    speed = np.minimum.reduce(
-        [factor * bound, 0.9 * jump / period_s, 0.9 * (upper - lower) / span]
-    )
+    speed = np.minimum.reduce([factor * bound, 0.9 * jump / period_s, 0.9 * (upper - lower) / span])
     state = lower + 0.05 * (upper - lower)
     if path == "clamped":  # joint 0 ends one step past its upper bound, slowly enough
         accel = limits.acceleration[0] if np.isfinite(limits.acceleration[0]) else 1.0
@@ -106,7 +104,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m oxygen_core.safety.bench")
+    parser = argparse.ArgumentParser(prog="oxygen-bench gate")
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS))
     parser.add_argument("--calls", type=int, default=2000, help="timed calls per row")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")

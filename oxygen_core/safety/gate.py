@@ -59,7 +59,7 @@ Reason = Literal["shape", "non_finite", "jump", "position", "velocity", "acceler
 Outcome = Literal["passed", "clamped", "slowed", "rejected"]
 _ALWAYS_REJECT = frozenset({"shape", "non_finite", "jump"})
 # No slack: what the gate lets through must read 0 in the independent counts (the sim's
-# executor, oxygen-limit-check), which allow 1e-9 per second absolute, less than 1e-9
+# executor, oxygen-bag limit-check), which allow 1e-9 per second absolute, less than 1e-9
 # relative for a bound over 1 /s.
 _TOLERANCE = 0.0
 _MARGIN = 1e-4  # the extra stretch when float32 rounding puts a retimed row over a bound

@@ -10,7 +10,7 @@
     executor  TrajectoryExecutor: joint trajectories executed as a trajectory controller does
     jtc       the Jazzy/Kilted joint_trajectory_controller model behind controller="jtc"
     seam      the hand-over metric between consecutive trajectories (jump and jerk)
-    runner    expert episodes without ROS; bench: `oxygen-sim-bench`
+    runner    expert episodes without ROS; bench: `oxygen-bench sim`
 
 A ROS node drives it as: task = make_task(family, seed); world = task.new_world(); each
 control tick: targets = executor.command(world.time) (or expert.act(world, dt).targets);

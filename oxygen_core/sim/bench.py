@@ -1,6 +1,6 @@
-"""`oxygen-sim-bench`: how fast the sim renders and how well the scripted expert does.
+"""`oxygen-bench sim`: how fast the sim renders and how well the scripted expert does.
 
-    oxygen-sim-bench --episodes 50 [--first-seed 400000] --size 224 --renders 300 --json out.json
+    oxygen-bench sim --episodes 50 [--first-seed 400000] --size 224 --renders 300 --json out.json
 
 Renders/s are measured on one mid-episode world per camera (the arm reaching over the
 table), single-threaded, after a warm-up, both per wall second and per CPU second of this
@@ -49,7 +49,7 @@ def renders_per_second(size: int, count: int) -> dict[str, dict[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="oxygen-sim-bench", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="oxygen-bench sim", description=__doc__.split("\n\n")[0])
     p.add_argument("--episodes", type=int, default=50, help="expert episodes per family")
     p.add_argument("--first-seed", type=int, default=DEV.start)
     p.add_argument("--size", type=int, default=224, help="image width and height")

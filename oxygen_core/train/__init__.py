@@ -7,7 +7,7 @@ trainer   the optax loop: batches, validation, resumable state, checkpoints, cur
 rollout   the trained policy in closed loop in the sim, in process (success, narration)
 grounding the open-loop check: chunk error vs holding still, and whether chunks follow the
           instruction's target, its push direction and each camera
-cli       `oxygen-train`, `oxygen-train-eval`
+cli       `oxygen-train`, `oxygen-eval in-process`
 recipe    `oxygen-train --recipe`: a policy's stages as data (config/train/), then their mean
 
 A short run of a recipe variant and its grounding check, for comparison tables, is the

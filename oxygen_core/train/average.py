@@ -1,4 +1,4 @@
-"""`oxygen-train-average`: one checkpoint whose weights are the mean of several that
+"""`oxygen-train average`: one checkpoint whose weights are the mean of several that
 continued the same parent.
 
 Stages continued from one checkpoint on different scenes land near each other in weight
@@ -13,7 +13,7 @@ apart from any other checkpoint of the same shapes; so the inputs must share the
 robot, camera size, tokenizer and norm stats (everything `--init-from` passes on), and
 the averaged checkpoint carries them unchanged.
 
-    oxygen-train-average --out out/policy/mean out/recipe/sim_demo/seventh/checkpoint \\
+    oxygen-train average --out out/policy/mean out/recipe/sim_demo/seventh/checkpoint \\
         out/recipe/sim_demo/eighth/checkpoint
 
 The recipe of data/policy/sim_before_contacts (config/train/sim_before_contacts.yaml)
@@ -97,12 +97,12 @@ def average(paths: list[Path], out: Path, recipe: dict | None = None) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     if len(args.checkpoints) < 2:
-        raise SystemExit("oxygen-train-average needs two checkpoints or more")
+        raise SystemExit("oxygen-train average needs two checkpoints or more")
     run([Path(c) for c in args.checkpoints], Path(args.out))
 
 
 def run(paths: list[Path], out: Path, recipe: dict | None = None) -> None:
-    """`average` after the checks that exit with one line: oxygen-train-average's run
+    """`average` after the checks that exit with one line: oxygen-train average's run
     (two checkpoints or more) and a recipe's last step (one stage alone is copied)."""
     started = time.perf_counter()
     if out.resolve() in {p.resolve() for p in paths}:
@@ -116,7 +116,7 @@ def run(paths: list[Path], out: Path, recipe: dict | None = None) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="oxygen-train-average", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="oxygen-train average", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, help="checkpoint directory to write")
     p.add_argument(
         "checkpoints", nargs="+", help="oxygen-train checkpoints continued from one parent"

@@ -1,10 +1,10 @@
-"""`oxygen-train` and `oxygen-train-eval`: a pi0.5 policy from expert data, and its check.
+"""`oxygen-train` and `oxygen-eval in-process`: a pi0.5 policy from expert data, and its check.
 
     oxygen-train --out data/policy/sim_demo            # sim episodes -> checkpoint
     oxygen-train --out DIR --episodes FILE.npz         # episodes collected elsewhere (bags)
     oxygen-train --recipe config/train/sim_demo.yaml   # the shipped policy's stages, averaged
-    oxygen-train-eval --checkpoint data/policy/sim_demo --episodes 50
-    oxygen-train-eval --checkpoint data/policy/sim_demo --open-loop 256   # grounding check
+    oxygen-eval in-process --checkpoint data/policy/sim_demo --episodes 50
+    oxygen-eval in-process --checkpoint data/policy/sim_demo --open-loop 256   # grounding check
 
 `oxygen-train` writes, under --out, an openpi-layout checkpoint (`params/`, Orbax, and
 `assets/<robot>/norm_stats.json`), the trained SentencePiece model `tokenizer.model`,
@@ -465,7 +465,7 @@ def _train_parser(
         nargs="+",
         default=[],
         metavar="FILE",
-        help="more episodes .npz to train on (oxygen-train-dagger's recovery frames)",
+        help="more episodes .npz to train on (oxygen-train dagger's recovery frames)",
     )
     p.add_argument("--seed", type=int, default=0, help="weights initialisation and training noise")
     return p
@@ -519,7 +519,7 @@ def base_policy(args: argparse.Namespace) -> Policy | None:
 
 
 def eval_main(argv: list[str] | None = None) -> None:
-    """oxygen-train-eval: a checkpoint's policy (and with --with-baselines, the baselines
+    """oxygen-eval in-process: a checkpoint's policy (and with --with-baselines, the baselines
     next to it) or one baseline alone, in closed loop on --first-seed's seeds."""
     parser = eval_parser()
     args = parser.parse_args(argv)
@@ -555,7 +555,7 @@ def eval_main(argv: list[str] | None = None) -> None:
 
 
 def eval_engine(args: argparse.Namespace, policy: Policy):
-    """The engine oxygen-train-eval runs the policy on (narration and memory streams)."""
+    """The engine oxygen-eval in-process runs the policy on (narration and memory streams)."""
     streams = (
         StreamConfig("narration", "Narrate:", max_tokens=args.max_tokens, every_frames=5),
         StreamConfig("memory", "Remember:", max_tokens=args.max_tokens, every_frames=10),
@@ -663,7 +663,7 @@ def _gate_limits(args: argparse.Namespace) -> JointLimits | None:
 
 def eval_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="oxygen-train-eval", description="a trained policy in closed loop in the sim"
+        prog="oxygen-eval in-process", description="a trained policy in closed loop in the sim"
     )
     p.add_argument("--checkpoint", help="the policy to run (or --baseline)")
     p.add_argument(

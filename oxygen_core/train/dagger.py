@@ -19,7 +19,7 @@ the arm to reach each goal within millimetres before the next), so those labels 
 gripper open wherever the policy went early; a policy fine-tuned on them stopped closing
 its gripper (pick 0/50: docs/experiments/training.md).
 
-    oxygen-train-dagger --checkpoint data/policy/sim_demo --episodes 100 --out out/recover.npz
+    oxygen-train dagger --checkpoint data/policy/sim_demo --episodes 100 --out out/recover.npz
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="oxygen-train-dagger",
+        prog="oxygen-train dagger",
         description="expert episodes taking over from where a trained policy left the arm",
     )
     p.add_argument("--checkpoint", required=True)

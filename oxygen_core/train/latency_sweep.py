@@ -1,19 +1,19 @@
-"""`oxygen-latency-sweep`: closed-loop success against the chunk's delay, and where each
+"""`oxygen-eval sweep`: closed-loop success against the chunk's delay, and where each
 engine mode's latency falls on that curve.
 
-    oxygen-latency-sweep --checkpoint CKPT [--delays 0,1,2,3,4,6,8]
+    oxygen-eval sweep --checkpoint CKPT [--delays 0,1,2,3,4,6,8]
         [--handovers replace,rtc] [--episodes 20] [--first-seed 400000]
         [--bench BENCH.json] [--out out/latency]
 
 A chunk computed from a frame reaches the controller d control steps later; meanwhile the
 robot runs what it has. For each hand-over and each d the policy runs in closed loop on
 the same seeds (`rollout.evaluate` through `cli.closed_loop`, the chunk gate on as the
-node's, d as oxygen-train-eval's --link-delay): success per family with its 95 % interval,
+node's, d as oxygen-eval in-process's --link-delay): success per family with its 95 % interval,
 mean time to success, mean seam jump. That curve prices latency in success; an engine
 mode's latency then reads off it. The marks, each converted to control steps at the
 sim's control rate (rounded up: a chunk late by part of a step misses that step):
 
-    measured  from an oxygen-bench JSON of the policy's preset on the machine at hand
+    measured  from an oxygen-bench engine JSON of the policy's preset on the machine at hand
               (--bench): isolated and shared at their median frame time (their chunk is
               ready only when the frame's language work is done), OxyGen at its prefill
               plus denoise (its chunk is out before the language phase);
@@ -82,7 +82,7 @@ def steps_for(ms: float, control_hz: float) -> int:
 
 
 def bench_marks(bench: Mapping) -> dict[str, float]:
-    """The measured marks (ms) of an oxygen-bench payload: isolated and shared at their
+    """The measured marks (ms) of an oxygen-bench engine payload: isolated and shared at their
     median frame, OxyGen at prefill + denoise (its first row: every k has the same)."""
     marks: dict[str, float] = {}
     for row in bench["rows"]:
@@ -176,13 +176,13 @@ def plot(
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="oxygen-latency-sweep", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="oxygen-eval sweep", description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--delays", type=delays_arg, default=[0, 1, 2, 3, 4, 6, 8])
     p.add_argument("--handovers", type=handovers_arg, default=["replace", "rtc"])
     p.add_argument("--episodes", type=int, default=20, help="seeds per family")
     p.add_argument("--first-seed", type=int, default=S.DEV.start)
-    p.add_argument("--bench", type=Path, help="oxygen-bench JSON: the measured marks")
+    p.add_argument("--bench", type=Path, help="oxygen-bench engine JSON: the measured marks")
     p.add_argument("--out", type=Path, default=Path("out/latency"))
     return p
 
@@ -205,7 +205,7 @@ def handovers_arg(text: str) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     own, rest = _parser().parse_known_args(argv)
-    # Everything else is oxygen-train-eval's (families, execute, gate, beta, camera ...).
+    # Everything else is oxygen-eval in-process's (families, execute, gate, beta, camera ...).
     args = cli.eval_parser().parse_args(["--checkpoint", own.checkpoint, *rest])
     args.handovers, args.delays = own.handovers, own.delays
     policy, meta = cli.trained_policy(Path(own.checkpoint))
@@ -213,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if max(own.delays) > most:
         # The node refuses such a d at configure: the robot would run out of rows.
         raise SystemExit(
-            f"oxygen-latency-sweep: d must leave --execute ({args.execute}) of the "
+            f"oxygen-eval sweep: d must leave --execute ({args.execute}) of the "
             f"{policy.config.action_horizon} rows: at most {most}, got {max(own.delays)}"
         )
     seeds = range(own.first_seed, own.first_seed + own.episodes)

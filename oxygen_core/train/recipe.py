@@ -13,7 +13,7 @@ A recipe is YAML (config/train/sim_demo.yaml is the shipped policy's):
       second: {init-from: first, episodes: first, steps: 4000, seeds: 500, lr: 1.0e-3}
       push_scenes: {episodes-only: true, families: [push], seeds: 800, first-seed: 6000}
       third: {init-from: first, add-episodes: [push_scenes], steps: 4000, seeds: 800}
-    average: [second, third]       # the final checkpoint is their mean (oxygen-train-average)
+    average: [second, third]       # the final checkpoint is their mean (oxygen-train average)
 
 A stage's keys are oxygen-train's flags without their dashes (`first-seed: 1000`, `no-dart:
 true`, `families: [push]`), written out in full. The flags that take paths take stage names

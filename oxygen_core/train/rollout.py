@@ -21,7 +21,7 @@ names the target object's colour and shape, and whether a text ended at EOS (not
 token budget); and the memory lines written (non-empty memory texts). The hand-over is
 measured too: the sim's seam meter at every take-over, and how far each new chunk's first
 L rows are from the rows the arm runs at those ticks (`Overlap`; rtc should pin them to
-the old chunk). This is the quick check before `oxygen-sim-eval`, which drives the real
+the old chunk). This is the quick check before `oxygen-eval node`, which drives the real
 node over ROS topics.
 """
 

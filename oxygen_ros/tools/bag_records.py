@@ -1,6 +1,6 @@
 """Training records (`oxygen_core.train.records.Record`) read from rosbag2 recordings.
 
-A bag recorded around the robot (or by `oxygen-sim-record`) holds what the node saw and
+A bag recorded around the robot (or by `oxygen-record`) holds what the node saw and
 what the robot was commanded; training wants the same pairs as the sim expert's in-process
 records, so nothing here interprets a message its own way:
 
@@ -19,7 +19,7 @@ records, so nothing here interprets a message its own way:
   episode at or before the step, "" before the first (`ScoreTargets.reference`).
 
 The topics the node does not read come from the params file's `training.*` keys
-(`TRAINING_TOPICS`, defaults matching oxygen-sim-record's bags); "" turns one off (no
+(`TRAINING_TOPICS`, defaults matching oxygen-record's bags); "" turns one off (no
 episode topic, or no language target: the line is then "").
 
 Episodes end where the instruction changes and at each message of the episode topic (the

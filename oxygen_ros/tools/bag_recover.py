@@ -1,4 +1,4 @@
-"""`oxygen-bag-recover`: a killed writer's rosbag2 folder made whole, losing at most a chunk.
+"""`oxygen-bag recover`: a killed writer's rosbag2 folder made whole, losing at most a chunk.
 
 `BagWriter` (bagio) writes a bag as a sequence of storage files, each one closed (mcap footer
 and summary written) before the next is opened, and rewrites metadata.yaml (bag_metadata)
@@ -22,7 +22,7 @@ no summary or footer, which rosbags cannot open.
 So a bag loses, at a kill, only the messages of its last chunk: those written in the
 `flush_s` (default 0.5 s) before the kill. Running `recover` again changes nothing. Run it as
 
-    oxygen-bag-recover BAG_FOLDER      # or: python -m oxygen_ros.tools.bag_recover BAG_FOLDER
+    oxygen-bag recover BAG_FOLDER      # or: python -m oxygen_ros.tools.bag_recover BAG_FOLDER
 
 The MCAP reader here is small on purpose (what `mcap recover` does, for the files rosbags
 writes): MCAP is a magic `\\x89MCAP0\\r\\n`, a Header record, then records of an opcode (u8),
@@ -303,9 +303,9 @@ def _split_index(path: Path) -> tuple[int, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console script `oxygen-bag-recover`."""
+    """Console script `oxygen-bag recover`."""
     parser = argparse.ArgumentParser(
-        prog="oxygen-bag-recover",
+        prog="oxygen-bag recover",
         description="Make a killed writer's rosbag2 folder readable: keep its complete "
         "storage files, rewrite the complete chunks of unfinished mcap files, and rebuild "
         "metadata.yaml.",
@@ -315,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         recovery = recover(args.folder)
     except (ReaderError, OSError) as error:
-        print(f"oxygen-bag-recover: {error}", file=sys.stderr)
+        print(f"oxygen-bag recover: {error}", file=sys.stderr)
         return 1
     messages = sum(f.count for f in recovery.files)
     print(f"{args.folder / METADATA}: {len(recovery.files)} files, {messages} messages")

@@ -22,7 +22,7 @@ closed, so a reader never sees it. A file is closed by the first write that find
 write `flush_s` seconds or longer after the last flush (or the opening) ends rosbags' chunk
 and hands the file's buffer to the OS (`flush_mcap`), so from its first flush on, the open
 file on disk is an MCAP header and complete chunks, perhaps followed by a torn one;
-`oxygen-bag-recover` (bag_recover) rewrites those chunks as the bag's next complete file.
+`oxygen-bag recover` (bag_recover) rewrites those chunks as the bag's next complete file.
 What SIGKILL can lose is therefore at most the last chunk: the messages written since the
 last flush, at most `flush_s` of wall time while messages keep coming (default 0.5 s; a replay
 writes every frame and every diagnostics period). There is no timer: after a quiet spell,

@@ -2,7 +2,7 @@
 
 The tools start the oxygen node, the simulator and the Foxglove bridge as child processes
 and stop them when they finish. A parent that never gets there (SIGKILLed, as an
-oxygen-eval worker can be; a crash; a Ctrl-C that interrupts the clean-up) used to leave
+oxygen-eval manifest worker can be; a crash; a Ctrl-C that interrupts the clean-up) used to leave
 its children spinning forever, holding CPU, memory and their DDS topics.
 
 `popen` therefore has the kernel send the child SIGTERM when its parent dies
@@ -18,7 +18,7 @@ that dies. Two properties of PR_SET_PDEATHSIG matter:
 
 - the signal comes when the *thread* that started the child ends, not the process: start
   children from a thread that lives as long as they should (the tools use the main
-  thread, and oxygen-eval runs a task on its worker's main thread);
+  thread, and oxygen-eval manifest runs a task on its worker's main thread);
 - a parent that died before the call would be missed, so the child checks that its
   parent is still PARENT_PID, and ends at once otherwise.
 """

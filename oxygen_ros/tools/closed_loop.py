@@ -1,5 +1,5 @@
-"""One closed-loop evaluation run, shared by `oxygen-sim-eval` (the tabletop) and
-`oxygen-metaworld-eval` (Meta-World): the world's sim node and the real oxygen node as
+"""One closed-loop evaluation run, shared by `oxygen-eval node` (the tabletop) and
+`oxygen-eval node --world metaworld` (Meta-World): the world's sim node and the real oxygen node as
 processes, this process recording their topics, the wait for every episode's outcome,
 and the report parts both worlds take from the node's outputs.
 
@@ -12,7 +12,7 @@ writes the node's outputs and the sim's topics on sim time into DIR/output_bag
 (tools.live.OutputRecorder) while a `Collector` keeps what the report needs, and the run
 ends once every outcome is in and the sim has exited, or with a one-line error when the
 node or the sim dies first. Both processes end with this one (tools.child_processes) and
-run on the run's ROS_DOMAIN_ID when it has one, so that concurrent runs (oxygen-eval's
+run on the run's ROS_DOMAIN_ID when it has one, so that concurrent runs (oxygen-eval manifest's
 workers) do not see each other's topics.
 """
 
@@ -296,7 +296,7 @@ def run_from_cli(
 
 def success_entry(successes: int, episodes: int) -> dict[str, Any]:
     """Episodes, successes, the rate and its 95 % Wilson interval (None without
-    episodes), as both reports and oxygen-eval's aggregate read them."""
+    episodes), as both reports and oxygen-eval manifest's aggregate read them."""
     rate = SuccessRate(successes, episodes)
     return {
         "episodes": episodes,
@@ -315,7 +315,7 @@ def node_report(
     out: Path,
 ) -> dict[str, Any]:
     """The node's figures over the whole run (tools.report.build_report: the same code
-    and definitions as oxygen-replay's); `instructions` are (sim time, text) per episode,
+    and definitions as oxygen-bag replay's); `instructions` are (sim time, text) per episode,
     the first one's time the timeline's origin."""
     info = RunInfo(
         source="sim",
@@ -333,6 +333,6 @@ def node_report(
 
 def node_figures(node: Mapping[str, Any]) -> dict[str, Any]:
     """The node's headline figures, which a closed-loop report.json carries at its top
-    level (where oxygen-eval's aggregate reads them)."""
+    level (where oxygen-eval manifest's aggregate reads them)."""
     keys = ("action_hz", "lang_tps", "frames", "deadline_misses", "overruns", "skipped_frames")
     return {key: node[key] for key in keys}

@@ -1,6 +1,6 @@
 """How long configure takes cold, warm and without the persistent compilation cache.
 
-    python -m oxygen_ros.tools.configure_time config/tiny.yaml [--runs 3] [--json]
+    oxygen-bench configure config/tiny.yaml [--runs 3] [--json]
 
 Configure (`pipeline.make_pipeline`: load the weights, build the engine, compile every
 shape) is what a robot waits for at each start. Each measurement runs in a fresh process,
@@ -68,7 +68,7 @@ def table(params: Path, times: dict[str, list[float]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m oxygen_ros.tools.configure_time")
+    parser = argparse.ArgumentParser(prog="oxygen-bench configure")
     parser.add_argument("params", type=Path, help="Node parameters YAML.")
     parser.add_argument("--runs", type=int, default=3, help="Runs off and warm (default 3).")
     parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")

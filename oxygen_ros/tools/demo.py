@@ -4,7 +4,7 @@
     .venv/bin/oxygen-demo [--bag data/demo_bag] [--params config/tiny.yaml] [--rate 2]
 
 With --sim the node runs the policy trained here (data/policy/sim_demo) on the simulated
-tabletop, one held-out episode per task family, through `oxygen-sim-eval`: the terminal
+tabletop, one held-out episode per task family, through `oxygen-eval node`: the terminal
 shows the node's narration and memory lines as they change and each episode's outcome,
 then where the report and the animation are. Without it:
 
@@ -132,13 +132,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--foxglove",
         action="store_true",
-        help="also serve the topics to Foxglove (oxygen-foxglove)",
+        help="also serve the topics to Foxglove (oxygen-config foxglove)",
     )
     return parser
 
 
 def start_foxglove(params: Path, log: IO[bytes]) -> subprocess.Popen:
-    """oxygen-foxglove as its own process, on its default port (the URL is printed)."""
+    """oxygen-config foxglove as its own process, on its default port (the URL is printed)."""
     command = [sys.executable, "-m", "oxygen_ros.tools.foxglove", "--params", str(params)]
     return child_processes.popen(command, stdout=log, stderr=subprocess.STDOUT)
 
@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def sim_demo(seed: int, out: Path, wait_s: float) -> int:
-    """The trained policy driving the simulated arm over ROS topics: `oxygen-sim-eval` on
+    """The trained policy driving the simulated arm over ROS topics: `oxygen-eval node` on
     config/sim_demo.yaml with its texts and outcomes echoed, one held-out episode per
     family; the run's report paths at the end."""
     print(

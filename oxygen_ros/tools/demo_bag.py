@@ -13,7 +13,7 @@ bit for bit (which is why messages are serialised by rosbags here, not built wit
 oxygen_ros.convert and rclpy: rclpy's CDR leaves the alignment padding bytes unset, so its
 bytes differ from run to run where the values do not):
 
-    python -m oxygen_ros.tools.demo_bag data/demo_bag --params config/tiny.yaml
+    oxygen-bag synth data/demo_bag --params config/tiny.yaml
 
 The recording starts on a whole second and sensors are stamped half a sensor period off
 it, so with a frame period that is a multiple of the sensor period no message lands on a
@@ -264,8 +264,8 @@ def scene_topics(params: Path) -> SceneTopics:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m oxygen_ros.tools.demo_bag OUT`: write the synthetic scene as a new bag."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """`oxygen-bag synth OUT`: write the synthetic scene as a new bag."""
+    parser = argparse.ArgumentParser(prog="oxygen-bag synth", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="bag folder to create (must not exist)")
     parser.add_argument("--params", type=Path, default=Path("config/tiny.yaml"))
     parser.add_argument("--seconds", type=float, default=Scene.seconds)

@@ -1,6 +1,6 @@
 """How fast the e-stop stops the robot: from the Bool on estop_topic to the hold.
 
-    python -m oxygen_ros.tools.estop_latency [--params config/tiny.yaml] [--toggles 100]
+    oxygen-bench estop [--params config/tiny.yaml] [--toggles 100]
         [--durability transient_local|volatile]
 
 The real node runs as its own process (`python -m oxygen_ros.node`, autostart, system
@@ -215,7 +215,7 @@ def table(figures: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m oxygen_ros.tools.estop_latency")
+    parser = argparse.ArgumentParser(prog="oxygen-bench estop")
     parser.add_argument("--params", type=Path, default=resource("config/tiny.yaml"))
     parser.add_argument("--toggles", type=int, default=100)
     parser.add_argument("--pressed-chunks", type=int, default=3, help="dry-run chunks per press")

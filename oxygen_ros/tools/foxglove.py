@@ -1,10 +1,10 @@
-"""oxygen-foxglove: the node's topics live in a browser, without any ROS tool installed.
+"""oxygen-config foxglove: the node's topics live in a browser, without any ROS tool installed.
 
-    oxygen-foxglove --params config/tiny.yaml [--namespace NS] [--port 8765]
+    oxygen-config foxglove --params config/tiny.yaml [--namespace NS] [--port 8765]
 
 Serves the Foxglove WebSocket protocol (foxglove-sdk) on localhost; open Foxglove in a
 browser, connect to ws://127.0.0.1:8765 and import config/viewers/<robot>.foxglove.json
-(oxygen-viewer-configs) for the panels: cameras, action chunk and stats plots, narration
+(oxygen-config viewers) for the panels: cameras, action chunk and stats plots, narration
 and memory text, diagnostics.
 
 The topics are the node's own, resolved from its params YAML by the node's code
@@ -101,7 +101,7 @@ class Bridge:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="oxygen-foxglove", description=__doc__.split("\n\n")[0].strip()
+        prog="oxygen-config foxglove", description=__doc__.split("\n\n")[0].strip()
     )
     parser.add_argument("--params", type=Path, required=True, help="the node's params YAML")
     parser.add_argument("--namespace", default="", help="the node's namespace")
@@ -122,7 +122,7 @@ def serve(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console script `oxygen-foxglove`: bridge until SIGINT or SIGTERM."""
+    """Console script `oxygen-config foxglove`: bridge until SIGINT or SIGTERM."""
     args = _parser().parse_args(argv)
 
     def build() -> Hosted:
@@ -130,7 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             node, bridge, server = serve(args.params, args.namespace, args.host, args.port)
         except (OSError, ValueError) as error:  # missing params file, bad parameter, busy port
             raise CannotStart(str(error)) from None
-        print(f"oxygen-foxglove: ws://{args.host}:{server.port} ({len(bridge.channels)} topics)")
+        print(
+            f"oxygen-config foxglove: ws://{args.host}:{server.port} "
+            f"({len(bridge.channels)} topics)"
+        )
 
         def close() -> None:
             server.stop()
@@ -138,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return Hosted(node, close=close)
 
-    return run_node("oxygen-foxglove", build)
+    return run_node("oxygen-config foxglove", build)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""oxygen-bag-to-lerobot: bags recorded around this node -> a LeRobotDataset v3 folder.
+"""oxygen-bag to-lerobot: bags recorded around this node -> a LeRobotDataset v3 folder.
 
 So data recorded through the node trains any LeRobot policy. The layout is LeRobot's
 codebase_version "v3.0" (its `lerobot.datasets` reader): meta/info.json, meta/stats.json,
@@ -700,7 +700,7 @@ def _card(repo_id: str, info: Mapping[str, Any]) -> str:
     return (
         "---\ntags: [LeRobot]\ntask_categories: [robotics]\nconfigs:\n"
         "- config_name: default\n  data_files: data/*/*.parquet\n---\n\n"
-        f"# {repo_id}\n\nWritten by oxygen-bag-to-lerobot from rosbag2 recordings: "
+        f"# {repo_id}\n\nWritten by oxygen-bag to-lerobot from rosbag2 recordings: "
         f"{info['total_episodes']} episodes, {info['total_frames']} frames at {info['fps']} "
         "fps. [meta/info.json](meta/info.json) describes the features.\n"
     )
@@ -710,9 +710,9 @@ def _card(repo_id: str, info: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console script `oxygen-bag-to-lerobot`."""
+    """Console script `oxygen-bag to-lerobot`."""
     parser = argparse.ArgumentParser(
-        prog="oxygen-bag-to-lerobot",
+        prog="oxygen-bag to-lerobot",
         description="Write rosbag2 recordings of the node's topics as one LeRobotDataset "
         "v3 folder (videos, state, action, tasks, episodes) for any LeRobot policy.",
     )
@@ -746,7 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             action_topic=args.action_topic, crf=args.crf,
         )  # fmt: skip
     except (ExportError, ConfigError, BagReadError, OSError) as error:
-        print(f"oxygen-bag-to-lerobot: {error}", file=sys.stderr)
+        print(f"oxygen-bag to-lerobot: {error}", file=sys.stderr)
         return 2
     print(
         f"{summary.out}: {summary.episodes} episodes, {summary.frames} frames at "

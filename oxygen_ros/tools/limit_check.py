@@ -1,8 +1,8 @@
-"""`oxygen-limit-check`: count what a bag's joint trajectories command outside the limits.
+"""`oxygen-bag limit-check`: count what a bag's joint trajectories command outside the limits.
 
-    oxygen-limit-check BAG --params config/sim.yaml [--json] [--fail-on-violation]
-    oxygen-limit-check BAG --urdf robot.urdf --limits joint_limits.yaml [--topic T]
-    oxygen-limit-check BAG --params config/sim.yaml --controller jtc [--update-rate HZ]
+    oxygen-bag limit-check BAG --params config/sim.yaml [--json] [--fail-on-violation]
+    oxygen-bag limit-check BAG --urdf robot.urdf --limits joint_limits.yaml [--topic T]
+    oxygen-bag limit-check BAG --params config/sim.yaml --controller jtc [--update-rate HZ]
 
 An independent check of the controller output (the node's ~/joint_trajectory): it reads
 the limits as the node does (the URDF, then the params' `joint_limits` block, merged by
@@ -299,9 +299,9 @@ def _describe(f: Finding) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console script `oxygen-limit-check`."""
+    """Console script `oxygen-bag limit-check`."""
     parser = argparse.ArgumentParser(
-        prog="oxygen-limit-check",
+        prog="oxygen-bag limit-check",
         description="Count a bag's joint trajectory points outside the robot's position, "
         "velocity and acceleration limits, and start jumps from the measured state, with "
         "arithmetic of its own (not the node's chunk gate).",
@@ -343,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         summary, topic, limits = _run(args)
     except (ValueError, OSError, BagReadError, yaml.YAMLError) as error:
-        print(f"oxygen-limit-check: {error}", file=sys.stderr)
+        print(f"oxygen-bag limit-check: {error}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps({"bag": str(args.bag), "topic": topic, "limits": limits.source,

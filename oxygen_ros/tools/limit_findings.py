@@ -1,4 +1,4 @@
-"""What oxygen-limit-check reports, and the two tests it makes of one row of values.
+"""What oxygen-bag limit-check reports, and the two tests it makes of one row of values.
 
 Both counts (per point, oxygen_ros.tools.limit_check; per controller update,
 oxygen_ros.tools.limit_sampling) report `Finding`s made here: a value counts when it

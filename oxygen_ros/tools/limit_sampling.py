@@ -1,6 +1,6 @@
 """What a trajectory controller commands from a bag's trajectories, update by update.
 
-`oxygen-limit-check --controller jtc` (or jtc_replacement) runs the bag's trajectories
+`oxygen-bag limit-check --controller jtc` (or jtc_replacement) runs the bag's trajectories
 through the sim's model of that controller (`oxygen_core.sim.executor`, rules in
 `oxygen_core.controller.jtc`) at `--update-rate`, each handed over at its log time (its
 arrival) and taken over at the first update from then, and counts the commanded samples

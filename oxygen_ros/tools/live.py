@@ -1,7 +1,7 @@
 """A bag played onto ROS 2 topics with /clock, and a node's outputs recorded from them.
 
 pip-installed rclpy has no `ros2 bag play --clock` and no `ros2 bag record`; these two
-small rclpy nodes do that job for `oxygen-replay --live` and the demo, so the real node
+small rclpy nodes do that job for `oxygen-bag replay --live` and the demo, so the real node
 runs with use_sim_time on the bag's clock.
 
 `BagPlayer` publishes each message's CDR bytes as recorded, at its log time, and /clock

@@ -1,13 +1,13 @@
-"""`oxygen-metaworld-eval`: closed-loop evaluation of the oxygen node on Meta-World's MT10.
+"""`oxygen-eval node --world metaworld`: the oxygen node in closed loop on Meta-World's MT10.
 
-    oxygen-metaworld-eval [--params config/metaworld.yaml]
+    oxygen-eval node --world metaworld [--params config/metaworld.yaml]
                           [--policy model|expert|hold|random|blind]
                           [--tasks drawer-open-v3,push-v3] [--episodes 2]
                           [--first-seed 400000] [--rtf 0.5] [--camera-size 224]
                           [--set NAME=VALUE ...] [--delay-steps D] [--echo] [--out DIR]
 
-The tabletop's oxygen-sim-eval for the second world, on the same run (tools.closed_loop):
-the Meta-World sim node (`oxygen-metaworld-sim`) and the real oxygen node as two
+The tabletop's oxygen-eval node for the second world, on the same run (tools.closed_loop):
+the Meta-World sim node (`oxygen-sim --world metaworld`) and the real oxygen node as two
 processes over topics, the node started with the params file (and `--set` overrides) on
 the sim's clock, the sim told the node's topics and holding its first episode until the
 node is active. With `--policy expert` no node runs: each task's scripted policy drives
@@ -18,7 +18,7 @@ sim sends an image-free baseline's actions the same way (oxygen_core.metaworld.b
 latest frame due (metaworld_loop.lockstep_due), so the node's compute takes no sim time,
 and the node's rtc_delay_steps is D: every chunk takes over exactly D control steps after
 its frame, whatever this machine's speed (the real-time factor then only paces nothing;
-default 100). oxygen-metaworld-sweep runs it over delays and hand-overs.
+default 100). oxygen-eval sweep --world metaworld runs it over delays and hand-overs.
 
 Seeds: every task runs seeds first_seed .. first_seed + episodes - 1 of Meta-World's own
 task sampling (`MT1(task, seed)`). They follow the tabletop's protocol
@@ -31,13 +31,13 @@ for all, successes k/n, the rate and its 95 % Wilson interval, the mean steps to
 and what the sim counted of its input: steps held for want of a chunk row, actions
 clipped to [-1, 1], malformed actions held, chunks rejected by reason; with the model the
 node's figures over the run (action Hz, tokens/s, deadline misses, skipped frames: the
-same code as oxygen-replay's) and its chunks and texts per episode; and the git commit,
+same code as oxygen-bag replay's) and its chunks and texts per episode; and the git commit,
 the params, the overrides, the seed range and the command that repeats the run. The
 output bag (the node's outputs and the sim's episode, narration and memory topics) and
 node.log, sim.log are in DIR too.
 
 `run_metaworld_eval(MetaWorldEvalSpec, out)` is the run as a function: the command line
-calls it, and so do oxygen-eval's metaworld tasks (tools.eval.tasks) in their workers,
+calls it, and so do oxygen-eval manifest's metaworld tasks (tools.eval.tasks) in their workers,
 with a ROS_DOMAIN_ID of their own.
 """
 
@@ -109,7 +109,7 @@ METAWORLD = World(
 
 @dataclasses.dataclass(frozen=True)
 class MetaWorldEvalSpec:
-    """One oxygen-metaworld-eval run: the command line's options as data."""
+    """One oxygen-eval node --world metaworld run: the command line's options as data."""
 
     params: Path = METAWORLD_PARAMS
     policy: str = "model"  # or one the sim runs itself (SIM_DRIVEN): no node runs
@@ -164,7 +164,8 @@ class MetaWorldEvalSpec:
     def command(self, out: Path) -> str:
         """The command line that repeats this run into `out`."""
         args = [
-            "oxygen-metaworld-eval", "--params", str(self.params), "--policy", self.policy,
+            "oxygen-eval", "node", "--world", "metaworld", "--params", str(self.params),
+            "--policy", self.policy,
             "--tasks", ",".join(self.tasks), "--episodes", str(self.episodes),
             "--first-seed", str(self.first_seed), "--camera-size", str(self.camera_size),
         ]  # fmt: skip
@@ -470,7 +471,7 @@ def tasks_arg(text: str) -> tuple[str, ...]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="oxygen-metaworld-eval", description=__doc__.split("\n\n")[0].strip()
+        prog="oxygen-eval node --world metaworld", description=__doc__.split("\n\n")[0].strip()
     )
     parser.add_argument("--params", type=Path, default=METAWORLD_PARAMS, help="node params")
     parser.add_argument("--policy", choices=POLICIES, default="model")
@@ -512,7 +513,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console script `oxygen-metaworld-eval`."""
+    """Console script `oxygen-eval node --world metaworld`."""
     args = _parser().parse_args(argv)
     spec = MetaWorldEvalSpec(
         params=args.params,
@@ -529,7 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     run = functools.partial(run_metaworld_eval, spec)
     default_root = ROOT / "out" / "metaworld"
-    return run_from_cli("oxygen-metaworld-eval", run, args.out, default_root, headline)
+    return run_from_cli("oxygen-eval node --world metaworld", run, args.out, default_root, headline)
 
 
 if __name__ == "__main__":

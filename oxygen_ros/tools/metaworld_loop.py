@@ -16,7 +16,7 @@ Each `tick` at sim time t (one control period of the env, 12.5 ms, apart):
    never reaches the env. With the expert, the scripted action for this tick, clipped to
    [-1, 1] as the env clips it, is wrapped as a one-row chunk stamped t, published on
    /metaworld/expert/action_chunk and taken the same way; with `noise` (DART, for training
-   data: oxygen-metaworld-record) the chunk taken is that action plus the episode's noise
+   data: oxygen-record --world metaworld) the chunk taken is that action plus the episode's noise
    bursts, clipped again, while the published one stays clean (the training target). With
    a baseline (`hold`, `random`, `blind`: the image-free figures a policy is read
    against, oxygen_core.metaworld.baselines), each tick's chunk is one row of its action

@@ -1,12 +1,12 @@
-"""`oxygen-metaworld-record`: Meta-World's scripted experts written into a rosbag2 (mcap),
+"""`oxygen-record --world metaworld`: Meta-World's scripted experts written into a rosbag2 (mcap),
 the training data of `oxygen-train --bags OUT --params config/metaworld.yaml`.
 
-    oxygen-metaworld-record OUT [--tasks reach-v3,push-v3] [--episodes 1] [--first-seed 0]
+    oxygen-record --world metaworld OUT [--tasks reach-v3,push-v3] [--episodes 1] [--first-seed 0]
                             [--camera-size 224] [--camera-rate 20] [--noise 0.5]
 
 Meta-World's loop (`metaworld_loop.MetaWorldLoop`, policy expert) runs as fast as the CPU
 allows and every message it would publish goes into the bag at its sim time, through the
-BagPort oxygen-sim-record writes the tabletop's bags with: no DDS, no pacing, and the same
+BagPort oxygen-record writes the tabletop's bags with: no DDS, no pacing, and the same
 messages for the same arguments (but the wall times in the outcomes). The bag holds the
 loop's TOPICS less /clock:
 
@@ -55,7 +55,7 @@ from oxygen_ros.tools.metaworld_loop import TOPICS, LoopConfig, MetaWorldLoop, e
 from oxygen_ros.tools.metaworld_sim import outcome_line
 from oxygen_ros.tools.sim.record import BagPort
 
-PROG = "oxygen-metaworld-record"
+PROG = "oxygen-record --world metaworld"
 NOISE = Dart(rate=0.04, steps=(4, 12), sigma=0.5, columns=3)  # dx, dy, dz: not the gripper
 
 
@@ -138,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console script `oxygen-metaworld-record`."""
+    """Console script `oxygen-record --world metaworld`."""
     args = _parser().parse_args(argv)
     if args.out.exists():
         print(f"{PROG}: {args.out} exists: choose a new folder", file=sys.stderr)

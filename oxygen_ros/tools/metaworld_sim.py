@@ -1,6 +1,6 @@
-"""`oxygen-metaworld-sim`: Meta-World's MT10 tasks as a ROS 2 robot that a policy drives.
+"""`oxygen-sim --world metaworld`: Meta-World's MT10 tasks as a ROS 2 robot that a policy drives.
 
-    oxygen-metaworld-sim --ros-args -p tasks:=[drawer-open-v3,push-v3] -p episodes:=2 \\
+    oxygen-sim --world metaworld --ros-args -p tasks:=[drawer-open-v3,push-v3] -p episodes:=2 \\
         -p first_seed:=0 -p real_time_factor:=0.5 -p policy:=external|expert|hold
 
 The Sawyer arm of Meta-World (MuJoCo) behind the topics the oxygen node reads with
@@ -21,7 +21,7 @@ policy) a node that reads the instruction and publishes chunks are there. With
 `lockstep_ticks` > 0 (the node's frame period in ticks) each tick waits until the node has
 finished its latest frame due, which its `stats_topic` says (`metaworld_loop.lockstep_due`):
 its compute then takes no sim time, and each chunk runs the d steps after its frame that the
-node's rtc_delay_steps sets (a latency sweep: oxygen-metaworld-sweep).
+node's rtc_delay_steps sets (a latency sweep: oxygen-eval sweep --world metaworld).
 """
 
 from __future__ import annotations
@@ -177,28 +177,29 @@ def _build() -> Hosted:
 
 
 def help_text() -> str:
-    """`oxygen-metaworld-sim --help`: what it is, its parameters, examples."""
+    """`oxygen-sim --world metaworld --help`: what it is, its parameters, examples."""
     return ros_args.help_text(
-        "oxygen-metaworld-sim",
+        "oxygen-sim --world metaworld",
         "Meta-World's MT10 tasks (MuJoCo, the Sawyer arm) as a ROS 2 robot: it owns sim "
         "time (/clock), publishes the corner2 camera, the policy's state, the Sawyer's "
         "joints and each episode's instruction, runs the action chunks a policy publishes "
         "at 80 Hz, and publishes each episode's outcome as JSON on /metaworld/episode.",
         PARAMETERS,
         [
-            "oxygen-metaworld-sim --ros-args -p policy:=expert -p episodes:=3",
-            "oxygen-metaworld-sim --ros-args -p tasks:=[drawer-open-v3] -p wait_for_peers_s:=300.0",
+            "oxygen-sim --world metaworld --ros-args -p policy:=expert -p episodes:=3",
+            "oxygen-sim --world metaworld --ros-args -p tasks:=[drawer-open-v3] "
+            "-p wait_for_peers_s:=300.0",
         ],
         notes="Rendering is headless (MUJOCO_GL=egl unless set).",
     )
 
 
 def main(args: list[str] | None = None) -> int:
-    """Console script `oxygen-metaworld-sim`: run every episode, then exit (or spin on)."""
+    """Console script `oxygen-sim --world metaworld`: run every episode, then exit (or spin on)."""
     if ros_args.wants_help(args):
         print(help_text(), end="")
         return 0
-    return run_node("oxygen-metaworld-sim", _build, args)
+    return run_node("oxygen-sim --world metaworld", _build, args)
 
 
 if __name__ == "__main__":

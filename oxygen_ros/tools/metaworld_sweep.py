@@ -1,18 +1,19 @@
-"""`oxygen-metaworld-sweep`: Meta-World success against the chunk's delay, through the node.
+"""`oxygen-eval sweep --world metaworld`: Meta-World success against the chunk's delay.
 
-    oxygen-metaworld-sweep --params PARAMS [--handovers replace,rtc] [--delays 0,1,2,3]
+    oxygen-eval sweep --world metaworld --params PARAMS [--handovers replace,rtc] [--delays 0,1,2,3]
         [--tasks drawer-open-v3,...] [--episodes 10] [--first-seed 400000]
         [--camera-size 64] [--set NAME=VALUE ...] [--bench BENCH.json] [--out DIR]
 
-The tabletop's oxygen-latency-sweep for the second world: each (hand-over, d) cell is one
-oxygen-metaworld-eval run in lockstep (`--delay-steps d`: every chunk takes over exactly d
-control steps after its frame, the node's compute taking no sim time) with the node's
-chunk_handover set, on the same seeds. Per cell: success per task and for all with its 95 %
-interval, mean time to success, and the seam: the mean over take-overs of the largest
-difference between the new chunk's first row and the running chunk's row a step before,
-over the end-effector deltas (dx, dy, dz, in the env's action units: [-1, 1] is 1 cm per
-step). The engine modes are marked on the curve as the tabletop's are
-(`latency_sweep.bench_marks`, `PAPER_MS`), converted to steps at the env's 80 Hz.
+The tabletop's oxygen-eval sweep for the second world, through the node: each (hand-over,
+d) cell is one `oxygen-eval node --world metaworld` run in lockstep (`--delay-steps d`:
+every chunk takes over exactly d control steps after its frame, the node's compute taking
+no sim time) with the node's chunk_handover set, on the same seeds. Per cell: success per
+task and for all with its 95 % interval, mean time to success, and the seam: the mean over
+take-overs of the largest difference between the new chunk's first row and the running
+chunk's row a step before, over the end-effector deltas (dx, dy, dz, in the env's action
+units: [-1, 1] is 1 cm per step). The engine modes are marked on the curve as the
+tabletop's are (`latency_sweep.bench_marks`, `PAPER_MS`), converted to steps at the env's
+80 Hz.
 
 d runs up to the horizon less the rows a frame executes (the node refuses more at
 configure). Cells are folders DIR/<hand-over>-d<d>/ holding each run's report: a cell
@@ -93,7 +94,7 @@ def bag_seams(out: Path, chunk_topic: str) -> list[float]:
 
 
 def cell_row(handover: str, delay: int, out: Path, chunk_topic: str) -> dict[str, Any]:
-    """A sweep row in oxygen-latency-sweep's layout, from a cell's report and bag."""
+    """A sweep row in oxygen-eval sweep's layout, from a cell's report and bag."""
     report = json.loads((out / "report.json").read_text())
     steps = report["mean_steps_to_success"]["all"]
     jumps = bag_seams(out, chunk_topic)
@@ -123,7 +124,7 @@ def run_cell(
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="oxygen-metaworld-sweep", description=__doc__.split("\n\n")[0].strip()
+        prog="oxygen-eval sweep --world metaworld", description=__doc__.split("\n\n")[0].strip()
     )
     p.add_argument("--params", type=Path, default=METAWORLD_PARAMS, help="node params")
     p.add_argument("--handovers", type=latency_sweep.handovers_arg, default=["replace", "rtc"])
@@ -136,13 +137,13 @@ def _parser() -> argparse.ArgumentParser:
         "--set", type=override, action="append", default=[], metavar="NAME=VALUE",
         help="a node parameter after the params file (not chunk_handover or rtc_delay_steps)",
     )  # fmt: skip
-    p.add_argument("--bench", type=Path, help="oxygen-bench JSON: the measured marks")
+    p.add_argument("--bench", type=Path, help="oxygen-bench engine JSON: the measured marks")
     p.add_argument("--out", type=Path, default=Path("out/metaworld-sweep"))
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console script `oxygen-metaworld-sweep`."""
+    """Console script `oxygen-eval sweep --world metaworld`."""
     args = _parser().parse_args(argv)
     base = MetaWorldEvalSpec(
         params=args.params,
@@ -163,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         topic = names.output(topics.ACTION_CHUNK)
         rows = [run_cell(base, h, d, args.out, topic) for h in args.handovers for d in args.delays]
     except (FileNotFoundError, ValueError, TimeoutError, RuntimeError) as error:
-        print(f"oxygen-metaworld-sweep: {error}", file=sys.stderr)
+        print(f"oxygen-eval sweep --world metaworld: {error}", file=sys.stderr)
         return 1
     marks_ms = dict(latency_sweep.PAPER_MS)
     if args.bench is not None:

@@ -1,6 +1,6 @@
 """The oxygen node as a child process of a tool, started and stopped as on a robot.
 
-`oxygen-demo` and `oxygen-sim-eval` run the real node (`python -m oxygen_ros.node`) as its
+`oxygen-demo` and `oxygen-eval node` run the real node (`python -m oxygen_ros.node`) as its
 own process, so its frame loop does not share an interpreter lock with the tool's player,
 sim or recorder; it ends with the tool (tools.child_processes).
 """

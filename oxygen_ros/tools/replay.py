@@ -1,6 +1,6 @@
 """Offline evaluation: a recorded bag through the node's own frame, on the bag's clock.
 
-    oxygen-replay BAG --params config/tiny.yaml --out DIR [--mode M] [--seed S]
+    oxygen-bag replay BAG --params config/tiny.yaml --out DIR [--mode M] [--seed S]
                   [--rate R | --as-fast-as-possible] [--live]
 
 The parameters, engine and frame assembler are the node's own (oxygen_ros.tools.configure),
@@ -29,7 +29,7 @@ sees only what the node published.
 
 A replay that cannot finish still leaves what it did. The output bag is written as closed
 files of `--split-s` seconds each whose chunks reach the OS every 0.5 s (tools.bagio.
-BagWriter), so SIGKILL loses at most the last chunk once `oxygen-bag-recover` has rewritten
+BagWriter), so SIGKILL loses at most the last chunk once `oxygen-bag recover` has rewritten
 the unfinished file's complete chunks and the metadata a killed run could not write. SIGTERM
 and SIGINT, and a corrupt input bag (BagReadError), end the frame loop where it is: the
 bag is closed and report.json / report.md are written with `partial: true` and the reason,
@@ -367,7 +367,7 @@ def replay_offline(
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="oxygen-replay",
+        prog="oxygen-bag replay",
         description="Replay a rosbag2 (mcap or sqlite3) through the oxygen node's frame.",
     )
     parser.add_argument("bag", type=Path, help="rosbag2 folder")
@@ -445,7 +445,7 @@ def _score_spec(args: argparse.Namespace) -> ScoreSpec | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console script `oxygen-replay`."""
+    """Console script `oxygen-bag replay`."""
     parser = _parser()
     args = parser.parse_args(argv)
     if args.live and (args.mode or args.seed is not None or args.as_fast_as_possible):
@@ -483,16 +483,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 job, rate=args.rate, progress=not args.no_progress, split_s=split_s
             )
     except (OSError, ValueError, TimeoutError, RuntimeError, ParameterException) as error:
-        print(f"oxygen-replay: {error}", file=sys.stderr)
+        print(f"oxygen-bag replay: {error}", file=sys.stderr)
         return 1
     except (ReaderError, WriterError) as error:  # rosbags' own: a damaged bag, a full disk
-        print(f"oxygen-replay: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"oxygen-bag replay: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     except Stopped as stop:  # before the frame loop (loading) or after it (the report)
-        print(f"oxygen-replay: {stop}; output in {args.out}", file=sys.stderr)
+        print(f"oxygen-bag replay: {stop}; output in {args.out}", file=sys.stderr)
         return _EXIT[stop.signum]
     except KeyboardInterrupt:  # --live: the output bag was closed on the way out
-        print(f"oxygen-replay: interrupted; partial output bag in {args.out}", file=sys.stderr)
+        print(f"oxygen-bag replay: interrupted; partial output bag in {args.out}", file=sys.stderr)
         return 130
     return _outcome(report, args.out)
 
@@ -501,14 +501,15 @@ def _outcome(report: Mapping[str, Any], out: Path) -> int:
     """Print the summary, or the one line saying why the run is not whole; the exit code."""
     if report.get("partial"):
         print(
-            f"oxygen-replay: partial: {report['partial_reason']}; "
+            f"oxygen-bag replay: partial: {report['partial_reason']}; "
             f"{report['frames']} frames kept in {out}",
             file=sys.stderr,
         )
         return _EXIT.get(report.get("stop_signal"), 1)
     if report["frames"] == 0:
         print(
-            f"oxygen-replay: {no_frames(report['skipped_frames'])}; report: {out}", file=sys.stderr
+            f"oxygen-bag replay: {no_frames(report['skipped_frames'])}; report: {out}",
+            file=sys.stderr,
         )
         return 1
     print(summary(report, out))

@@ -1,6 +1,6 @@
 """What a scored replay compares the node with: the commands and texts a bag recorded.
 
-`oxygen-replay` scores the policy's chunks (oxygen_core.offline_score) against what the
+`oxygen-bag replay` scores the policy's chunks (oxygen_core.offline_score) against what the
 robot was commanded, read here from one topic of the input bag:
 
 - a trajectory_msgs/JointTrajectory topic (a controller's command, the sim's

@@ -1,5 +1,5 @@
 """A simulated robot's ROS side, shared by the tabletop (`oxygen-sim`) and Meta-World
-(`oxygen-metaworld-sim`): its topic table, publishers, the one command subscription of an
+(`oxygen-sim --world metaworld`): its topic table, publishers, the one command subscription of an
 external policy, waiting for peers, the loop ticked on its own thread at a real-time
 factor, and the process around the node.
 

@@ -32,7 +32,7 @@ from oxygen_core.train import dataset as D
 from oxygen_ros.params import ConfigError
 from oxygen_ros.tools.bag_records import BagError, Sources, bag_records, sources
 
-DEFAULT_PARAMS = "config/sim.yaml"  # oxygen-sim-record's topics
+DEFAULT_PARAMS = "config/sim.yaml"  # oxygen-record's topics
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""How many messages a SIGKILLed bag writer loses once oxygen-bag-recover has run.
+"""How many messages a SIGKILLed bag writer loses once oxygen-bag recover has run.
 
     python scripts/experiments/bag_kill_loss.py --kills 8 --flush-s 0.5 [--period-s 0.005]
 

@@ -42,7 +42,7 @@ def run(
     """One row per (controller, delay, family)."""
     settings, _ = load_settings(params)
     engine = make_pipeline(settings).engine
-    limits = limits_from_files(JOINT_NAMES, params)  # the arm's, as oxygen-train-eval reads
+    limits = limits_from_files(JOINT_NAMES, params)  # the arm's, as oxygen-eval in-process reads
     renderer = Renderer(128, 128)
     execute = settings.node.execute_horizon
     rows = []

@@ -1,9 +1,9 @@
-"""`oxygen-eval`: many bags and sim seeds x many configurations, on Ray.
+"""`oxygen-eval manifest`: many bags and sim seeds x many configurations, on Ray.
 
 A manifest (manifest.py) names inputs and configurations; their product is a list of
 tasks with stable ids, one output folder each (tasks.py). Every task is exactly one run
-of an existing tool: a bag is one `oxygen-replay` through `replay_offline`, a batch of
-sim seeds one `oxygen-sim-eval` through `sim.evaluate.run_sim_eval`, so a task's report.json
+of an existing tool: a bag is one `oxygen-bag replay` through `replay_offline`, a batch of
+sim seeds one `oxygen-eval node` through `sim.evaluate.run_sim_eval`, so a task's report.json
 and output bag are what that tool writes when run by hand. Ray runs them (runner.py): by
 default on a local instance the tool starts and stops, bound to loopback, or on an
 existing cluster (`--address`). A worker is a Ray actor bound to one configuration; it

@@ -6,10 +6,10 @@ configuration, each metric's spread over the inputs: n, mean, sample standard de
 (n - 1; none for a single input), min and max. A metric is read where a task's report
 has it: replays have no success or seams, the expert policy's sim reports no node
 figures (action Hz, tok/s, misses). Success rate and seams are closed-loop metrics, from
-oxygen-sim-eval's report.json (`success.all.rate`, `seams`): the rate's spread is over
+oxygen-eval node's report.json (`success.all.rate`, `seams`): the rate's spread is over
 the configuration's sim tasks, and `success` adds, per family and for all, the episodes
 and successes pooled over the tasks (successes / episodes, exact when batch sizes
-differ) next to that spread. Meta-World's tasks (oxygen-metaworld-eval's report.json,
+differ) next to that spread. Meta-World's tasks (oxygen-eval node --world metaworld's report.json,
 `world: metaworld`) are pooled the same way per MT10 task under `metaworld`, with the
 mean steps to success over all their successes, and get a table of their own: task by
 configuration. Outputs, in the output root: eval_report.json (everything), eval_report.md
@@ -227,7 +227,7 @@ def markdown(summary: Mapping[str, Any], png_name: str) -> str:
     metrics = [m for m in METRICS if any(m.key in c["metrics"] for c in configs.values())]
     t = summary["tasks"]
     lines = [
-        "# oxygen-eval",
+        "# oxygen-eval manifest",
         "",
         f"{t['done']} tasks done, {t['failed']} failed, {t['pending']} pending; "
         "values are mean ± sample std over the inputs.",

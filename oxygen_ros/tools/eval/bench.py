@@ -1,10 +1,10 @@
-"""Throughput of oxygen-eval: tasks per minute by workers and engine reuse.
+"""Throughput of oxygen-eval manifest: tasks per minute by workers and engine reuse.
 
-    python -m oxygen_ros.tools.eval.bench DIR [--bags 8] [--seconds 3] [--workers 1 2]
+    oxygen-bench ray DIR [--bags 8] [--seconds 3] [--workers 1 2]
 
 Generates `--bags` demo scenes (seeds 0..n-1, oxygen_ros.tools.demo_bag) and a manifest of
 three configurations of config/tiny.yaml (oxygen, shared and isolated, k=2), then runs
-`oxygen-eval` once per (workers, reuse) into its own folder under DIR, each as a new
+`oxygen-eval manifest` once per (workers, reuse) into its own folder under DIR, each as a new
 process with its own local Ray, and prints a markdown table from the runs' run.json.
 Elapsed time is the scheduler's: from the first task handed out to the last one
 collected (Ray start-up, about 2-10 s, is not in it).
@@ -48,7 +48,7 @@ def write_inputs(root: Path, bags: int, seconds: float, params: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="oxygen-bench ray", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="working folder (bags, manifest, runs)")
     parser.add_argument("--bags", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each bag")

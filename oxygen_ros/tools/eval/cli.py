@@ -1,6 +1,6 @@
-"""Console script `oxygen-eval`: a manifest's (input, configuration) tasks on Ray.
+"""Console script `oxygen-eval manifest`: a manifest's (input, configuration) tasks on Ray.
 
-    oxygen-eval MANIFEST.yaml --out DIR [--address ADDR] [--workers N] [--no-reuse]
+    oxygen-eval manifest MANIFEST.yaml --out DIR [--address ADDR] [--workers N] [--no-reuse]
                 [--retries R] [--no-progress]
 
 Everything is checked before Ray starts (the manifest, every bag and sim input against
@@ -27,7 +27,7 @@ from oxygen_ros.tools.eval.tasks import StaleOutput, is_done
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="oxygen-eval",
+        prog="oxygen-eval manifest",
         description="Evaluate bags and sim seeds x configurations on Ray (a local instance by "
         "default).",
     )
@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tasks = manifest.tasks()
         todo = [t for t in tasks if not is_done(args.out, t)]
     except (ManifestError, StaleOutput) as error:
-        print(f"oxygen-eval: {error}", file=sys.stderr)
+        print(f"oxygen-eval manifest: {error}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     summary = RunSummary(tasks=len(tasks), finished_before=len(tasks) - len(todo))
@@ -69,10 +69,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             with ray_session(args.address, configs, args.workers):
                 summary = Scheduler(todo, args.out.resolve(), opts, len(tasks)).run()
         except RuntimeError as error:  # the cluster cannot hold a task
-            print(f"oxygen-eval: {error}", file=sys.stderr)
+            print(f"oxygen-eval manifest: {error}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
-            print(f"oxygen-eval: interrupted; rerun to resume into {args.out}", file=sys.stderr)
+            print(
+                f"oxygen-eval manifest: interrupted; rerun to resume into {args.out}",
+                file=sys.stderr,
+            )
             return 130
         (args.out / "run.json").write_text(json.dumps(summary.as_dict(), indent=1))
     paths = write_aggregate(aggregate(collect(args.out, tasks)), args.out)

@@ -9,7 +9,7 @@ sim, the node and the recorder), and takes it back when it retires the actor.
 Ids are 1..100 (well inside DDS's usable 0..232; the range ad-hoc ROS runs draw from).
 The pool hands them out in rotation from a first id: $ROS_DOMAIN_ID of the driver when
 it is set (an operator who keeps a block of ids free sets it to the block's start), else
-a random one, so that two oxygen-eval runs started on one machine are unlikely to start
+a random one, so that two oxygen-eval manifest runs started on one machine are unlikely to start
 on the same ids. An id whose worker died is "tainted": that worker's sim and node
 processes may outlive it for a while (nothing kills them with their parent), so the pool
 hands it out again only when every clean id is in use. More than 100 actors at once

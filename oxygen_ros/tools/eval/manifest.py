@@ -2,10 +2,10 @@
 
     inputs:
       bags: [data/sim_bag, "recordings/2026-*"]    # rosbag2 folders, paths or globs
-      sim:                                          # closed-loop oxygen-sim-eval episodes
+      sim:                                          # closed-loop oxygen-eval node episodes
         - {family: pick, seeds: {count: 100}, per_task: 25}  # 4 tasks from the dev seeds
         - {family: push, seeds: {start: 500000, count: 10}, rtf: 1.0, camera_size: 112}
-      metaworld:                                    # oxygen-metaworld-eval episodes
+      metaworld:                                    # oxygen-eval node --world metaworld episodes
         - {task: drawer-open-v3, seeds: {count: 50}}         # one MT10 task per entry
         - {task: push-v3, seeds: {count: 50}, per_task: 25, camera_size: 128}
     configurations:                                 # name -> params file + overrides
@@ -29,7 +29,7 @@ where one is at fault, the path.
 A sim input's seeds start at `start`, by default the dev range's first
 (oxygen_core.sim.seeds: 400000; the test range, 500000-500999, is run once per claim),
 and are cut into tasks of `per_task` seeds (default: all in one); each
-task is one oxygen-sim-eval run of that family on its seeds (`rtf` and `camera_size` as
+task is one oxygen-eval node run of that family on its seeds (`rtf` and `camera_size` as
 its --rtf and --camera-size). A configuration's `policy` is `model` (default: the node
 runs with the params and overrides), `expert` (the sim's scripted expert drives and no
 node runs: the reference column) or a baseline, `hold`, `random` or `blind` (the sim
@@ -39,7 +39,7 @@ multiply it (it has no node to set parameters of).
 
 A metaworld input is one MT10 task (`task`, one entry per task: the grid's rows are then
 exactly the report's) and its seeds, cut into tasks of `per_task` as above, each one
-oxygen-metaworld-eval run (its own ROS_DOMAIN_ID and folder; `rtf` and `camera_size` as
+oxygen-eval node --world metaworld run (its own ROS_DOMAIN_ID and folder; `rtf` and `camera_size` as
 its options). The seeds follow the same protocol (dev by default, test once per claim).
 Meta-World params (their state is the sim's ee_x, ee_y, ee_z, gripper:
 metaworld_eval.is_metaworld_params) meet the metaworld inputs and nothing else; other
@@ -106,7 +106,7 @@ class Configuration:
 
 @dataclasses.dataclass(frozen=True)
 class BagInput:
-    """A recorded rosbag2 folder: one task per configuration is one oxygen-replay."""
+    """A recorded rosbag2 folder: one task per configuration is one oxygen-bag replay."""
 
     name: str
     path: Path  # absolute
@@ -121,7 +121,7 @@ class SimInput:
     start: int
     count: int
     kind: str = "sim"
-    rtf: float | None = None  # oxygen-sim-eval's --rtf (None: its default for the policy)
+    rtf: float | None = None  # oxygen-eval node's --rtf (None: its default for the policy)
     camera_size: int = 224
 
     @property
@@ -137,7 +137,7 @@ class MetaWorldInput:
     start: int
     count: int
     kind: str = "metaworld"
-    rtf: float | None = None  # oxygen-metaworld-eval's --rtf (None: its default)
+    rtf: float | None = None  # oxygen-eval node --world metaworld's --rtf (None: its default)
     camera_size: int = 224
 
     @property

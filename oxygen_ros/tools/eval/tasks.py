@@ -1,9 +1,9 @@
 """A task's folder in the output tree, its markers, and what a worker runs for it.
 
-`OUT/<input>/<configuration>/` holds what the task's tool writes (oxygen-replay for a
-bag: output_bag/, report.json, report.md, timeline.png, replay.log; oxygen-sim-eval for
+`OUT/<input>/<configuration>/` holds what the task's tool writes (oxygen-bag replay for a
+bag: output_bag/, report.json, report.md, timeline.png, replay.log; oxygen-eval node for
 a sim batch: output_bag/, report.json, report.md, episodes.png, episodes.gif,
-timeline.png, node.log, sim.log; oxygen-metaworld-eval for a metaworld batch:
+timeline.png, node.log, sim.log; oxygen-eval node --world metaworld for a metaworld batch:
 output_bag/, report.json, report.md, node.log, sim.log) and three files of the tool's own:
 
 - attempt.json: the attempt now running (worker pid and host), written first, so an
@@ -142,7 +142,7 @@ def _clear_attempt(folder: Path) -> None:
 
 
 def sim_spec(task: Task, domain_id: int | None) -> SimEvalSpec:
-    """The oxygen-sim-eval run that is this sim task."""
+    """The oxygen-eval node run that is this sim task."""
     sim = task.input
     assert isinstance(sim, SimInput)
     return SimEvalSpec(
@@ -159,7 +159,7 @@ def sim_spec(task: Task, domain_id: int | None) -> SimEvalSpec:
 
 
 def metaworld_spec(task: Task, domain_id: int | None) -> MetaWorldEvalSpec:
-    """The oxygen-metaworld-eval run that is this metaworld task."""
+    """The oxygen-eval node --world metaworld run that is this metaworld task."""
     from oxygen_ros.tools.metaworld_eval import MetaWorldEvalSpec  # loads MuJoCo: not at the top
 
     batch = task.input

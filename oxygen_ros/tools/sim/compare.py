@@ -1,8 +1,8 @@
-"""Closed-loop comparisons on the sim: one `oxygen-sim-eval` run per variant, one table.
+"""Closed-loop comparisons on the sim: one `oxygen-eval node` run per variant, one table.
 
-    python -m oxygen_ros.tools.sim.compare handover --params config/sim_demo.yaml \\
+    oxygen-eval compare handover --params config/sim_demo.yaml \\
         --camera-size 128 --episodes 2 --out out/compare-handover
-    python -m oxygen_ros.tools.sim.compare modes --params config/sim_demo.yaml \\
+    oxygen-eval compare modes --params config/sim_demo.yaml \\
         --camera-size 128 --episodes 2 --out out/compare-modes
 
 Every variant runs the same seeds through `run_sim_eval` with some node parameters
@@ -120,9 +120,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m oxygen_ros.tools.sim.compare", description=__doc__.split("\n")[0]
-    )
+    p = argparse.ArgumentParser(prog="oxygen-eval compare", description=__doc__.split("\n")[0])
     p.add_argument("comparison", choices=("handover", "modes"))
     p.add_argument("--params", type=Path, default=SIM_PARAMS, help="node params YAML")
     p.add_argument("--families", type=families_arg, default=FAMILIES)

@@ -1,6 +1,6 @@
-"""`oxygen-sim-eval`: closed-loop evaluation of the oxygen node on the simulated tabletop.
+"""`oxygen-eval node`: closed-loop evaluation of the oxygen node on the simulated tabletop.
 
-    oxygen-sim-eval [--params config/sim.yaml] [--policy model|expert|hold|random|blind]
+    oxygen-eval node [--params config/sim.yaml] [--policy model|expert|hold|random|blind]
                     [--mode oxygen]
                     [--families pick,put,push] [--episodes 2] [--first-seed 400000]
                     [--rtf 0.5] [--camera-size 224] [--camera-rate 10]
@@ -18,14 +18,14 @@ execute and action horizons): the floors the model's figure is read against.
 
 This process records, on sim time, the node's outputs, the sim's /sim topics and its joint
 states into DIR/output_bag (tools.closed_loop, the run both worlds share; the joint states
-let `oxygen-limit-check` measure start jumps) and keeps base camera frames of
+let `oxygen-bag limit-check` measure start jumps) and keeps base camera frames of
 the first episode of each family for the animation. At the end it writes (tools.sim.report)
-report.json, report.md, episodes.png, timeline.png (the node's, as oxygen-replay draws
+report.json, report.md, episodes.png, timeline.png (the node's, as oxygen-bag replay draws
 it) and episodes.gif (tools.sim.animation). The node's action Hz and tokens/s are
 tools.report's, computed over the whole run.
 
 `run_sim_eval(SimEvalSpec, out)` is the whole run as a function: the command line is one
-caller, oxygen-eval's sim tasks (tools.eval.tasks) the other, so a task is exactly this
+caller, oxygen-eval manifest's sim tasks (tools.eval.tasks) the other, so a task is exactly this
 run. A spec may set any node parameter (overrides, as `-p name:=value`; --mode is
 engine_mode) and a ROS_DOMAIN_ID for the sim, the node and this process's recorder, so
 that concurrent runs on one machine do not see each other's topics.
@@ -71,7 +71,7 @@ POLICIES = ("model", *SIM_DRIVEN)
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="oxygen-sim-eval", description=__doc__.split("\n\n")[0].strip()
+        prog="oxygen-eval node", description=__doc__.split("\n\n")[0].strip()
     )
     parser.add_argument("--params", type=Path, default=SIM_PARAMS, help="node params YAML")
     parser.add_argument("--policy", choices=POLICIES, default="model")
@@ -128,7 +128,7 @@ TABLETOP = World(
 
 @dataclasses.dataclass(frozen=True)
 class SimEvalSpec:
-    """One oxygen-sim-eval run: the command line's options as data (also oxygen-eval's
+    """One oxygen-eval node run: the command line's options as data (also oxygen-eval manifest's
     sim tasks, which call `run_sim_eval` in their worker process)."""
 
     params: Path = SIM_PARAMS
@@ -246,7 +246,7 @@ def run_sim_eval(spec: SimEvalSpec, out: Path) -> dict[str, Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console script `oxygen-sim-eval`."""
+    """Console script `oxygen-eval node`."""
     args = _parser().parse_args(argv)
     spec = SimEvalSpec(
         params=args.params,
@@ -264,7 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         wait_s=args.wait_s,
     )
     run = functools.partial(run_sim_eval, spec)
-    return run_from_cli("oxygen-sim-eval", run, args.out, ROOT / "out" / "sim", sim_report.headline)
+    return run_from_cli(
+        "oxygen-eval node", run, args.out, ROOT / "out" / "sim", sim_report.headline
+    )
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 reads (cameras, joint states, instruction; their names are parameters, because they must
 match the node's params file) and the sim's own topics under /sim (episode outcomes and
 the scripted expert's targets), which nothing needs to rename. The sim node's publishers
-and `oxygen-sim-record`'s bag are both built from it, so a live run and a recording carry
+and `oxygen-record`'s bag are both built from it, so a live run and a recording carry
 the same topics and the same messages, built by the same functions below.
 
 Stamps are integer nanoseconds of sim time (`convert.ns_to_stamp`), so a node's trajectory

@@ -16,7 +16,7 @@ drives through the same executor path; so does a baseline (hold, random, blind: 
 `baseline_horizon` rows every `baseline_execute_steps` ticks, `loop`). `wait_for_peers_s`
 > 0 holds the first episode until a node subscribes to the instruction topic and
 publishes trajectories (the oxygen node does both once active), so no instruction is
-lost. With `policy_enable_service` (oxygen-sim-eval sets the node's ~/enable) each reset
+lost. With `policy_enable_service` (oxygen-eval node sets the node's ~/enable) each reset
 is bracketed by that switch, off before the world resets and on `reset_settle_s` later
 (`loop`, step 1), so no chunk computed for one episode runs in the next, and the node
 starts each episode afresh. After the last episode the node

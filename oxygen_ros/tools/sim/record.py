@@ -1,6 +1,6 @@
-"""`oxygen-sim-record`: scripted-expert episodes written straight into a rosbag2 (mcap).
+"""`oxygen-record`: scripted-expert episodes written straight into a rosbag2 (mcap).
 
-    oxygen-sim-record OUT [--families pick,put,push] [--episodes 1] [--first-seed 0]
+    oxygen-record OUT [--families pick,put,push] [--episodes 1] [--first-seed 0]
                       [--camera-size 224] [--camera-rate 10] [--control-rate 20]
 
 The sim's control loop (`loop.SimLoop` with the expert policy) runs as fast as the CPU
@@ -15,7 +15,7 @@ arguments. The bag holds, per `messages.SIM_TOPICS` (without /clock: a player ma
     /sim/expert/narration, /sim/expert/memory         std_msgs/String (language targets)
     /sim/episode                                      oxygen_ros/EpisodeOutcome
 
-so it serves `oxygen-replay BAG --params config/sim.yaml` (the node's inputs) and training
+so it serves `oxygen-bag replay BAG --params config/sim.yaml` (the node's inputs) and training
 (observations, the commanded action per tick, narration and memory targets) alike.
 """
 
@@ -38,7 +38,7 @@ NOT_RECORDED = ("clock",)
 
 
 class BagPort:
-    """The port of a recording, for either world's loop (`oxygen-metaworld-record` uses it
+    """The port of a recording, for either world's loop (`oxygen-record --world metaworld` uses it
     too): each message of `topics` (a world's table, less /clock) into the bag at its sim
     time."""
 
@@ -79,7 +79,7 @@ def families_arg(text: str) -> tuple[str, ...]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="oxygen-sim-record", description=__doc__.split("\n\n")[0].strip()
+        prog="oxygen-record", description=__doc__.split("\n\n")[0].strip()
     )
     parser.add_argument("out", type=Path, help="bag folder to create (must not exist)")
     parser.add_argument("--families", type=families_arg, default=FAMILIES)
@@ -92,10 +92,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console script `oxygen-sim-record`."""
+    """Console script `oxygen-record`."""
     args = _parser().parse_args(argv)
     if args.out.exists():
-        print(f"oxygen-sim-record: {args.out} exists: choose a new folder", file=sys.stderr)
+        print(f"oxygen-record: {args.out} exists: choose a new folder", file=sys.stderr)
         return 1
     try:
         cfg = SimConfig(
@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             camera_size=args.camera_size,
         )
     except ValueError as error:
-        print(f"oxygen-sim-record: {error}", file=sys.stderr)
+        print(f"oxygen-record: {error}", file=sys.stderr)
         return 1
     counts, outcomes = record(args.out, cfg)
     for o in outcomes:

@@ -1,4 +1,4 @@
-"""The closed-loop report of `oxygen-sim-eval`: report.json, report.md, plots and a GIF.
+"""The closed-loop report of `oxygen-eval node`: report.json, report.md, plots and a GIF.
 
 Episodes come from the sim's EpisodeOutcome messages (success, time to success, seams,
 trajectories accepted and rejected by reason, the commanded points outside the arm's
@@ -7,7 +7,7 @@ output messages: chunks and late chunks per episode are its ActionChunks stamped
 the episode's sim-time window, its narration and memory texts those finished inside it,
 and the run's action Hz, tokens/s, deadline misses and skipped frames are
 `tools.report.build_report` over the whole recording (the same code and definitions as
-oxygen-replay's, docs/DESIGN.md section 2), kept under "node" with its timeline. With the
+oxygen-bag replay's, docs/DESIGN.md section 2), kept under "node" with its timeline. With the
 expert policy there is no node: an episode's chunks are the trajectories the sim accepted,
 and its texts the expert's narration and memory lines.
 
