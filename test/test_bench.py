@@ -255,7 +255,8 @@ def _make_bench_gpu_argv() -> list[str]:
     makefile = (Path(__file__).parents[1] / "Makefile").read_text().replace("\\\n", " ")
     recipe = next(line for line in makefile.splitlines() if "/oxygen-bench engine " in line)
     words = shlex.split(recipe)
-    start = next(i for i, w in enumerate(words) if w.endswith("/oxygen-bench engine")) + 1
+    start = next(i for i, w in enumerate(words) if w.endswith("/oxygen-bench")) + 2  # "engine"
+    assert words[start - 1] == "engine"
     return [w for w in words[start:] if not w.startswith("$(")]
 
 
