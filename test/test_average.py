@@ -11,23 +11,23 @@ import numpy as np
 import pytest
 
 from oxygen_core.model.checkpoint import TOKENIZER_FILE, TRAIN_CONFIG
-from oxygen_core.train import average, cli
+from oxygen_core.train import average, checkpoints
 
 PARENT = Path(__file__).resolve().parents[1] / "data" / "policy" / "sim_demo"
 
 
 def _child(tmp_path: Path, name: str, shift: float, norm=None) -> Path:
     """The shipped policy with every weight moved by `shift` (a stage continued from it)."""
-    policy, _ = cli.trained_policy(PARENT)
+    policy, _ = checkpoints.trained_policy(PARENT)
     out = tmp_path / name
     shutil.copytree(PARENT, out, ignore=shutil.ignore_patterns("params", "assets"))
     params = jax.tree.map(lambda x: np.asarray(x) + np.float32(shift), policy.params)
-    cli.write_checkpoint(out, params, norm or policy.norm, policy.robot.name)
+    checkpoints.write_checkpoint(out, params, norm or policy.norm, policy.robot.name)
     return out
 
 
 def _flat(path: Path) -> dict[str, np.ndarray]:
-    policy, _ = cli.trained_policy(path)
+    policy, _ = checkpoints.trained_policy(path)
     leaves = jax.tree_util.tree_leaves_with_path(policy.params)
     return {jax.tree_util.keystr(k): np.asarray(v) for k, v in leaves}
 
@@ -45,14 +45,14 @@ def test_the_mean_of_two_stages_loads_as_their_mean_with_the_parents_io(tmp_path
     shipped = json.loads((PARENT / TRAIN_CONFIG).read_text())
     assert {k: meta[k] for k in average.SHARED} == {k: shipped.get(k) for k in average.SHARED}
     assert [x["checkpoint"] for x in meta["average_of"]] == [str(a), str(b)]
-    assert meta["action_horizon"] == cli.trained_policy(PARENT)[0].config.action_horizon
+    assert meta["action_horizon"] == checkpoints.trained_policy(PARENT)[0].config.action_horizon
     assert (out / TOKENIZER_FILE).read_bytes() == (PARENT / TOKENIZER_FILE).read_bytes()
-    mean_policy, _ = cli.trained_policy(out)
-    assert average.same_norm_stats(mean_policy.norm, cli.trained_policy(PARENT)[0].norm)
+    mean_policy, _ = checkpoints.trained_policy(out)
+    assert average.same_norm_stats(mean_policy.norm, checkpoints.trained_policy(PARENT)[0].norm)
 
 
 def test_checkpoints_of_other_norm_stats_are_refused_naming_the_path(tmp_path):
-    policy, _ = cli.trained_policy(PARENT)
+    policy, _ = checkpoints.trained_policy(PARENT)
     state = dataclasses.replace(policy.norm.state, q99=policy.norm.state.q99 + 1)
     other = _child(tmp_path, "other", 0.0, dataclasses.replace(policy.norm, state=state))
     with pytest.raises(SystemExit, match=f"{other} and {PARENT} differ in norm stats"):

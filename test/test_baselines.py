@@ -17,7 +17,7 @@ from oxygen_core.sim.executor import CONTROLLERS
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.success import SuccessRate
 from oxygen_core.sim.tasks import FAMILIES, make_task
-from oxygen_core.train import cli, dagger, rollout
+from oxygen_core.train import cli, dagger, evaluate, rollout
 from oxygen_core.train.baseline_actor import BaselineActor
 from oxygen_ros.tools.sim.loop import SimConfig, SimLoop
 
@@ -106,7 +106,7 @@ def test_the_blind_baseline_solves_a_scene_through_the_gated_closed_loop(family,
 
 def test_holding_still_keeps_the_arm_home_and_fails(tmp_path):
     report = tmp_path / "hold.json"
-    cli.eval_main(["--baseline", "hold", "--families", "push", "--episodes", "1",
+    evaluate.main(["--baseline", "hold", "--families", "push", "--episodes", "1",
                    "--camera-size", "16", "--json", str(report)])  # fmt: skip
     data = json.loads(report.read_text())
     assert data["run"] == "hold"
@@ -119,10 +119,10 @@ def test_holding_still_keeps_the_arm_home_and_fails(tmp_path):
 
 def test_train_eval_needs_a_checkpoint_or_a_baseline(capsys):
     with pytest.raises(SystemExit):
-        cli.eval_main(["--families", "push"])
+        evaluate.main(["--families", "push"])
     assert "give --checkpoint or --baseline" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        cli.eval_main(["--baseline", "hold", "--with-baselines"])
+        evaluate.main(["--baseline", "hold", "--with-baselines"])
     assert "--with-baselines runs them next to a --checkpoint" in capsys.readouterr().err
 
 

@@ -56,3 +56,18 @@ def test_a_command_without_a_verb_prints_its_verbs_and_an_unknown_one_fails(caps
     assert "unknown verb 'replays'" in capsys.readouterr().err
     assert commands.evaluate(["node", "--world", "aloha"]) == 2
     assert "unknown world 'aloha'; choose one of tabletop, metaworld" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        ([], "usage: oxygen-train [-h] [--out OUT]"),
+        (["--recipe", "R.yaml"], "usage: oxygen-train --recipe"),
+        (["--bags", "B"], "usage: oxygen-train --bags DIR"),
+    ],
+)
+def test_oxygen_train_dispatches_once_on_what_it_is_given(argv, usage, capsys):
+    with pytest.raises(SystemExit) as done:
+        commands.train([*argv, "--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(usage)

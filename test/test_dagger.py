@@ -18,7 +18,7 @@ from oxygen_core.robot_spec import declaration, declared_robot
 from oxygen_core.sim import arm
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.tasks import make_task
-from oxygen_core.train import cli, dagger
+from oxygen_core.train import checkpoints, cli, dagger, prepare
 from oxygen_core.train import dataset as D
 from oxygen_core.train.records import Dart, expert_episode
 
@@ -67,7 +67,7 @@ def test_an_arm_the_expert_cannot_plan_from_is_a_failed_episode():
 def engine():
     """The shipped policy, actions only: its own mistakes are what the data is for. A
     fixed hand-over delay: "auto" follows the wall-clock latency, which varies with load."""
-    policy, _ = cli.trained_policy(POLICY)
+    policy, _ = checkpoints.trained_policy(POLICY)
     return make_engine(policy, EngineConfig(streams=(), rtc_delay_steps=1))
 
 
@@ -102,10 +102,10 @@ def test_oxygen_train_continues_a_checkpoint_with_its_norm_stats_and_tokenizer(t
         ["--out", "unused", "--episodes", str(extra), "--add-episodes", str(extra),
          "--init-from", str(POLICY)]
     )  # fmt: skip
-    assert len(cli._episodes(args, CFG)) == 2 * len(data)
+    assert len(prepare.episodes(args, CFG)) == 2 * len(data)
     base = cli.base_policy(args)
     other = dataclasses.replace(data, episode=[f"{e}-b" for e in data.episode])
-    prep = cli.prepare(CFG, ROBOT, D.concat([data, other]), 2, base=base)  # one held out
+    prep = prepare.prepare(CFG, ROBOT, D.concat([data, other]), 2, base=base)  # one held out
     assert prep.tokenizer_bytes == (POLICY / TOKENIZER_FILE).read_bytes()
     for ours, theirs in (
         (prep.norm.state, base.norm.state),
@@ -122,14 +122,14 @@ def test_a_later_stage_trains_on_seeds_the_earlier_ones_never_saw(tmp_path):
     common = ["--out", "unused", "--work", str(tmp_path), "--families", "pick",
               "--seeds", "1", "--camera-size", "32", "--workers", "1"]  # fmt: skip
     later = cli._train_parser().parse_args([*common, "--first-seed", "7"])
-    assert set(cli._episodes(later, CFG).episode) == {"pick/7"}
+    assert set(prepare.episodes(later, CFG).episode) == {"pick/7"}
     assert [p.name for p in tmp_path.iterdir()] == ["episodes-7+1-pick-32-64-1.npz"]
     first = cli._train_parser().parse_args(common)
-    assert set(cli._episodes(first, CFG).episode) == {"pick/0"}
+    assert set(prepare.episodes(first, CFG).episode) == {"pick/0"}
     push = cli._train_parser().parse_args([*common, "--families", "push"])
-    assert set(cli._episodes(push, CFG).episode) == {"push/0"}
+    assert set(prepare.episodes(push, CFG).episode) == {"push/0"}
     with pytest.raises(SystemExit):
-        cli.train_main([*common, "--first-seed", str(cli.SCENE_FIRST_SEED)])
+        cli.train_main([*common, "--first-seed", str(prepare.SCENE_FIRST_SEED)])
 
 
 def test_episodes_only_writes_one_familys_episodes_for_another_runs_add_episodes(tmp_path, capsys):
@@ -143,7 +143,7 @@ def test_episodes_only_writes_one_familys_episodes_for_another_runs_add_episodes
     args = cli._train_parser().parse_args(
         [*common, "--out", "unused", "--families", "pick", "--add-episodes", str(written)]
     )
-    assert sorted(set(cli._episodes(args, CFG).episode)) == ["pick/0", "push/7"]
+    assert sorted(set(prepare.episodes(args, CFG).episode)) == ["pick/0", "push/7"]
     one = [*common, "--families", "push", "--first-seed", "7", "--out", str(tmp_path / "ck")]
     with pytest.raises(SystemExit, match="1 episodes hold none out for validation"):
         cli.train_main(one)
@@ -159,8 +159,8 @@ def test_a_checkpoint_continues_as_its_robot_with_a_plan_stage():
     """sim_plan is sim_grip plus the plan stage: same cameras and spaces, so a sim_grip
     checkpoint may continue as sim_plan (and back); sim (joint actions) may not."""
     grip, plan, sim = (robot_preset(name) for name in ("sim_grip", "sim_plan", "sim"))
-    assert cli.same_io(grip, plan) and cli.same_io(plan, grip)
-    assert not cli.same_io(grip, sim) and not cli.same_io(plan, sim)
+    assert checkpoints.same_io(grip, plan) and checkpoints.same_io(plan, grip)
+    assert not checkpoints.same_io(grip, sim) and not checkpoints.same_io(plan, sim)
 
 
 def test_init_from_a_checkpoint_of_another_robot_is_refused():
@@ -191,10 +191,10 @@ def test_a_checkpoint_of_a_declared_robot_loads_and_continues_without_its_params
     args.robot_config, args.robot = robot, robot.name
     cfg = robot.apply(model_preset("tiny"))
     norm = NormStats(state=identity_stats(4), actions=identity_stats(cfg.action_dim))
-    cli.write_checkpoint(ckpt, P.to_runtime(P.init_params(cfg, 0)), norm, robot.name)
+    checkpoints.write_checkpoint(ckpt, P.to_runtime(P.init_params(cfg, 0)), norm, robot.name)
     (ckpt / TOKENIZER_FILE).write_bytes(load_tokenizer().model_proto)
     (ckpt / TRAIN_CONFIG).write_text(json.dumps(cli.run_fields(args)))
-    policy, meta = cli.trained_policy(ckpt)
+    policy, meta = checkpoints.trained_policy(ckpt)
     assert policy.robot == robot and meta["robot"] == "arm4"
     args.init_from = str(ckpt)
     assert cli.base_policy(args).robot == robot

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from oxygen_core.model.checkpoint import TRAIN_CONFIG
-from oxygen_core.train import cli, recipe
+from oxygen_core.train import checkpoints, cli, prepare, recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "config" / "train" / "sim_demo.yaml"
@@ -47,7 +47,7 @@ def _write(tmp_path: Path, data: dict, name: str = "recipe.yaml") -> Path:
 
 
 def _leaves(ckpt: Path) -> list[np.ndarray]:
-    return [np.asarray(x) for x in jax.tree.leaves(cli.trained_policy(ckpt)[0].params)]
+    return [np.asarray(x) for x in jax.tree.leaves(checkpoints.trained_policy(ckpt)[0].params)]
 
 
 @pytest.mark.slow
@@ -110,7 +110,7 @@ def _assert_recorded(loaded: recipe.Recipe, meta: dict) -> dict[str, recipe.Stag
     for name, recorded in zip(loaded.average, averaged, strict=True):
         args = stages[name].args
         # A checkpoint from before robots could be declared as data records no
-        # robot_declaration; absent reads as a preset robot, as cli.checkpoint_robot reads it.
+        # robot_declaration; absent reads as a preset robot (checkpoints.checkpoint_robot).
         assert {k: recorded.get(k) for k in cli.run_fields(args)} == cli.run_fields(args)
         assert recorded["train"] == dataclasses.asdict(cli.train_config(args))
         assert recorded["recipe"]["stage"] == name
@@ -150,7 +150,7 @@ def test_the_policy_before_contacts_is_its_recipes_history():
     assert [s.name for s in chain] == ["seventh", "sixth", "fifth", "fourth", "third",
                                        "second", "first"]  # fmt: skip
     first = stages["first"].args
-    assert stages["second"].args.episodes == str(cli.expert_cache(first, cli.presets(first)[1]))
+    assert stages["second"].args.episodes == str(prepare.expert_cache(first, cli.presets(first)[1]))
 
 
 def test_oxygen_train_defaults_to_the_shipped_recipes_robot():

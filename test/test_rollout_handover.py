@@ -17,7 +17,8 @@ from oxygen_core.sim.executor import TrajectoryExecutor
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.tasks import make_task
 from oxygen_core.train import rollout
-from oxygen_core.train.cli import eval_main, trained_policy
+from oxygen_core.train.checkpoints import trained_policy
+from oxygen_core.train.evaluate import main as eval_main
 
 POLICY = Path(__file__).resolve().parents[1] / "data" / "policy" / "sim_demo"
 SEED = 100_000  # held out from training

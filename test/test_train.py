@@ -24,7 +24,7 @@ from oxygen_core.policy import Policy, load_policy
 from oxygen_core.train import dataset as D
 from oxygen_core.train import grounding as G
 from oxygen_core.train import losses as L
-from oxygen_core.train.cli import write_checkpoint
+from oxygen_core.train.checkpoints import write_checkpoint
 from oxygen_core.train.records import expert_episode
 from oxygen_core.train.trainer import TrainConfig, drop_cameras, make_eval, to_batch, train
 

@@ -35,7 +35,7 @@ from oxygen_core.model import weights as P
 from oxygen_core.model.checkpoint import TOKENIZER_FILE, TRAIN_CONFIG
 from oxygen_core.model.normalize import NormStats
 from oxygen_core.policy import Policy
-from oxygen_core.train.cli import trained_policy, write_checkpoint
+from oxygen_core.train.checkpoints import trained_policy, write_checkpoint
 
 # train_config.json fields the inputs must share (robot_declaration: a robot declared as data)
 SHARED = ("preset", "robot", "robot_declaration", "camera_size")

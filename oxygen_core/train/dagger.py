@@ -40,7 +40,7 @@ from oxygen_core.sim.seeds import check_not_evaluation
 from oxygen_core.sim.tasks import FAMILIES, make_task
 from oxygen_core.train import dataset as D
 from oxygen_core.train import rollout
-from oxygen_core.train.cli import trained_policy
+from oxygen_core.train.checkpoints import trained_policy
 from oxygen_core.train.records import Record, expert_episode
 
 

@@ -7,7 +7,7 @@ engine mode's latency falls on that curve.
 
 A chunk computed from a frame reaches the controller d control steps later; meanwhile the
 robot runs what it has. For each hand-over and each d the policy runs in closed loop on
-the same seeds (`rollout.evaluate` through `cli.closed_loop`, the chunk gate on as the
+the same seeds (`rollout.evaluate` through `evaluate.closed_loop`, the chunk gate on as the
 node's, d as oxygen-eval in-process's --link-delay): success per family with its 95 % interval,
 mean time to success, mean seam jump. That curve prices latency in success; an engine
 mode's latency then reads off it. The marks, each converted to control steps at the
@@ -39,7 +39,7 @@ from matplotlib.figure import Figure
 
 from oxygen_core.sim import seeds as S
 from oxygen_core.sim.runner import DEFAULT_CONTROL_HZ
-from oxygen_core.train import cli, rollout
+from oxygen_core.train import checkpoints, evaluate, rollout
 
 HANDOVERS = ("replace", "blend", "rtc")
 # pi05 on Jetson AGX Thor (the paper's humanoid), ms: isolated's frame, OxyGen's
@@ -107,9 +107,9 @@ def sweep(
         for delay in args.delays:
             run = argparse.Namespace(**{**vars(args), "handover": handover, "link_delay": delay})
             if engine is None:
-                engine = cli.eval_engine(run, policy)
+                engine = evaluate.eval_engine(run, policy)
             engine.cfg = dataclasses.replace(engine.cfg, rtc_delay_steps=delay)
-            outcomes = cli.closed_loop(run, engine, seeds, camera)
+            outcomes = evaluate.closed_loop(run, engine, seeds, camera)
             wins = [o.steps / control_hz for o in outcomes if o.success]
             mean = sum(wins) / len(wins) if wins else float("nan")
             points.append(Point(handover, delay, rollout.summarise(outcomes), mean))
@@ -206,9 +206,9 @@ def handovers_arg(text: str) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> None:
     own, rest = _parser().parse_known_args(argv)
     # Everything else is oxygen-eval in-process's (families, execute, gate, beta, camera ...).
-    args = cli.eval_parser().parse_args(["--checkpoint", own.checkpoint, *rest])
+    args = evaluate.eval_parser().parse_args(["--checkpoint", own.checkpoint, *rest])
     args.handovers, args.delays = own.handovers, own.delays
-    policy, meta = cli.trained_policy(Path(own.checkpoint))
+    policy, meta = checkpoints.trained_policy(Path(own.checkpoint))
     most = policy.config.action_horizon - args.execute
     if max(own.delays) > most:
         # The node refuses such a d at configure: the robot would run out of rows.

@@ -57,7 +57,7 @@ from typing import Any, NoReturn
 import yaml
 
 from oxygen_core.model.checkpoint import TRAIN_CONFIG
-from oxygen_core.train import average, cli
+from oxygen_core.train import average, cli, prepare
 
 RECIPE_FLAG = "--recipe"
 AVERAGE = "average"  # the final checkpoint's stage name in its train_config.json
@@ -321,7 +321,7 @@ def _episodes_file(where: _Where, at: str, ref: str, source: Stage) -> str:
     if source.args.episodes:
         raise where.error(at, f"{ref}: stage {source.name} trains on another stage's episodes")
     _, cfg = cli.presets(source.args)
-    return str(cli.expert_cache(source.args, cfg))
+    return str(prepare.expert_cache(source.args, cfg))
 
 
 def _averaged(where: _Where, value: Any, stages: dict[str, Stage]) -> tuple[str, ...]:
@@ -406,12 +406,8 @@ def _average(recipe: Recipe) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """oxygen-train: a recipe's stages with --recipe, else one run (cli.train_main)."""
-    argv = sys.argv[1:] if argv is None else argv
-    if not any(a == RECIPE_FLAG or a.startswith(f"{RECIPE_FLAG}=") for a in argv):
-        cli.train_main(argv)
-        return
-    args = _parser().parse_args(argv)
+    """oxygen-train --recipe: a recipe's stages, then their average."""
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         recipe = load(
             Path(args.recipe),

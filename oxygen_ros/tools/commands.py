@@ -63,7 +63,7 @@ EVAL = (
     Verb(
         "in-process",
         "a trained policy in closed loop in the tabletop, in process (baselines too)",
-        _one("oxygen_core.train.cli:eval_main"),
+        _one("oxygen_core.train.evaluate"),
     ),
     Verb(
         "sweep",
@@ -170,11 +170,20 @@ def config(argv: Sequence[str] | None = None) -> int | None:
 
 
 def train(argv: Sequence[str] | None = None) -> int | None:
-    """oxygen-train: a run or a recipe (oxygen_ros.tools.train) unless a verb comes first."""
+    """oxygen-train: a verb first (dagger, average), else a recipe's stages (--recipe),
+    one run on bags (--bags) or one run on the sim's expert (anything else)."""
     argv = _argv(argv)
     if argv and argv[0] in {v.name for v in TRAIN}:
         return _verb_command("oxygen-train", TRAIN, argv)
-    return _call("oxygen_ros.tools.train", argv)
+    if _given(argv, "--recipe"):
+        return _call("oxygen_core.train.recipe", argv)
+    if _given(argv, "--bags"):
+        return _call("oxygen_ros.tools.train", argv)
+    return _call("oxygen_core.train.cli:train_main", argv)
+
+
+def _given(argv: list[str], flag: str) -> bool:
+    return any(a == flag or a.startswith(f"{flag}=") for a in argv)
 
 
 def _argv(argv: Sequence[str] | None) -> list[str]:

@@ -1,7 +1,6 @@
-"""`oxygen-train`: oxygen_core's trainer, plus training from rosbag2 recordings.
+"""`oxygen-train --bags`: oxygen_core's trainer on rosbag2 recordings.
 
     oxygen-train --bags DIR [DIR ...] [--params config/sim.yaml] [--robot R] --out CKPT ...
-    oxygen-train ...                      # anything else: oxygen_core.train.recipe.main
 
 oxygen_core must not read bags (it runs without ROS), so the bags are read here: each
 bag's records (`bag_records`, the node's topics and conversions from --params) become the
@@ -27,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from oxygen_core.config import RobotConfig, robot_preset
-from oxygen_core.train import cli, recipe
+from oxygen_core.train import cli
 from oxygen_core.train import dataset as D
 from oxygen_ros.params import ConfigError
 from oxygen_ros.tools.bag_records import BagError, Sources, bag_records, sources
@@ -36,18 +35,14 @@ DEFAULT_PARAMS = "config/sim.yaml"  # oxygen-record's topics
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console script `oxygen-train`: --bags here, everything else as oxygen_core's."""
+    """`oxygen-train --bags`: the bags' records as the run's episodes, then oxygen_core's
+    run on every other flag."""
     argv = list(sys.argv[1:] if argv is None else argv)
     ours, rest = _parser().parse_known_args(argv)
     if {"-h", "--help"} & set(argv):
         print(_parser().format_help())
     if ours.bags is None:
-        if ours.params is not None:
-            raise SystemExit("oxygen-train: --params names the topics of --bags: give --bags")
-        recipe.main(argv)
-        return
-    if any(a == recipe.RECIPE_FLAG or a.startswith(f"{recipe.RECIPE_FLAG}=") for a in rest):
-        raise SystemExit("oxygen-train: --bags trains one run: a recipe's stages name their data")
+        raise SystemExit("oxygen-train: --params and --robot here name the topics of --bags")
     args = cli.train_args(rest)
     if args.episodes:
         raise SystemExit("oxygen-train: give --bags or --episodes, not both")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from oxygen_core.config import model_preset, robot_preset
 from oxygen_core.sim.seeds import DEV
-from oxygen_core.train import cli, grounding
+from oxygen_core.train import cli, grounding, prepare
 from oxygen_core.train.trainer import TrainConfig, train
 
 
@@ -48,12 +48,12 @@ def main(argv: list[str] | None = None) -> None:
     vision = {"image_size": args.image_size, "patch_size": args.patch_size}
     vision = {k: v for k, v in vision.items() if v is not None}
     cfg = dataclasses.replace(cfg, vision=dataclasses.replace(cfg.vision, **vision))
-    data = cli._episodes(targs, cfg)
+    data = prepare.episodes(targs, cfg)
     base = cli.base_policy(targs)
-    prep = cli.prepare(cfg, robot, data, targs.val_every_episode, targs.grounding_rows, base)
+    prep = prepare.prepare(cfg, robot, data, targs.val_every_episode, targs.grounding_rows, base)
     train_set = prep.train_set
     if args.reach_repeat > 1:
-        train_eps, _ = cli.split(data, targs.val_every_episode)
+        train_eps, _ = prepare.split(data, targs.val_every_episode)
         train_set = grounding.oversample_reach(train_set, train_eps.narration, args.reach_repeat)
     tc = cli.train_config(
         targs,
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     params, history = train(cfg, params, train_set, prep.val_set, tc, work / args.name)
     seeds = range(DEV.start, DEV.start + args.check_episodes)
-    held = cli.held_out_episodes(
+    held = prepare.held_out_episodes(
         targs.families, seeds, cfg, targs.camera_size, Path(args.check_work)
     )
     result = grounding.check(prep.policy(cfg, robot, params), held, args.check_steps)
