@@ -242,10 +242,13 @@ class ControlStep:
         watchdog holds the robot (module docstring), else None."""
         return self._watchdog(tick_ns, reason)
 
-    def held(self) -> None:
-        """A hold went out (any thread): the robot stands; the next frame starts afresh."""
+    def held(self, standing: bool = True) -> None:
+        """A hold was decided (any thread): the next frame starts afresh. standing: it
+        reached the controller, so the robot stands and this outage has its hold (False: it
+        was not sent, e.g. in a dry run, and the watchdog may ask again)."""
         with self._lock:
-            self._held = self._standing = True
+            self._held = True
+            self._standing = self._standing or standing
 
     @property
     def standing(self) -> bool:

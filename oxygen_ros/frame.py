@@ -167,7 +167,7 @@ class FrameLoop:
     def held(self, reason: str, sent: bool) -> None:
         """The motion authority decided a hold (any thread); `sent`: it went out. The next
         frame hands over from nothing either way."""
-        self._step.held()
+        self._step.held(standing=sent)
         if sent:
             self._stats.held(reason)
             self._warn(f"hold {reason}", f"holding the robot where it is: {reason}")

@@ -102,6 +102,8 @@ def test_the_watchdog_holds_once_per_outage():
     assert control.skipped(0, "joint_state stale") is None  # 180 >= 0 + 2 frames
     assert control.skipped(80 * MS, "joint_state stale") is None  # 180 = 80 + 2 frames
     assert control.skipped(100 * MS, "joint_state stale") == "joint_state stale"
+    control.held(standing=False)  # decided, not sent (a dry run): the watchdog asks again
+    assert control.skipped(100 * MS, "joint_state stale") == "joint_state stale"
     control.held()
     assert control.skipped(150 * MS, "joint_state stale") is None  # it has its hold
     control.begin()  # after a hold the next frame hands over from nothing
