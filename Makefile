@@ -72,7 +72,7 @@ test: lint
 PY312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) python3.12)
 INSTALL_TEST := test/test_install_robot.py
 PY312_TESTS := $(INSTALL_TEST) $(addprefix test/test_,$(addsuffix .py,node_process \
-	node_signals node_handover enable_estop motion_switch frame worker router inputs params \
+	node_signals node_handover enable_estop motion control_step frame worker router inputs params \
 	convert topics spin engine kv_pool scheduler handover timeline rtc replay replay_handover \
 	bagio bag_recover_chunks gate joint_limits limits_source velocity checkpoint \
 	openpi_reference platform_check fastdds_profile compile_cache))
