@@ -161,10 +161,6 @@ class ControlStep:
         """What the gate did so far; None without a gate."""
         return None if self._guard is None else self._guard.tally
 
-    @property
-    def max_rejections(self) -> int | None:
-        return None if self._guard is None else self._guard.max_rejections
-
     def reset(self) -> None:
         """Forget the running chunk (the robot may be anywhere when frames start again)."""
         self.timeline.reset()

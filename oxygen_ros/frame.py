@@ -244,8 +244,7 @@ class FrameLoop:
         positions = self._assembler.commanded
         if positions is None:
             return None
-        velocities = self._assembler.measured_velocities(self._layout.action_names)
-        return Measured(np.asarray(positions, np.float64), velocities)
+        return Measured(np.asarray(positions, np.float64), self._assembler.commanded_velocities)
 
     def _publish_actions(self, tick: Tick, acted: Acted) -> bool:
         """Publish the chunk (and trajectory) at once, what the control step decides to
@@ -254,8 +253,7 @@ class FrameLoop:
         decision = self._step.decide(acted, round(elapsed_s * NS_PER_S))
         self._report(decision)
         self._remember_origin(acted.action.frame, tick.stamp)
-        if decision.hold is not None:
-            self._motion.hold(decision.hold)
+        self._hold_if(decision.hold)
         release = decision.release
         if release is None:
             return True  # nothing goes out: the robot runs the chunk before; language goes on

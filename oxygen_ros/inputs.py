@@ -32,10 +32,11 @@ The robot's runtime conventions that act on messages are applied here, as openpi
 clients apply them before the server: a camera's rotation (`RobotConfig.camera_rotations`)
 before resizing, and the policy's check that the measured state is in the units the robot
 spec says (`state_check`, e.g. a gripper far outside its range: a `bad_joint_state`). A
-frame also reads the commanded joints' positions from the same JointState
-(`commanded_names`, then `commanded`): the chunk gate and the holds judge commands against
-them, and a controller's joint may be another joint than the state's (ALOHA's gripper
-command is the gripper's angle, its state the finger position).
+frame also reads the commanded joints' positions and velocities from the same JointState
+(`commanded_names`, then `commanded` and `commanded_velocities`): the chunk gate and the
+trajectory's first segment judge commands against them, and a controller's joint may be
+another joint than the state's (ALOHA's gripper command is the gripper's angle, its state
+the finger position).
 """
 
 from __future__ import annotations
@@ -138,9 +139,10 @@ class FrameAssembler:
         self.instruction_refused = ""  # why the latest instruction was refused; "" if taken
         self.blank_counts: dict[str, int] = dict.fromkeys(self.slots, 0)
         self.ignored_joints: tuple[str, ...] = ()  # joints of the last JointState not used
-        # The commanded joints' positions in the last assembled frame's JointState (None
-        # without commanded_names).
+        # The commanded joints' positions and velocities in the last assembled frame's
+        # JointState (None without commanded_names; velocities None when it carries none).
         self.commanded: np.ndarray | None = None
+        self.commanded_velocities: np.ndarray | None = None
         self.blanked: dict[str, str] = {}  # image slot -> why it was left out of the last frame
         self._images: list[Any | None] = [None] * len(self.slots)
         self._joint_state: Any | None = None
@@ -268,6 +270,9 @@ class FrameAssembler:
             return Skip("bad_joint_state", problem)
         self.ignored_joints = unused_joints(msg, self.joint_names + self.commanded_names)
         self.commanded = commanded
+        self.commanded_velocities = (
+            joint_velocities(msg, self.commanded_names) if self.commanded_names else None
+        )
         return state
 
     def _usable_cameras(self, images: list[Any | None], now_s: float) -> _Usable | Skip:

@@ -363,3 +363,23 @@ def test_measured_positions_are_the_latest_state_stale_or_not():
     frames.on_joint_state(joints(2.0, positions=(np.nan, 0.0, 0.0)))
     assert frames.measured_positions(["shoulder"]) is None
     np.testing.assert_array_equal(frames.measured_positions(["elbow"]), [0.0])
+
+
+def test_the_commanded_joints_come_from_the_frames_joint_state_with_its_velocities():
+    """The gate and the trajectory's first segment read the frame's own JointState: a later
+    message (the latest, where a hold stops) does not change what the frame measured."""
+    frames = FrameAssembler(**SETTINGS, commanded_names=("hand", "wrist"))
+    frames.on_instruction("pick")
+    frames.on_image(0, image(10.0, 100))
+    frames.on_image(1, image(10.0, 200))
+    moving = joints(10.0)
+    moving.velocity = [0.3, 0.1, 0.2, -0.4]  # wrist, shoulder, elbow, hand
+    frames.on_joint_state(moving)
+    assert isinstance(frames.assemble(10.0), Observation)
+    assert frames.commanded.tolist() == [7.0, 2.0]
+    assert frames.commanded_velocities.tolist() == [-0.4, 0.3]
+    frames.on_joint_state(joints(10.1))  # no velocities
+    assert frames.commanded_velocities.tolist() == [-0.4, 0.3]
+    assert frames.measured_velocities(["hand"]) is None
+    assert isinstance(frames.assemble(10.1), Observation)
+    assert frames.commanded_velocities is None
