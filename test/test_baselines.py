@@ -13,6 +13,7 @@ import pytest
 from oxygen_core.safety.limits import limits_from_files
 from oxygen_core.sim import arm, seeds
 from oxygen_core.sim.baselines import course, held_shape, make_baseline, parse_instruction
+from oxygen_core.sim.episode import Tabletop, TabletopSettings
 from oxygen_core.sim.executor import CONTROLLERS
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.success import SuccessRate
@@ -137,10 +138,8 @@ def test_a_baseline_the_sim_runs_equals_the_in_process_one(family, seed, control
     reference = rollout.run_episode(
         actor, family, seed, 2, Renderer(16, 16), limits=None, controller=controller
     )
-    cfg = SimConfig(
-        ((family, seed),), "blind", camera_size=16, baseline_execute_steps=2, controller=controller
-    )
-    loop = SimLoop(cfg, _Discard())
+    settings = TabletopSettings(camera_size=16, baseline_execute_steps=2, controller=controller)
+    loop = SimLoop(Tabletop(settings), SimConfig(((family, seed),), "blind"), _Discard())
     while loop.tick():
         pass
     (outcome,) = loop.outcomes

@@ -42,11 +42,11 @@ def test_every_verb_and_world_answers_help_under_its_own_name(prog, run, argv, w
 
 
 def test_world_is_read_before_the_ros_arguments_only():
-    assert commands._world(["--x", "1"]) == ("tabletop", ["--x", "1"])
-    assert commands._world(["--world", "metaworld", "-v"]) == ("metaworld", ["-v"])
-    assert commands._world(["-v", "--world=metaworld"]) == ("metaworld", ["-v"])
+    assert commands.world_argument(["--x", "1"]) == ("tabletop", ["--x", "1"])
+    assert commands.world_argument(["--world", "metaworld", "-v"]) == ("metaworld", ["-v"])
+    assert commands.world_argument(["-v", "--world=metaworld"]) == ("metaworld", ["-v"])
     ros = ["--ros-args", "-p", "x:=1", "--world", "metaworld"]
-    assert commands._world(ros) == ("tabletop", ros)
+    assert commands.world_argument(ros) == ("tabletop", ros)
 
 
 def test_a_command_without_a_verb_prints_its_verbs_and_an_unknown_one_fails(capsys):

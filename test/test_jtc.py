@@ -9,11 +9,11 @@ import pytest
 from oxygen_core.controller.jtc import JtcParams
 from oxygen_core.sim.executor import (
     LimitViolations,
-    Rejection,
     Takeover,
     Trajectory,
     TrajectoryExecutor,
 )
+from oxygen_core.worlds import Refused
 
 NAMES = ("a", "b")
 PERIOD = 0.125  # the controller's update period: each update commands the sample this far ahead
@@ -85,7 +85,7 @@ def test_a_stamped_trajectory_that_ends_before_it_arrives_is_refused_in_one_line
     ex = _jtc()
     ex.replace(_traj(1.0, [0.0, 1.0], [0.0, 1.0]), now=1.0)
     ex.command(1.0, measured=np.zeros(2))
-    assert ex.replace(_traj(0.5, [0.1, 0.3], [5.0, 6.0]), now=1.0) == Rejection(
+    assert ex.replace(_traj(0.5, [0.1, 0.3], [5.0, 6.0]), now=1.0) == Refused(
         "late", "all points are in the past (the last at 0.800 s, now 1.000 s)"
     )
     np.testing.assert_array_equal(ex.command(1.375, measured=np.zeros(2)), [0.5, 5.0])
@@ -136,7 +136,7 @@ def test_accelerations_make_quintic_segments():
 
 def test_a_last_point_still_moving_is_refused_unless_the_flag_allows_it():
     moving = _traj(1.0, [0.0, 1.0], [0.0, 1.0], velocities=[0.0, 0.05])
-    assert _jtc().replace(moving, now=1.0) == Rejection(
+    assert _jtc().replace(moving, now=1.0) == Refused(
         "end_velocity", "the last point's velocity of a is 0.05, not zero"
     )
     almost = _traj(1.0, [0.0, 1.0], [0.0, 1.0], velocities=[0.0, 1e-8])  # under float eps
@@ -149,7 +149,7 @@ def test_a_last_point_still_moving_is_refused_unless_the_flag_allows_it():
 
 def test_accelerations_without_velocities_are_refused():
     bare = Trajectory(NAMES, 1.0, [0.5], [[1.0, 1.0]], accelerations=[[0.0, 0.0]])
-    assert _jtc().replace(bare, now=1.0) == Rejection(
+    assert _jtc().replace(bare, now=1.0) == Refused(
         "points", "accelerations without velocities (upstream would command zero positions)"
     )
 
@@ -157,14 +157,14 @@ def test_accelerations_without_velocities_are_refused():
 @pytest.mark.parametrize("partial", [False, True])
 def test_a_joint_the_controller_does_not_own_is_refused(partial):
     foreign = Trajectory(("a", "c"), 1.0, [0.5], [[1.0, 1.0]])
-    assert _jtc(allow_partial_joints_goal=partial).replace(foreign, now=1.0) == Rejection(
+    assert _jtc(allow_partial_joints_goal=partial).replace(foreign, now=1.0) == Refused(
         "joint_names", "joint names ['a', 'c'] do not match: missing ['b'], unknown ['c']"
     )
 
 
 def test_a_missing_joint_is_refused_unless_partial_goals_are_allowed_then_it_holds():
     partial = Trajectory(("a",), 1.0, [0.5], [[1.0]])
-    assert _jtc().replace(partial, now=1.0) == Rejection(
+    assert _jtc().replace(partial, now=1.0) == Refused(
         "joint_names", "joint names ['a'] do not match: missing ['b'], unknown []"
     )
     ex = _jtc(initial=(0.0, 5.0), allow_partial_joints_goal=True)  # b last commanded at 5

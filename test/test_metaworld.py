@@ -12,9 +12,8 @@ before its first tick, so their effect falls on known ticks.
 from __future__ import annotations
 
 import collections
+import functools
 import json
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,15 +23,9 @@ from metaworld_harness import require_metaworld
 
 require_metaworld()  # before anything imports mujoco
 
-import rclpy  # noqa: E402
-from rclpy.context import Context  # noqa: E402
-from rclpy.duration import Duration  # noqa: E402
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
-from rclpy.node import Node  # noqa: E402
-from rclpy.parameter import Parameter  # noqa: E402
-from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import Image, JointState  # noqa: E402
+from sim_harness import Probe, Sim  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 
 from oxygen_core.config import model_preset  # noqa: E402
@@ -50,32 +43,31 @@ from oxygen_core.metaworld.env import (  # noqa: E402
     Expert,
     MetaWorldEnv,
 )
+from oxygen_core.metaworld.episode import (  # noqa: E402
+    CONTROL_PERIOD_NS,
+    Chunk,
+    ChunkRunner,
+    MetaWorld,
+)
 from oxygen_core.metaworld.tasks import MT10_TASKS, TASK_TEXTS, Narrator  # noqa: E402
 from oxygen_ros.convert import image_to_rgb, stamp_to_ns  # noqa: E402
 from oxygen_ros.msg import ActionChunk  # noqa: E402
 from oxygen_ros.params import fit_to_model  # noqa: E402
 from oxygen_ros.tools.configure import load_settings  # noqa: E402
-from oxygen_ros.tools.metaworld_loop import (  # noqa: E402
+from oxygen_ros.tools.sim.lockstep import LockstepMarks, lockstep_due  # noqa: E402
+from oxygen_ros.tools.sim.loop import SimConfig, SimLoop  # noqa: E402
+from oxygen_ros.tools.sim.metaworld import (  # noqa: E402
     ACTION_TOPIC,
-    CONTROL_PERIOD_NS,
     TOPICS,
-    Chunk,
-    ChunkRunner,
-    LockstepMarks,
-    LoopConfig,
-    MetaWorldLoop,
     chunk_msg,
     chunk_rejection,
-    lockstep_due,
 )
-from oxygen_ros.tools.metaworld_sim import MetaWorldSimNode  # noqa: E402
 from oxygen_ros.topics import ACTION_CHUNK  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = 1_000_000_000
 START_NS = NS  # the sim's first tick
 TASK = "drawer-open-v3"
-PROBE_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
 # The scripted policies' gains are above 1 on purpose (the env clips): not news here.
 pytestmark = pytest.mark.filterwarnings("ignore:Constant.*may be too high:UserWarning")
 
@@ -233,20 +225,21 @@ def test_lockstep_learns_the_frame_grid_then_waits_at_each_due_tick_for_frame_an
     second shows it; then a tick runs once the frame of its latest due tick and that
     frame's chunk are in, and a frame let go counts as done."""
     p, marks = CONTROL_PERIOD_NS, LockstepMarks()
-    assert not lockstep_due(marks, 80 * p, 3)  # no frame yet
+    due = functools.partial(lockstep_due, marks, frame_ticks=3, period_ns=p)
+    assert not due(t=80 * p)  # no frame yet
     marks.finished(80 * p, 0)
-    assert lockstep_due(marks, 80 * p, 3) and not lockstep_due(marks, 81 * p, 3)
+    assert due(t=80 * p) and not due(t=81 * p)
     marks.finished(81 * p, 1)  # the timer's first due tick: the grid is 81 + 3k
     assert marks.grid_ns == 81 * p
-    assert not lockstep_due(marks, 82 * p, 3)  # frame 1's chunk is not here yet
-    marks.chunk_seq = 1
-    assert lockstep_due(marks, 82 * p, 3) and lockstep_due(marks, 83 * p, 3)
-    assert not lockstep_due(marks, 84 * p, 3)  # due at 84
+    assert not due(t=82 * p)  # frame 1's chunk is not here yet
+    marks.commanded(1)
+    assert due(t=82 * p) and due(t=83 * p)
+    assert not due(t=84 * p)  # due at 84
     marks.finished(84 * p, 2)
-    marks.chunk_seq = 2
-    assert lockstep_due(marks, 86 * p, 3) and not lockstep_due(marks, 87 * p, 3)
+    marks.commanded(2)
+    assert due(t=86 * p) and not due(t=87 * p)
     marks.let_go(87 * p)  # the node skipped the frame at 87
-    assert lockstep_due(marks, 89 * p, 3) and not lockstep_due(marks, 90 * p, 3)
+    assert due(t=89 * p) and not due(t=90 * p)
 
 
 class _Port:
@@ -261,9 +254,7 @@ def _loop_episode(policy: str) -> tuple[_Port, dict]:
     """One reach-v3 episode (seed 0) of the sim loop driven by `policy`: what it sent, its
     outcome."""
     port = _Port()
-    loop = MetaWorldLoop(
-        LoopConfig(episodes=(("reach-v3", 0),), policy=policy, camera_size=16), port
-    )
+    loop = SimLoop(MetaWorld(camera_size=16), SimConfig((("reach-v3", 0),), policy), port)
     try:
         while loop.tick():
             pass
@@ -365,7 +356,7 @@ def test_the_params_file_loads_and_matches_the_sims_topics_and_rate(params, pres
     assert layout.action_names == ACTION_NAMES and not cfg.joint_trajectory
     assert cfg.joint_names == STATE_NAMES
     defaults = {t.key: t.topic for t in TOPICS}
-    assert topics.cameras == (defaults["camera"],)
+    assert topics.cameras == (defaults["camera/corner2"],)
     assert (topics.joint_state, topics.instruction) == (defaults["state"], defaults["instruction"])
     assert topics.output(ACTION_CHUNK) == ACTION_TOPIC
     assert cfg.control_period_s == pytest.approx(CONTROL_PERIOD_NS / NS)
@@ -374,106 +365,23 @@ def test_the_params_file_loads_and_matches_the_sims_topics_and_rate(params, pres
 # ------------------------------------------------------------------ the ROS node
 
 
-class Probe:
-    """A node in its own context: records what the sim publishes, sends it chunks."""
-
-    TOPICS = (
-        ("/clock", Clock),
-        ("/metaworld/corner2/image_raw", Image),
-        ("/metaworld/state", JointState),
-        ("/metaworld/joint_states", JointState),
-        ("/oxygen/instruction", String),
-        ("/metaworld/episode", String),
-    )
-
-    def __init__(self) -> None:
-        self.context = Context()
-        rclpy.init(context=self.context)
-        self.node = Node("mw_probe", context=self.context, start_parameter_services=False)
-        self.received: dict[str, list] = collections.defaultdict(list)
-        self._lock = threading.Lock()
-        self.subscriptions = {
-            topic: self.node.create_subscription(kind, topic, self._keep(topic), PROBE_QOS)
-            for topic, kind in self.TOPICS
-        }
-        self.chunks = self.node.create_publisher(ActionChunk, "/oxygen/action_chunk", 10)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
-
-    def _keep(self, topic: str) -> Callable:
-        def keep(msg) -> None:
-            with self._lock:
-                self.received[topic].append(msg)
-
-        return keep
-
-    def get(self, topic: str) -> list:
-        with self._lock:
-            return list(self.received[topic])
-
-    def wait(self, ready: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not ready():
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            time.sleep(0.02)
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        self.thread.join()
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
-
-
-class Sim:
-    """The sim node in its own context, its loop on a thread once everything matched."""
-
-    def __init__(self, probe: Probe, **parameters) -> None:
-        self.probe = probe
-        self.context = Context()
-        rclpy.init(context=self.context)
-        overrides = [Parameter(k, value=v) for k, v in parameters.items()]
-        self.node = MetaWorldSimNode(context=self.context, parameter_overrides=overrides)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.spinner = threading.Thread(target=self.executor.spin, daemon=True)
-        self.spinner.start()
-        self.runner = threading.Thread(target=self.node.run, daemon=True)
-
-    def _matched(self) -> bool:
-        probe, writers = self.probe, {p.topic_name: p for p in self.node.publishers}
-        (reader,) = (s for s in self.node.subscriptions if s.topic_name == "/oxygen/action_chunk")
-        return (
-            all(writers[t].get_subscription_count() > 0 for t in probe.subscriptions)
-            and all(s.get_publisher_count() > 0 for s in probe.subscriptions.values())
-            and probe.chunks.get_subscription_count() > 0
-            and reader.get_publisher_count() > 0
-        )
-
-    def start(self, *chunks: ActionChunk) -> None:
-        """Start the loop with `chunks` already acknowledged by the sim's reader."""
-        self.probe.wait(self._matched, "the sim and the probe to match")
-        for msg in chunks:
-            self.probe.chunks.publish(msg)
-        assert self.probe.chunks.wait_for_all_acked(Duration(seconds=60))
-        self.runner.start()
-
-    def close(self) -> None:
-        self.node.stop.set()
-        if self.runner.ident is not None:
-            self.runner.join()
-        self.executor.shutdown()
-        self.spinner.join()
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
+PROBED = (
+    ("/clock", Clock),
+    ("/metaworld/corner2/image_raw", Image),
+    ("/metaworld/state", JointState),
+    ("/metaworld/joint_states", JointState),
+    ("/oxygen/instruction", String),
+    ("/metaworld/episode", String),
+)
 
 
 @pytest.mark.ros
 def test_the_sim_node_publishes_sensors_runs_a_chunk_and_rejects_malformed_ones():
-    probe = Probe()
+    probe = Probe(PROBED, (ACTION_TOPIC, ActionChunk))
     # 2 x real time: 500 steps in about 3 s; every sample has time to reach the probe.
-    sim = Sim(probe, tasks=[TASK], real_time_factor=2.0, camera_size=32, camera_rate_hz=20.0)
+    sim = Sim(
+        "metaworld", probe, tasks=[TASK], real_time_factor=2.0, camera_size=32, camera_rate_hz=20.0
+    )
     p = CONTROL_PERIOD_NS
     push = np.tile([1.0, 0.0, 0.0, -1.0], (8, 1))  # +1 cm in x per step, gripper open
     nan = chunk_msg(push * np.nan, START_NS)

@@ -24,13 +24,14 @@ from metaworld_harness import require_metaworld
 require_metaworld()  # before anything imports mujoco
 
 from oxygen_core.metaworld.env import Expert, MetaWorldEnv  # noqa: E402
+from oxygen_core.metaworld.episode import noise_rng  # noqa: E402
 from oxygen_core.metaworld.tasks import Narrator, instruction  # noqa: E402
 from oxygen_core.train import dataset as D  # noqa: E402
-from oxygen_core.train.records import DartNoise  # noqa: E402
-from oxygen_ros.tools import metaworld_record, train  # noqa: E402
+from oxygen_core.train.records import METAWORLD_DART, DartNoise  # noqa: E402
+from oxygen_ros.tools import train  # noqa: E402
 from oxygen_ros.tools.bag_records import BagError, bag_records, sources  # noqa: E402
 from oxygen_ros.tools.bagio import BagMessage, BagWriter, from_cdr, read_bag, to_cdr  # noqa: E402
-from oxygen_ros.tools.metaworld_loop import noise_rng  # noqa: E402
+from oxygen_ros.tools.sim import record  # noqa: E402
 
 pytestmark = [
     pytest.mark.ros,
@@ -61,9 +62,9 @@ class Step:
 
 def _direct(seed: int) -> list[Step]:
     """The recorder's episode of `seed` without ROS or bag: the env stepped with the
-    expert's clean action plus the episode's noise (metaworld_record.NOISE)."""
+    expert's clean action plus the episode's noise (METAWORLD_DART)."""
     env, expert, narrator = MetaWorldEnv(TASK, CAMERA), Expert(TASK), Narrator(TASK)
-    noise = DartNoise(metaworld_record.NOISE, noise_rng(TASK, seed), 4)
+    noise = DartNoise(METAWORLD_DART, noise_rng(TASK, seed), 4)
     try:
         obs, steps, image, memory = env.reset(seed, render=True), [], None, ""
         while True:
@@ -85,7 +86,7 @@ def bag(tmp_path_factory) -> Path:
     """Two noisy expert episodes of one task, at the model's image size."""
     out = tmp_path_factory.mktemp("mw") / "reach"
     argv = [str(out), "--tasks", TASK, "--episodes", str(len(SEEDS)), "--first-seed", str(SEEDS[0])]
-    assert metaworld_record.main([*argv, "--camera-size", str(CAMERA)]) == 0
+    assert record.metaworld([*argv, "--camera-size", str(CAMERA)]) == 0
     return out
 
 
@@ -194,7 +195,7 @@ def test_a_failed_json_outcome_leaves_its_episode_out_and_a_bad_one_fails(bag, s
 def test_seeds_of_an_evaluation_range_are_refused(tmp_path, capsys, seed, episodes, span):
     out = tmp_path / "bag"
     argv = [str(out), "--tasks", TASK, "--first-seed", str(seed), "--episodes", str(episodes)]
-    assert metaworld_record.main(argv) == 1
+    assert record.metaworld(argv) == 1
     assert f"reach into the {span} seeds" in capsys.readouterr().err and not out.exists()
 
 

@@ -19,10 +19,10 @@ from metaworld_harness import require_metaworld
 
 require_metaworld()  # before anything imports mujoco
 
+from oxygen_core.metaworld.episode import CONTROL_PERIOD_NS  # noqa: E402
 from oxygen_ros.convert import stamp_to_ns  # noqa: E402
 from oxygen_ros.tools import metaworld_sweep  # noqa: E402
 from oxygen_ros.tools.bagio import from_cdr, read_bag  # noqa: E402
-from oxygen_ros.tools.metaworld_loop import CONTROL_PERIOD_NS  # noqa: E402
 
 pytestmark = pytest.mark.ros
 P = CONTROL_PERIOD_NS

@@ -17,6 +17,7 @@ from std_msgs.msg import String
 
 from oxygen_core.engine.types import ActionResult
 from oxygen_core.offline_score import Chunk, word_f1
+from oxygen_core.sim.episode import Tabletop
 from oxygen_core.train import grounding
 from oxygen_core.train.dataset import generate_sim
 from oxygen_ros.convert import action_chunk_msg, joint_state_msg, ns_to_stamp, trajectory_msg
@@ -225,10 +226,10 @@ def test_the_shipped_policy_scores_on_the_sim_bag_as_in_the_in_process_check(tmp
     report = replay.replay_offline(job, progress=False, pipeline=pipeline)
     policy = pipeline.engine.policy
     data = generate_sim(("pick", "put", "push"), [0], policy.config, 112, dart=None)
-    sim = SimConfig(episodes=(("pick", 0),))
+    sim, period_ns = SimConfig(episodes=(("pick", 0),)), Tabletop().period_ns
     timeline, origin_ns = report["timeline"], job.ticks()[0]
     steps = {
-        round((origin_ns + round(t * 1e9) - round(sim.start_s * 1e9)) / sim.period_ns): f
+        round((origin_ns + round(t * 1e9) - round(sim.start_s * 1e9)) / period_ns): f
         for t, f in zip(timeline["time_s"], timeline["frame"], strict=True)
     }
     steps = {i: f for i, f in steps.items() if i < len(data)}

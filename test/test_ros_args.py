@@ -15,6 +15,7 @@ from oxygen_ros import node as oxygen_node
 from oxygen_ros.params import NodeConfig
 from oxygen_ros.ros_args import parameter_args, ros_value, wants_help
 from oxygen_ros.tools.sim import node as sim_node
+from oxygen_ros.tools.sim.worlds import binding
 
 
 def test_help_is_asked_before_ros_args_only():
@@ -41,9 +42,10 @@ def test_node_help_lists_every_parameter_field_with_its_default():
 
 
 def test_sim_help_lists_what_the_sim_node_declares():
-    text = sim_node.help_text()
-    assert re.findall(r"^  (\S+) \(default ", text, re.M) == [p.name for p in sim_node.PARAMETERS]
-    for parameter in sim_node.PARAMETERS:
+    text = sim_node.help_text("tabletop")
+    declared = sim_node.parameters(binding("tabletop"))
+    assert re.findall(r"^  (\S+) \(default ", text, re.M) == [p.name for p in declared]
+    for parameter in declared:
         assert f"\n  {parameter.name} (default {ros_value(parameter.default)}" in text
     assert "  families (default [pick, put, push])\n" in text
 

@@ -6,12 +6,12 @@ import pytest
 from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES
 from oxygen_core.sim.executor import (
     LimitViolations,
-    Rejection,
     Takeover,
     Trajectory,
     TrajectoryExecutor,
 )
 from oxygen_core.sim.seam import SeamMeter, SeamSummary
+from oxygen_core.worlds import Refused
 
 NAMES = ("a", "b")
 REPLACEMENT = "jtc_replacement"  # the model these tests pin (test_jtc.py has "jtc")
@@ -141,7 +141,7 @@ def test_malformed_trajectories_are_rejected_with_a_kind_and_change_nothing(
 ):
     ex = TrajectoryExecutor(np.zeros(2), NAMES, controller=REPLACEMENT)
     ex.replace(_traj(0.0, [0.0, 1.0], [0.0, 1.0]), now=0.0)
-    assert ex.replace(trajectory, now=1.0) == Rejection(kind, reason)
+    assert ex.replace(trajectory, now=1.0) == Refused(kind, reason)
     np.testing.assert_allclose(ex.command(0.0), [0.0, 0.0])
     np.testing.assert_allclose(ex.command(0.5), [0.5, 5.0])  # the good one runs on
 

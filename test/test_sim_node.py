@@ -23,28 +23,20 @@ import collections
 import itertools
 import json
 import math
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-import rclpy
 from PIL import Image as Image_
-from rclpy.context import Context
-from rclpy.duration import Duration
-from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
-from rclpy.parameter import Parameter
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
+from sim_harness import Probe, Sim
 from std_msgs.msg import String
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_core.sim.arm import HOME, JOINT_NAMES
+from oxygen_core.sim.episode import Tabletop, TabletopSettings
 from oxygen_core.sim.expert import Expert
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.runner import run_expert_episode
@@ -57,128 +49,27 @@ from oxygen_ros.tools.replay_job import Job
 from oxygen_ros.tools.sim import animation, evaluate
 from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_order
 from oxygen_ros.tools.sim.messages import trajectory_msg
-from oxygen_ros.tools.sim.node import SimNode
 from oxygen_ros.tools.sim.record import record
 
 pytestmark = pytest.mark.ros
 NS = 1_000_000_000
 START_NS = NS  # the sim's first tick
-# Reliable and deeper than the most any test here publishes on one topic (842 joint states):
-# the probe's own history never drops a sample that reached it.
-PROBE_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
 TRAJECTORY_TOPIC = "/oxygen/joint_trajectory"
 
 
-class Probe:
-    """A node in its own context that records what the sim publishes and talks to it."""
-
-    def __init__(self) -> None:
-        self.context = Context()
-        rclpy.init(context=self.context)
-        self.node = Node("probe", context=self.context, start_parameter_services=False)
-        self.received: dict[str, list] = collections.defaultdict(list)
-        self._lock = threading.Lock()
-        self.subscriptions = {
-            topic: self.node.create_subscription(kind, topic, self._keep(topic), PROBE_QOS)
-            for topic, kind in (
-                ("/clock", Clock),
-                ("/joint_states", JointState),
-                ("/camera/base/image_raw", Image),
-                ("/camera/wrist/image_raw", Image),
-                ("/oxygen/instruction", String),
-                ("/sim/episode", EpisodeOutcome),
-            )
-        }
-        self.trajectories = self.node.create_publisher(JointTrajectory, TRAJECTORY_TOPIC, 10)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
-
-    def _keep(self, topic: str) -> Callable:
-        def keep(msg) -> None:
-            with self._lock:
-                self.received[topic].append(msg)
-
-        return keep
-
-    def get(self, topic: str) -> list:
-        with self._lock:
-            return list(self.received[topic])
-
-    def wait(self, ready: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not ready():
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            time.sleep(0.02)
-
-    def send(self, *trajectories: JointTrajectory) -> None:
-        """Publish to the matched sim and wait until its reader has acknowledged each one
-        (reliable: from then on it is in the sim's reader, not on the way)."""
-        assert self.trajectories.get_subscription_count() > 0, "the sim does not listen"
-        for msg in trajectories:
-            self.trajectories.publish(msg)
-        acked = self.trajectories.wait_for_all_acked(Duration(seconds=60))
-        assert acked, "the sim did not acknowledge the trajectories within 60 s"
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        self.thread.join()
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
-
-
-class Sim:
-    """The sim node in its own context, its loop on a thread (as oxygen-sim runs it)."""
-
-    def __init__(self, probe: Probe, **parameters) -> None:
-        self.probe = probe
-        self.context = Context()
-        rclpy.init(context=self.context)
-        overrides = [Parameter(k, value=v) for k, v in parameters.items()]
-        self.node = SimNode(context=self.context, parameter_overrides=overrides)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.spinner = threading.Thread(target=self.executor.spin, daemon=True)
-        self.spinner.start()
-        self.runner = threading.Thread(target=self.node.run, daemon=True)
-
-    def _matched(self) -> bool:
-        """Each sim writer sees the probe's reader and each reader sees its writer."""
-        probe, writers = self.probe, {p.topic_name: p for p in self.node.publishers}
-        (reader,) = (s for s in self.node.subscriptions if s.topic_name == TRAJECTORY_TOPIC)
-        return (
-            all(
-                topic in writers and writers[topic].get_subscription_count() > 0
-                for topic in probe.subscriptions
-            )
-            and all(s.get_publisher_count() > 0 for s in probe.subscriptions.values())
-            and probe.trajectories.get_subscription_count() > 0
-            and reader.get_publisher_count() > 0
-        )
-
-    def start(self, *trajectories: JointTrajectory) -> None:
-        """Start the loop once every topic between the sim and the probe is matched from
-        both ends (a sample published before its reader matched is lost: the tests would
-        be timing discovery), with `trajectories` already in the sim's reader."""
-        self.probe.wait(self._matched, "the sim and the probe to match")
-        if trajectories:
-            self.probe.send(*trajectories)
-        self.runner.start()
-
-    def close(self) -> None:
-        self.node.stop.set()
-        if self.runner.ident is not None:  # started
-            self.runner.join()
-        self.executor.shutdown()
-        self.spinner.join()
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
+PROBED = (
+    ("/clock", Clock),
+    ("/joint_states", JointState),
+    ("/camera/base/image_raw", Image),
+    ("/camera/wrist/image_raw", Image),
+    ("/oxygen/instruction", String),
+    ("/sim/episode", EpisodeOutcome),
+)
 
 
 @pytest.fixture
 def probe():
-    p = Probe()
+    p = Probe(PROBED, (TRAJECTORY_TOPIC, JointTrajectory))
     yield p
     p.close()
 
@@ -196,7 +87,7 @@ def test_sim_publishes_sensors_and_executes_a_trajectory_as_its_controller(probe
     """jtc_replacement takes the trajectory over at its stamp; jtc (the default) at the
     first tick after it arrives, moving there from the measured state, one period ahead."""
     # 10 ticks per wall second: every sample has a second to reach the probe (module doc).
-    sim = Sim(probe, families=["pick"], real_time_factor=0.5, camera_size=32,
+    sim = Sim("tabletop", probe, families=["pick"], real_time_factor=0.5, camera_size=32,
               wait_for_peers_s=30.0, controller=controller)  # fmt: skip
     # Starts 0.5 s of sim time after the first tick; the sim's reader has it before that tick.
     offsets = np.array([[0.05, -0.05, 0.05, 0.05, -0.05, 0.05, -0.05]]).T
@@ -251,6 +142,7 @@ def test_sim_publishes_sensors_and_executes_a_trajectory_as_its_controller(probe
 def test_malformed_trajectories_are_counted_the_arm_holds_and_episodes_reset(probe):
     # Two pick episodes that run to the 20 s time limit, at 25 x real time.
     sim = Sim(
+        "tabletop",
         probe,
         families=["pick"],
         episodes=2,
@@ -307,7 +199,7 @@ def test_expert_through_the_loop_matches_the_reference_runner():
             self.counts[key] += 1
 
     port = Counter()
-    loop = SimLoop(SimConfig(episode_order(FAMILIES, 0, 1), "expert", camera_size=16), port)
+    loop = tabletop_loop(SimConfig(episode_order(FAMILIES, 0, 1), "expert"), port)
     while loop.tick():
         pass
     for outcome in loop.outcomes:
@@ -333,13 +225,13 @@ def test_the_instruction_repeats_every_second_at_rates_that_do_not_divide_it(rat
                 self.times.append(time_ns)
 
     port = Instructions()
-    cfg = SimConfig(episode_order(("pick",), 0, 1), control_rate_hz=rate_hz, camera_size=16,
-                    camera_rate_hz=1.0)  # fmt: skip
-    loop = SimLoop(cfg, port)  # nothing drives the arm: the episode runs to its time limit
+    cfg = SimConfig(episode_order(("pick",), 0, 1), camera_rate_hz=1.0)
+    loop = tabletop_loop(cfg, port, control_rate_hz=rate_hz)  # nothing drives the arm: the
+    # episode runs to its time limit
     while loop.tick():
         pass
     (outcome,) = loop.outcomes
-    period = cfg.period_ns  # 66666667 ns at 15 Hz, 142857143 ns at 7 Hz: 1 s is no multiple
+    period = loop.world.period_ns  # 66666667 ns at 15 Hz, 142857143 ns at 7 Hz: 1 s is no multiple
     assert outcome.duration_s == pytest.approx(20.0, abs=period / NS)
     # At the start, then at the first tick at or after each whole second of the episode.
     expected = [START_NS] + [START_NS + math.ceil(k * NS / period) * period for k in range(1, 21)]
@@ -351,21 +243,27 @@ class Null:
         pass
 
 
+def tabletop_loop(cfg, port=None, control_rate_hz=20.0, **kwargs) -> SimLoop:
+    """The tabletop's loop at 16 px cameras (a Null port unless given)."""
+    world = Tabletop(TabletopSettings(control_rate_hz=control_rate_hz, camera_size=16))
+    return SimLoop(world, cfg, port or Null(), **kwargs)
+
+
 def test_stale_or_zero_stamps():
-    loop = SimLoop(SimConfig(episode_order(("push",), 3, 1), camera_size=16), Null())
+    loop = tabletop_loop(SimConfig(episode_order(("push",), 3, 1)))
     loop.tick()  # the episode starts at 1 s
     target = HOME[None, :] + np.array([0.02] * 6 + [-0.02])  # the gripper is open at home
     loop.receive(trajectory_msg([0.0], target, START_NS - 1))  # before this episode
     loop.receive(trajectory_msg([0.0], target, 0))  # zero stamp: now
     loop.tick()
     loop.tick()
-    np.testing.assert_allclose(loop.episode.world.joints, target[0], atol=1e-12)
+    np.testing.assert_allclose(loop.episode.sim.world.joints, target[0], atol=1e-12)
     assert dict(loop.episode.rejected) == {"previous_episode": 1}
     assert loop.episode.accepted == 1
 
 
 def test_a_flood_of_trajectories_keeps_the_newest_and_counts_the_rest():
-    loop = SimLoop(SimConfig(episode_order(("push",), 3, 1), camera_size=16), Null())
+    loop = tabletop_loop(SimConfig(episode_order(("push",), 3, 1)))
     loop.tick()
     step = np.array([0.001] * 6 + [-0.001])  # the gripper is open at home
     for k in range(20):  # 16 fit in the inbox until the next tick
@@ -374,12 +272,11 @@ def test_a_flood_of_trajectories_keeps_the_newest_and_counts_the_rest():
     assert dict(loop.episode.rejected) == {"inbox_full": 4}
     assert loop.episode.accepted == 16
     loop.tick()  # the newest one (k = 19) is the command
-    np.testing.assert_allclose(loop.episode.world.joints, HOME + 19 * step, atol=1e-12)
+    np.testing.assert_allclose(loop.episode.sim.world.joints, HOME + 19 * step, atol=1e-12)
 
 
 def test_a_trajectory_waiting_across_an_episode_change_is_counted_as_stale():
-    cfg = SimConfig(episode_order(("pick",), 0, 2), camera_size=16, camera_rate_hz=1.0)
-    loop = SimLoop(cfg, Null())
+    loop = tabletop_loop(SimConfig(episode_order(("pick",), 0, 2), camera_rate_hz=1.0))
     while loop.tick() and loop.episode.end_ns is None:  # nothing drives: to the time limit
         pass
     first_start = loop.episode.start_ns
@@ -398,10 +295,10 @@ def test_a_switched_reset_drops_what_arrives_and_starts_the_episode_when_the_pol
     dropped as previous_episode; then the policy is switched on and the episode, its time
     limit and its stale-stamp rule start at the next tick."""
     calls: list[tuple[bool, int]] = []
-    cfg = SimConfig(episode_order(("pick",), 0, 2), camera_size=16, camera_rate_hz=1.0,
-                    reset_ticks=3, command_delay_steps=1)  # fmt: skip
-    loop = SimLoop(cfg, Null(), policy_switch=lambda on: calls.append((on, loop.ticks)))
-    period = cfg.period_ns
+    cfg = SimConfig(episode_order(("pick",), 0, 2), camera_rate_hz=1.0, reset_ticks=3,
+                    command_delay_steps=1)  # fmt: skip
+    loop = tabletop_loop(cfg, policy_switch=lambda on: calls.append((on, loop.ticks)))
+    period = loop.world.period_ns
     target = HOME[None, :] + np.array([0.02] * 6 + [-0.02])  # the gripper is open at home
     loop.tick()  # the first reset tick: switched off, then the world reset
     assert calls == [(False, 0)]
@@ -411,16 +308,16 @@ def test_a_switched_reset_drops_what_arrives_and_starts_the_episode_when_the_pol
     loop.tick()  # ... the last reset tick drops both and switches the policy on
     assert calls == [(False, 0), (True, 2)]
     ep = loop.episode
-    assert ep.start_ns == START_NS + 3 * period and ep.steps == 0
+    assert ep.start_ns == START_NS + 3 * period and ep.sim.steps == 0
     assert dict(ep.rejected) == {"previous_episode": 2} and ep.accepted == 0
-    np.testing.assert_array_equal(ep.world.joints, HOME)
+    np.testing.assert_array_equal(ep.sim.world.joints, HOME)
     loop.receive(trajectory_msg([0.0], target, START_NS + 2 * period))  # before the start
     loop.receive(trajectory_msg([0.0], target, 0))  # now
     loop.tick()  # in transit (command_delay_steps 1)
     loop.tick()
     assert dict(ep.rejected) == {"previous_episode": 3} and ep.accepted == 1
     loop.tick()
-    np.testing.assert_allclose(ep.world.joints, target[0], atol=1e-12)
+    np.testing.assert_allclose(ep.sim.world.joints, target[0], atol=1e-12)
     while loop.tick() and loop.episode.end_ns is None:  # nothing more: to the time limit
         pass
     loop.tick()  # closes the first episode and resets for the second
@@ -459,8 +356,8 @@ class Switch:
 
 def test_the_sim_switches_an_external_policy_off_and_on_around_each_reset(probe):
     switch = Switch(probe)
-    sim = Sim(probe, families=["pick"], episodes=2, real_time_factor=10.0, camera_size=16,
-              camera_rate_hz=2.0, wait_for_peers_s=30.0,
+    sim = Sim("tabletop", probe, families=["pick"], episodes=2, real_time_factor=10.0,
+              camera_size=16, camera_rate_hz=2.0, wait_for_peers_s=30.0,
               policy_enable_service="/policy/enable", reset_settle_s=1.0)  # fmt: skip
     try:
         sim.start()
@@ -484,7 +381,7 @@ def test_the_sim_switches_an_external_policy_off_and_on_around_each_reset(probe)
 
 def test_a_policy_that_refuses_its_switch_stops_the_run(probe):
     Switch(probe, answer=False)
-    sim = Sim(probe, families=["pick"], real_time_factor=25.0, camera_size=16,
+    sim = Sim("tabletop", probe, families=["pick"], real_time_factor=25.0, camera_size=16,
               wait_for_peers_s=30.0, policy_enable_service="/policy/enable")  # fmt: skip
     try:
         sim.start()
@@ -495,8 +392,9 @@ def test_a_policy_that_refuses_its_switch_stops_the_run(probe):
 
 
 def test_record_round_trip_through_rosbags(tmp_path):
-    cfg = SimConfig(episode_order(("pick",), 0, 1), "expert", camera_size=24, camera_rate_hz=5.0)
-    counts, outcomes = record(tmp_path / "bag", cfg)
+    cfg = SimConfig(episode_order(("pick",), 0, 1), "expert", camera_rate_hz=5.0)
+    recording = record(tmp_path / "bag", Tabletop(TabletopSettings(camera_size=24)), cfg)
+    counts, outcomes = recording.counts, recording.outcomes
     (outcome,) = outcomes
     ticks = outcome.steps + 1
     by_topic: dict[str, list] = collections.defaultdict(list)
@@ -577,19 +475,18 @@ def test_shipped_sim_bag_is_a_replay_input_for_the_sim_params(tmp_path):
 def test_a_command_delay_holds_each_trajectory_for_that_many_ticks():
     """With command_delay_steps d the arm takes a trajectory d ticks after the one that
     would take it without delay."""
-    cfg = SimConfig(episode_order(("push",), 3, 1), camera_size=16, command_delay_steps=2)
-    loop = SimLoop(cfg, Null())
+    loop = tabletop_loop(SimConfig(episode_order(("push",), 3, 1), command_delay_steps=2))
     loop.tick()
     target = HOME[None, :] + np.array([0.02] * 6 + [-0.02])  # the gripper is open at home
     loop.receive(trajectory_msg([0.0], target, 0))  # zero stamp: when the controller gets it
     for _ in range(2):
         loop.tick()
-        np.testing.assert_allclose(loop.episode.world.joints, HOME, atol=1e-12)
+        np.testing.assert_allclose(loop.episode.sim.world.joints, HOME, atol=1e-12)
         assert loop.episode.accepted == 0
     loop.tick()
     assert loop.episode.accepted == 1
     loop.tick()
-    np.testing.assert_allclose(loop.episode.world.joints, target[0], atol=1e-12)
+    np.testing.assert_allclose(loop.episode.sim.world.joints, target[0], atol=1e-12)
 
 
 def test_a_negative_command_delay_is_refused():

@@ -25,7 +25,7 @@ would run them with ros2_control's joint_trajectory_controller. Two models of it
 Under both, a malformed trajectory (joint names that are not the robot's, no points, a
 wrong number of values, NaN or inf, times that do not strictly increase, or every point
 already in the past; under "jtc" as `oxygen_core.controller.jtc` says) is rejected and changes
-nothing, so the caller holds position. The `Rejection` says what kind of problem it is
+nothing, so the caller holds position. The `Refused` says what kind of problem it is
 (to count by) and, in one line, what exactly.
 
 Each take-over is reported as a `Takeover` (the last command before it and the new
@@ -58,6 +58,7 @@ import numpy as np
 
 from oxygen_core.controller.jtc import END_VELOCITY_EPSILON, Goal, JtcParams, Spline, take_over
 from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES, POSITION_LIMITS, VELOCITY_LIMITS
+from oxygen_core.worlds import Refused
 
 _TOLERANCE = 1e-9  # float noise at a limit (a float32 message of a value on it) is not over
 
@@ -81,15 +82,8 @@ class Trajectory:
     accelerations: Sequence[Sequence[float]] | None = None  # "jtc", with velocities: quintic
 
 
-RejectKind = Literal["joint_names", "points", "non_finite", "times", "late", "end_velocity"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Rejection:
-    """Why `replace` refused a trajectory: a kind to count by, and the one-line detail."""
-
-    kind: RejectKind
-    reason: str
+# The kinds of Refused that `replace` answers: joint_names, points, non_finite, times,
+# late, end_velocity.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,11 +211,11 @@ class TrajectoryExecutor:
         self.last_takeover: Takeover | None = None
         self.violations = LimitViolations()  # since the reset
 
-    def replace(self, trajectory: Trajectory, now: float) -> Rejection | None:
+    def replace(self, trajectory: Trajectory, now: float) -> Refused | None:
         """Hand `trajectory` to the controller at sim time `now` (its arrival). Returns None
         when accepted, else why it was rejected (nothing changes then)."""
         goal = self._parse(trajectory, now)
-        if isinstance(goal, Rejection):
+        if isinstance(goal, Refused):
             return goal
         if self.jtc is None:
             self._queue = [q for q in self._queue if q.start < goal.start] + [goal]
@@ -315,7 +309,7 @@ class TrajectoryExecutor:
         position, velocity = int(outside.sum()), int(speeding.sum())
         return LimitViolations(int(position + velocity > 0), position, velocity)
 
-    def _parse(self, traj: Trajectory, now: float) -> Goal | Rejection:
+    def _parse(self, traj: Trajectory, now: float) -> Goal | Refused:
         names = tuple(traj.joint_names)
         rejection = self._problem(traj, names, now)
         if rejection is not None:
@@ -335,31 +329,31 @@ class TrajectoryExecutor:
         positions, velocities, accelerations = (columns(getattr(traj, f)) for f, _ in _FIELDS)
         return Goal(float(traj.start), times, positions, velocities, accelerations, named)
 
-    def _problem(self, traj: Trajectory, names: tuple[str, ...], now: float) -> Rejection | None:
+    def _problem(self, traj: Trajectory, names: tuple[str, ...], now: float) -> Refused | None:
         """The first rule `traj` breaks: the structural ones, then the controller's."""
         missing = [n for n in self.joint_names if n not in names]
         unknown = [n for n in names if n not in self.joint_names]
         partial = self.jtc is not None and self.jtc.allow_partial_joints_goal
         if len(set(names)) != len(names) or unknown or not names or (missing and not partial):
-            return Rejection(
+            return Refused(
                 "joint_names",
                 f"joint names {list(names)} do not match: missing {missing}, unknown {unknown}",
             )
         shape = _shape_problem(traj, len(names))
         if shape is not None:
-            return Rejection("points", shape)
+            return Refused("points", shape)
         finite = _finite_problem(traj)
         if finite is not None:
-            return Rejection("non_finite", finite)
+            return Refused("non_finite", finite)
         times = np.asarray(traj.times, np.float64)
         if times[0] < 0 or np.any(np.diff(times) <= 0):
-            return Rejection(
+            return Refused(
                 "times",
                 f"time_from_start must start >= 0 and strictly increase: {times.tolist()}",
             )
         return self._end_velocity(traj, names) or self._late(traj, now)
 
-    def _end_velocity(self, traj: Trajectory, names: tuple[str, ...]) -> Rejection | None:
+    def _end_velocity(self, traj: Trajectory, names: tuple[str, ...]) -> Refused | None:
         """Under "jtc", a last point still moving (jtc.py), unless its parameter allows it."""
         jtc = self.jtc
         if jtc is None or jtc.allow_nonzero_velocity_at_trajectory_end or traj.velocities is None:
@@ -369,15 +363,15 @@ class TrajectoryExecutor:
         if not moving.size:
             return None
         j = int(moving[0])
-        return Rejection(
+        return Refused(
             "end_velocity", f"the last point's velocity of {names[j]} is {last[j]:g}, not zero"
         )
 
-    def _late(self, traj: Trajectory, now: float) -> Rejection | None:
+    def _late(self, traj: Trajectory, now: float) -> Refused | None:
         """A trajectory that ends before it arrives; under "jtc" a zero stamp never does."""
         last = traj.start + float(traj.times[-1])
         if last >= now or (self.jtc is not None and traj.start == 0.0):
             return None
-        return Rejection(
+        return Refused(
             "late", f"all points are in the past (the last at {last:.3f} s, now {now:.3f} s)"
         )

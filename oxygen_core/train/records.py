@@ -65,6 +65,10 @@ class Dart:
     columns: int = arm.ARM_DOF
 
 
+# Meta-World's expert in its recordings: dx, dy, dz in action units, not the gripper.
+METAWORLD_DART = Dart(rate=0.04, steps=(4, 12), sigma=0.5, columns=3)
+
+
 class DartNoise:
     """One episode's bursts, drawn from its own generator: `offset()` once per executed
     step is what is added to the command then (zeros between bursts, and always without

@@ -44,6 +44,7 @@ from oxygen_ros.params import Settings
 from oxygen_ros.ros_args import parameter_args
 from oxygen_ros.tools import child_processes
 from oxygen_ros.tools.bagio import BagMessage, BagWriter
+from oxygen_ros.tools.commands import WORLD_FLAG
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.live import OutputRecorder, node_counts, wait_until
 from oxygen_ros.tools.node_process import start_node, stop_node
@@ -52,13 +53,14 @@ from oxygen_ros.tools.report import Recording, RunInfo, build_report, warmup_fra
 from oxygen_ros.tools.sim_host import QOS
 
 _STATUS_PERIOD_S = 5.0
+SIM_NODE = "oxygen_ros.tools.sim.node"  # every world's sim host
 
 
 @dataclasses.dataclass(frozen=True)
 class World:
     """A simulated robot as an evaluation runs it."""
 
-    module: str  # its sim node, started as `python -m module --ros-args ...`
+    name: str  # its sim node: `python -m oxygen_ros.tools.sim.node --world name --ros-args`
     topics: Mapping[str, str]  # its topic table, key -> topic (episode, narration, memory)
     outcome: Callable[[Any], Any]  # an `episode` message -> the outcome the report reads
     success: Callable[[Any], bool]  # whether an outcome is a success
@@ -170,7 +172,7 @@ def run_episodes(run: ClosedLoopRun, collector: Collector, out: Path) -> Recordi
             if run.model:
                 node = start_node(run.params, node_log, run.overrides, env)
                 started.append(node)
-            sim = start_world(run.world.module, run.world_parameters, sim_log, env)
+            sim = start_world(run.world.name, run.world_parameters, sim_log, env)
             started.append(sim)
             wait_for_episodes(sim, node, collector, run.episodes, run.timeout_s, out)
             if node is not None:
@@ -228,11 +230,12 @@ def recording(
 
 
 def start_world(
-    module: str, parameters: Mapping[str, object], log: Any, env: Mapping[str, str] | None = None
+    world: str, parameters: Mapping[str, object], log: Any, env: Mapping[str, str] | None = None
 ) -> subprocess.Popen:
-    """A sim node (`python -m module`) as its own process with these parameters; it gets
-    SIGTERM if this process dies first (tools.child_processes)."""
-    command = [sys.executable, "-m", module, "--ros-args", *parameter_args(parameters)]
+    """The sim node of `world` as its own process with these parameters; it gets SIGTERM if
+    this process dies first (tools.child_processes)."""
+    command = [sys.executable, "-m", SIM_NODE, WORLD_FLAG, world, "--ros-args"]
+    command += parameter_args(parameters)
     return child_processes.popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 

@@ -46,13 +46,19 @@ def _one(module: str) -> Mapping[str | None, str]:
 SIM_HOST = Verb(
     "",
     "a world as a ROS robot (a node: --ros-args ...)",
-    {TABLETOP: "oxygen_ros.tools.sim.node", METAWORLD: "oxygen_ros.tools.metaworld_sim"},
+    {
+        TABLETOP: "oxygen_ros.tools.sim.node:tabletop",
+        METAWORLD: "oxygen_ros.tools.sim.node:metaworld",
+    },
     node=True,
 )
 RECORD = Verb(
     "",
     "a world's scripted expert episodes into a bag",
-    {TABLETOP: "oxygen_ros.tools.sim.record", METAWORLD: "oxygen_ros.tools.metaworld_record"},
+    {
+        TABLETOP: "oxygen_ros.tools.sim.record:tabletop",
+        METAWORLD: "oxygen_ros.tools.sim.record:metaworld",
+    },
 )
 EVAL = (
     Verb(
@@ -209,7 +215,7 @@ def _verb_command(prog: str, verbs: Sequence[Verb], argv: list[str]) -> int | No
 
 def _world_command(prog: str, verb: Verb, argv: list[str]) -> int | None:
     """`prog [--world W] ...`: the world's tool with the rest (tabletop by default)."""
-    world, rest = _world(argv)
+    world, rest = world_argument(argv)
     if world not in verb.by_world:
         worlds = ", ".join(w for w in verb.by_world if w)
         print(f"{prog}: unknown world {world!r}; choose one of {worlds}", file=sys.stderr)
@@ -217,7 +223,7 @@ def _world_command(prog: str, verb: Verb, argv: list[str]) -> int | None:
     return _call(verb.by_world[world], [prog, *rest] if verb.node else rest)
 
 
-def _world(argv: list[str]) -> tuple[str, list[str]]:
+def world_argument(argv: list[str]) -> tuple[str, list[str]]:
     """The --world value (before any --ros-args) and the arguments without it."""
     end = argv.index("--ros-args") if "--ros-args" in argv else len(argv)
     for i, arg in enumerate(argv[:end]):

@@ -15,7 +15,7 @@ through the sim's own chunk path (the reference); with `--policy hold|random|bli
 sim sends an image-free baseline's actions the same way (oxygen_core.metaworld.baselines).
 
 `--delay-steps D` runs in lockstep: each sim tick waits until the node has finished its
-latest frame due (metaworld_loop.lockstep_due), so the node's compute takes no sim time,
+latest frame due (tools.sim.lockstep), so the node's compute takes no sim time,
 and the node's rtc_delay_steps is D: every chunk takes over exactly D control steps after
 its frame, whatever this machine's speed (the real-time factor then only paces nothing;
 default 100). oxygen-eval sweep --world metaworld runs it over delays and hand-overs.
@@ -59,6 +59,7 @@ import numpy as np
 
 from oxygen_core.clock import NS_PER_S
 from oxygen_core.metaworld.env import ACTION_NAMES, STATE_NAMES
+from oxygen_core.metaworld.episode import CONTROL_PERIOD_NS, MetaWorld
 from oxygen_core.metaworld.tasks import MT10_TASKS
 from oxygen_core.sim.seeds import DEV, range_name
 from oxygen_core.sim.success import SuccessRate
@@ -77,13 +78,13 @@ from oxygen_ros.tools.closed_loop import (
     success_entry,
 )
 from oxygen_ros.tools.configure import TopicNames, load_settings
-from oxygen_ros.tools.metaworld_loop import CONTROL_PERIOD_NS, SIM_DRIVEN, TOPICS
-from oxygen_ros.tools.metaworld_sim import outcome_line
 from oxygen_ros.tools.replay_job import OUTPUT_BAG
+from oxygen_ros.tools.sim.metaworld import TOPICS, outcome_line
+from oxygen_ros.tools.sim.record import comma_list
 
 ROOT = Path(__file__).resolve().parents[2]  # oxygen_ros/tools/metaworld_eval.py
 METAWORLD_PARAMS = ROOT / "config" / "metaworld.yaml"
-POLICIES = ("model", *SIM_DRIVEN)
+POLICIES = ("model", *MetaWorld.sim_policies)
 _RECORDED_KEYS = ("episode", "narration", "memory")
 # An episode is at most 500 steps of 12.5 ms (every MT10 task's step limit); the slack
 # covers Meta-World's reset (about 1 s) and a sim slower than its real-time factor.
@@ -99,9 +100,9 @@ _EPISODE_KEYS = (
 )  # fmt: skip
 
 METAWORLD = World(
-    module="oxygen_ros.tools.metaworld_sim",
+    name=MetaWorld.name,
     topics={t.key: t.topic for t in TOPICS},
-    outcome=lambda msg: json.loads(msg.data),  # metaworld_loop.episode_outcome's JSON
+    outcome=lambda msg: json.loads(msg.data),  # MetaWorldEpisode.outcome's JSON
     success=lambda outcome: outcome["success"],
     line=outcome_line,
 )
@@ -112,7 +113,7 @@ class MetaWorldEvalSpec:
     """One oxygen-eval node --world metaworld run: the command line's options as data."""
 
     params: Path = METAWORLD_PARAMS
-    policy: str = "model"  # or one the sim runs itself (SIM_DRIVEN): no node runs
+    policy: str = "model"  # or one the sim runs itself (MetaWorld.sim_policies): no node runs
     overrides: Mapping[str, object] = dataclasses.field(default_factory=dict)  # node -p's
     tasks: tuple[str, ...] = MT10_TASKS
     episodes: int = 2  # per task
@@ -464,11 +465,6 @@ def headline(paths: Mapping[str, Path]) -> str:
 # --------------------------------------------------------------------------- command line
 
 
-def tasks_arg(text: str) -> tuple[str, ...]:
-    """ "drawer-open-v3,push-v3" -> the names (checked with the rest of the spec)."""
-    return tuple(t.strip() for t in text.split(",") if t.strip())
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="oxygen-eval node --world metaworld", description=__doc__.split("\n\n")[0].strip()
@@ -476,7 +472,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--params", type=Path, default=METAWORLD_PARAMS, help="node params")
     parser.add_argument("--policy", choices=POLICIES, default="model")
     parser.add_argument(
-        "--tasks", type=tasks_arg, default=MT10_TASKS, help="comma-separated (default: MT10)"
+        "--tasks",
+        type=comma_list,
+        default=MT10_TASKS,
+        help="comma-separated (default: MT10)",
     )
     parser.add_argument("--episodes", type=int, default=2, help="episodes per task")
     parser.add_argument(

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from oxygen_core.clock import NS_PER_S
+from oxygen_core.metaworld.episode import CONTROL_PERIOD_NS
 from oxygen_core.metaworld.tasks import MT10_TASKS
 from oxygen_core.sim import seeds as S
 from oxygen_core.train import latency_sweep
@@ -46,13 +47,13 @@ from oxygen_ros.tools.metaworld_eval import (
     MetaWorldEvalSpec,
     load_checked,
     run_metaworld_eval,
-    tasks_arg,
 )
-from oxygen_ros.tools.metaworld_loop import CONTROL_PERIOD_NS, TOPICS
 from oxygen_ros.tools.replay_job import OUTPUT_BAG
+from oxygen_ros.tools.sim.metaworld import TOPICS
+from oxygen_ros.tools.sim.record import comma_list
 
 CONTROL_HZ = NS_PER_S / CONTROL_PERIOD_NS  # the env's 80 Hz
-ARM = slice(0, 3)  # dx, dy, dz of metaworld_loop's ACTION_NAMES; the gripper is column 3
+ARM = slice(0, 3)  # dx, dy, dz of the env's ACTION_NAMES; the gripper is column 3
 _EPISODE_TOPIC = next(t.topic for t in TOPICS if t.key == "episode")
 
 
@@ -129,7 +130,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--params", type=Path, default=METAWORLD_PARAMS, help="node params")
     p.add_argument("--handovers", type=latency_sweep.handovers_arg, default=["replace", "rtc"])
     p.add_argument("--delays", type=latency_sweep.delays_arg, default=[0, 1, 2, 3])
-    p.add_argument("--tasks", type=tasks_arg, default=MT10_TASKS, help="comma-separated")
+    p.add_argument(
+        "--tasks", type=comma_list, default=MT10_TASKS, help="comma-separated"
+    )
     p.add_argument("--episodes", type=int, default=10, help="seeds per task")
     p.add_argument("--first-seed", type=int, default=S.DEV.start)
     p.add_argument("--camera-size", type=int, default=224, help="corner2 image size (px)")

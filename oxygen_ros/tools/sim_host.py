@@ -3,7 +3,7 @@
 external policy, waiting for peers, the loop ticked on its own thread at a real-time
 factor, and the process around the node.
 
-A world's loop (tools.sim.loop.SimLoop, tools.metaworld_loop.MetaWorldLoop) publishes by
+The world's loop (tools.sim.loop.SimLoop) publishes by
 topic key through the node (`SimHost.publish` is its port) and is ticked by `SimHost.pace`:
 each tick at its wall time, a late one at once. The node's parameters always include
 real_time_factor, wait_for_peers_s and exit_when_done (`HOST_PARAMETERS`).

@@ -64,17 +64,17 @@ import yaml
 from rclpy.exceptions import ParameterException
 
 from oxygen_core.metaworld.tasks import MT10_TASKS
+from oxygen_core.sim.episode import Tabletop
 from oxygen_core.sim.seeds import DEV
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros.params import Settings
 from oxygen_ros.tools.configure import load_settings
 from oxygen_ros.tools.replay_job import check_bag
 from oxygen_ros.tools.sim.evaluate import check_params
-from oxygen_ros.tools.sim.loop import SIM_DRIVEN
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]*$")  # a folder name in the output tree
 _PATH_PARAMETERS = ("checkpoint_dir", "tokenizer_path")  # overrides that name files
-POLICIES = ("model", *SIM_DRIVEN)
+POLICIES = ("model", *Tabletop.sim_policies)
 
 
 class ManifestError(ValueError):
@@ -97,7 +97,7 @@ class Configuration:
     params: Path  # absolute
     overrides: tuple[tuple[str, str], ...]  # (parameter, value as `-p name:=value` takes it)
     resources: Resources
-    policy: str = "model"  # or one the sim runs (SIM_DRIVEN): no node, sim inputs only
+    policy: str = "model"  # or one the sim runs (Tabletop.sim_policies): no node, sim inputs only
     metaworld: bool = False  # Meta-World params: meets the metaworld inputs only
 
     def override_dict(self) -> dict[str, str]:

@@ -42,7 +42,7 @@ from oxygen_core.sim.seeds import DEV
 from oxygen_core.sim.tasks import FAMILIES
 from oxygen_ros.ros_args import override
 from oxygen_ros.tools.sim.evaluate import SIM_PARAMS, SimEvalSpec, run_sim_eval
-from oxygen_ros.tools.sim.record import families_arg
+from oxygen_ros.tools.sim.record import names_arg
 
 HANDOVERS = ("replace", "blend", "rtc")
 MODES = ("oxygen", "shared", "isolated")
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="oxygen-eval compare", description=__doc__.split("\n")[0])
     p.add_argument("comparison", choices=("handover", "modes"))
     p.add_argument("--params", type=Path, default=SIM_PARAMS, help="node params YAML")
-    p.add_argument("--families", type=families_arg, default=FAMILIES)
+    p.add_argument("--families", type=names_arg(FAMILIES, "families"), default=FAMILIES)
     p.add_argument("--episodes", type=int, default=2, help="episodes per family")
     p.add_argument("--first-seed", type=int, default=DEV.start, help="the dev range's by default")
     p.add_argument("--rtf", type=float, default=1.0, help="real-time factor")

@@ -44,6 +44,7 @@ from typing import Any
 from oxygen_core.clock import NS_PER_S
 from oxygen_core.config import model_preset
 from oxygen_core.sim.arm import JOINT_NAMES
+from oxygen_core.sim.episode import Tabletop
 from oxygen_core.sim.seeds import DEV
 from oxygen_core.sim.tasks import FAMILIES, TIME_LIMITS
 from oxygen_ros import topics
@@ -59,14 +60,14 @@ from oxygen_ros.tools.closed_loop import (
 from oxygen_ros.tools.configure import TopicNames, load_settings
 from oxygen_ros.tools.replay_job import OUTPUT_BAG
 from oxygen_ros.tools.sim import report as sim_report
-from oxygen_ros.tools.sim.loop import SIM_DRIVEN, episode_order
+from oxygen_ros.tools.sim.loop import episode_order
 from oxygen_ros.tools.sim.messages import SIM_TOPICS
-from oxygen_ros.tools.sim.record import families_arg
+from oxygen_ros.tools.sim.record import names_arg
 
 ROOT = Path(__file__).resolve().parents[3]  # oxygen_ros/tools/sim/evaluate.py
 SIM_PARAMS = ROOT / "config" / "sim.yaml"
 _RECORDED_SIM_KEYS = ("episode", "narration", "memory", "joint_states")
-POLICIES = ("model", *SIM_DRIVEN)
+POLICIES = ("model", *Tabletop.sim_policies)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--params", type=Path, default=SIM_PARAMS, help="node params YAML")
     parser.add_argument("--policy", choices=POLICIES, default="model")
     parser.add_argument("--mode", choices=("oxygen", "shared", "isolated"), default="oxygen")
-    parser.add_argument("--families", type=families_arg, default=FAMILIES)
+    parser.add_argument("--families", type=names_arg(FAMILIES, "families"), default=FAMILIES)
     parser.add_argument("--episodes", type=int, default=2, help="episodes per family")
     parser.add_argument(
         "--first-seed",
@@ -118,7 +119,7 @@ def outcome_line(msg: Any) -> str:
 
 
 TABLETOP = World(
-    module="oxygen_ros.tools.sim.node",
+    name=Tabletop.name,
     topics={t.key: t.topic for t in SIM_TOPICS},
     outcome=lambda msg: msg,  # the EpisodeOutcome itself (sim.messages.outcome_of reads it)
     success=lambda msg: msg.success,
@@ -132,7 +133,7 @@ class SimEvalSpec:
     sim tasks, which call `run_sim_eval` in their worker process)."""
 
     params: Path = SIM_PARAMS
-    policy: str = "model"  # or one the sim runs itself (SIM_DRIVEN): no node runs
+    policy: str = "model"  # or one the sim runs itself (Tabletop.sim_policies): no node runs
     overrides: Mapping[str, object] = dataclasses.field(default_factory=dict)  # node -p's
     families: tuple[str, ...] = FAMILIES
     episodes: int = 2  # per family

@@ -29,6 +29,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from oxygen_core.clock import NS_PER_S
 from oxygen_core.sim.arm import JOINT_NAMES
+from oxygen_core.sim.episode import CAMERAS
 from oxygen_core.sim.executor import LimitViolations, Trajectory
 from oxygen_core.sim.outcome import Outcome
 from oxygen_core.sim.seam import SeamSummary
@@ -37,9 +38,6 @@ from oxygen_ros import convert
 from oxygen_ros.convert import ns_to_stamp, stamp_to_ns
 from oxygen_ros.msg import EpisodeOutcome
 from oxygen_ros.tools.sim_host import INSTRUCTION, SimTopic
-
-CAMERAS = ("base", "wrist")  # the sim's cameras, in the model's slot order
-
 
 SIM_TOPICS: tuple[SimTopic, ...] = (
     SimTopic("clock", "/clock", Clock, "sim time, one control period per tick"),

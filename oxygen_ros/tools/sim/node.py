@@ -1,194 +1,220 @@
-"""`oxygen-sim`: the simulated tabletop as a ROS 2 robot that a policy drives over topics.
+"""`oxygen-sim [--world tabletop|metaworld]`: a simulated world as a ROS 2 robot that a
+policy drives over topics.
 
     oxygen-sim --ros-args -p families:=[pick,put,push] -p episodes:=2 -p first_seed:=0 \\
         -p real_time_factor:=0.5 -p policy:=external|expert|hold|random|blind
+    oxygen-sim --world metaworld --ros-args -p tasks:=[drawer-open-v3] -p policy:=expert
 
-It owns sim time: each tick of `loop.SimLoop` advances it by one control period and
-publishes it on /clock, so a node with use_sim_time (the oxygen node) runs on it. Ticks are
-paced at `real_time_factor` x wall time: below 1 the world waits for a slow policy and
-the loop is judged on sim time, not on this CPU. A tick that comes late (rendering took
-longer than its share) runs at once, and the achieved factor is logged at the end.
+One host for every world: the world's binding (tools.sim.worlds) adds its own parameters
+and messages, the loop (tools.sim.loop) does the rest. It owns sim time: each tick
+advances it by one control period and publishes it on /clock, so a node with
+use_sim_time (the oxygen node) runs on it. Ticks are paced at `real_time_factor` x wall
+time: below 1 the world waits for a slow policy and the loop is judged on sim time, not on
+this CPU. A tick that comes late (rendering took longer than its share) runs at once;
+pacing restarts after each episode's reset (Meta-World's task sampling takes about a
+second, and the ticks owed for it are not run unpaced to catch up, which would give a
+policy less wall time per frame at the start of every episode). The achieved factor is
+logged at the end.
 
-Trajectories arrive on `trajectory_topic` (the oxygen node's ~/joint_trajectory) on the
-executor thread and are handed to the loop, which applies them at its next tick; the loop
-runs on its own thread. With `policy: expert` nothing is subscribed: the scripted expert
-drives through the same executor path; so does a baseline (hold, random, blind: chunks of
-`baseline_horizon` rows every `baseline_execute_steps` ticks, `loop`). `wait_for_peers_s`
+Commands arrive on the world's command topic (the oxygen node's ~/joint_trajectory or
+~/action_chunk) on the executor thread and are handed to the loop, which applies them at
+its next tick; the loop runs on its own thread. With `policy: expert` or a baseline
+nothing is subscribed: the sim runs the policy through the same path. `wait_for_peers_s`
 > 0 holds the first episode until a node subscribes to the instruction topic and
-publishes trajectories (the oxygen node does both once active), so no instruction is
-lost. With `policy_enable_service` (oxygen-eval node sets the node's ~/enable) each reset
-is bracketed by that switch, off before the world resets and on `reset_settle_s` later
-(`loop`, step 1), so no chunk computed for one episode runs in the next, and the node
-starts each episode afresh. After the last episode the node
-logs the run's figures (success per family, seams, rejections, points over the arm's
-limits, renders per second) and, with `exit_when_done`, exits.
+publishes commands (the oxygen node does both once active), so no instruction is lost.
+With `policy_enable_service` (oxygen-eval node sets the node's ~/enable) each reset is
+bracketed by that switch, off before the world resets and on `reset_settle_s` later, so
+no chunk computed for one episode runs in the next. With `lockstep_ticks` > 0 (the node's
+frame period in ticks; a world whose commands say their frame) each tick waits until the
+node has finished its latest frame due, which its `stats_topic` says
+(tools.sim.lockstep). Each episode's outcome is logged as it ends, the run's figures after
+the last; with `exit_when_done` the node then exits.
 """
 
 from __future__ import annotations
 
-import collections
-
-from trajectory_msgs.msg import JointTrajectory
+import sys
+from typing import Any
 
 from oxygen_core.clock import NS_PER_S
-from oxygen_core.sim.executor import DEFAULT_CONTROLLER, LimitViolations
-from oxygen_core.sim.outcome import Outcome
-from oxygen_core.sim.seam import SeamSummary
-from oxygen_core.sim.tasks import FAMILIES
+from oxygen_core.worlds import EXTERNAL
 from oxygen_ros import ros_args
+from oxygen_ros.convert import stamp_to_ns
+from oxygen_ros.msg import EngineStats
 from oxygen_ros.ros_args import ParamDoc
 from oxygen_ros.spin import Hosted, run_node
-from oxygen_ros.tools.sim.loop import POLICIES, SimConfig, SimLoop, episode_order
-from oxygen_ros.tools.sim.messages import SIM_TOPICS, TRAJECTORY_TOPIC
+from oxygen_ros.tools.commands import world_argument
+from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_order
+from oxygen_ros.tools.sim.worlds import METAWORLD, TABLETOP, Binding, binding
 from oxygen_ros.tools.sim_host import HOST_PARAMETERS, SimHost, hosted, topic_parameters
 
-NODE_NAME = "oxygen_sim"
+STATS_TOPIC = "/oxygen/stats"  # lockstep's: the oxygen node's ~/stats, one per frame done
 
-PARAMETERS: tuple[ParamDoc, ...] = (
-    ParamDoc("families", list(FAMILIES), "Task families, run interleaved seed by seed."),
-    ParamDoc("first_seed", 0, "Each family runs seeds first_seed .. first_seed + episodes - 1."),
-    ParamDoc("episodes", 1, "Episodes per family."),
-    ParamDoc(
-        "policy",
-        "external",
-        "external: trajectories from trajectory_topic (the oxygen node); expert: the "
-        "scripted expert drives; hold, random, blind: that image-free baseline drives.",
-        choices=POLICIES,
-    ),
-    ParamDoc("baseline_execute_steps", 2, "A baseline's chunk every this many ticks."),
-    ParamDoc("baseline_horizon", 10, "Rows in a baseline's chunk."),
-    ParamDoc("control_rate_hz", 20.0, "Ticks of sim time per second (one control period each)."),
-    ParamDoc("camera_size", 224, "Width and height of the rendered camera images."),
-    ParamDoc("camera_rate_hz", 10.0, "Camera frames per sim second (a divisor of the rate)."),
-    ParamDoc(
-        "command_delay_steps",
-        0,
-        "Control periods a received trajectory waits before the controller takes it (a "
-        "link and actuation latency; 0: at the next tick).",
-    ),
-    ParamDoc(
-        "controller",
-        DEFAULT_CONTROLLER,
-        "Model of the trajectory controller: jtc (joint_trajectory_controller as released "
-        "for Jazzy and Kilted, with a velocity state interface) or jtc_replacement "
-        "(take-over at the stamp, as master's trajectory replacement). The oxygen node's "
-        "controller_model must name the same one.",
-    ),
-    ParamDoc("trajectory_topic", TRAJECTORY_TOPIC, "JointTrajectory input (external policy)."),
-    ParamDoc(
-        "policy_enable_service",
-        "",
-        "External policy: its std_srvs/SetBool switch (the oxygen node's ~/enable, e.g. "
-        "/oxygen/enable), turned off before each reset and on after reset_settle_s; empty: "
-        "no switch, trajectories in flight at a reset may run in the next episode.",
-    ),
-    ParamDoc(
-        "reset_settle_s",
-        0.5,
-        "With policy_enable_service: sim seconds the new world's sensors go out, the world "
-        "still, before the policy is switched on.",
-    ),
-    *HOST_PARAMETERS,
-    *topic_parameters(SIM_TOPICS),
-)
+
+def parameters(world: Binding) -> tuple[ParamDoc, ...]:
+    """The host's parameters for `world`: its episodes and policy, its own, the reset
+    bracket, lockstep, pacing and topics."""
+    return (
+        world.names_parameter,
+        ParamDoc("first_seed", 0, "Each one runs seeds first_seed .. first_seed + episodes - 1."),
+        ParamDoc("episodes", 1, "Episodes per family or task."),
+        ParamDoc(
+            "policy",
+            EXTERNAL,
+            f"external: commands from {world.command.name} (the oxygen node); expert: the "
+            "scripted expert drives; hold, random, blind: that image-free baseline drives.",
+            choices=(EXTERNAL, *world.world_class.sim_policies),
+        ),
+        *world.parameters,
+        world.command,
+        ParamDoc(
+            "command_delay_steps",
+            0,
+            "Control periods a received command waits before the controller takes it (a "
+            "link and actuation latency; 0: at the next tick).",
+        ),
+        ParamDoc(
+            "policy_enable_service",
+            "",
+            "External policy: its std_srvs/SetBool switch (the oxygen node's ~/enable, e.g. "
+            "/oxygen/enable), turned off before each reset and on after reset_settle_s; "
+            "empty: no switch, commands in flight at a reset may run in the next episode.",
+        ),
+        ParamDoc(
+            "reset_settle_s",
+            0.5,
+            "With policy_enable_service: sim seconds the new world's sensors go out, the "
+            "world still, before the policy is switched on.",
+        ),
+        ParamDoc(
+            "lockstep_ticks",
+            0,
+            "0: run at real_time_factor; N: the policy node takes a frame every N ticks and "
+            "each tick waits until its latest frame due is done (its compute takes no sim "
+            "time).",
+            span=(0, 1000),
+        ),
+        ParamDoc("stats_topic", STATS_TOPIC, "EngineStats input: the node's frames done."),
+        ParamDoc("lockstep_timeout_s", 10.0, "Wall seconds lockstep waits for a frame."),
+        *HOST_PARAMETERS,
+        *topic_parameters(world.topics),
+    )
 
 
 class SimNode(SimHost):
-    """The tabletop's loop behind the host's publishers, subscription and pacing."""
+    """A world's loop behind the host's publishers, subscriptions and pacing."""
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(NODE_NAME, PARAMETERS, SIM_TOPICS, **kwargs)
+    def __init__(self, world: str, **kwargs: Any) -> None:
+        self.binding = binding(world)
+        super().__init__(
+            self.binding.node_name, parameters(self.binding), self.binding.topics, **kwargs
+        )
         p = self.p
-        switched = p["policy"] == "external" and bool(p["policy_enable_service"])
-        if p["reset_settle_s"] < 0:
-            raise ValueError(f"reset_settle_s must be >= 0, got {p['reset_settle_s']}")
-        # at least one tick: the switch stays off while the world resets
-        reset_ticks = max(1, round(p["reset_settle_s"] * p["control_rate_hz"]))
+        external = p["policy"] == EXTERNAL
+        switched = external and bool(p["policy_enable_service"])
+        self.world = self.binding.world(p)
         self.cfg = SimConfig(
-            episodes=episode_order(tuple(p["families"]), p["first_seed"], p["episodes"]),
+            episodes=episode_order(
+                tuple(p[self.binding.names_parameter.name]), p["first_seed"], p["episodes"]
+            ),
             policy=p["policy"],
-            control_rate_hz=p["control_rate_hz"],
             camera_rate_hz=p["camera_rate_hz"],
-            camera_size=p["camera_size"],
             command_delay_steps=p["command_delay_steps"],
-            controller=p["controller"],
-            baseline_execute_steps=p["baseline_execute_steps"],
-            baseline_horizon=p["baseline_horizon"],
-            reset_ticks=reset_ticks if switched else 0,
+            reset_ticks=self._reset_ticks(p) if switched else 0,
+            lockstep_ticks=p["lockstep_ticks"],
+            lockstep_timeout_s=p["lockstep_timeout_s"],
         )
         switch = self.switched_by(p["policy_enable_service"]) if switched else None
-        self.loop = SimLoop(self.cfg, self, self.warn, switch)
-        if self.cfg.policy == "external":
-            self.listen(JointTrajectory, p["trajectory_topic"], self.loop.receive)
+        self.loop = SimLoop(self.world, self.cfg, self, self.warn, switch)
+        if external:
+            self.listen(self.binding.command_class, p[self.binding.command.name], self.loop.receive)
+        if self.cfg.lockstep_ticks:
+            self.create_subscription(EngineStats, p["stats_topic"], self._frame_done, 10)
+        self._logged = 0  # outcomes logged so far
+        self._episode = -1  # the episode the last tick ran
+
+    def _reset_ticks(self, p: dict[str, Any]) -> int:
+        """The reset bracket in ticks: at least one, the switch stays off while the world
+        resets."""
+        if p["reset_settle_s"] < 0:
+            raise ValueError(f"reset_settle_s must be >= 0, got {p['reset_settle_s']}")
+        return max(1, round(p["reset_settle_s"] * NS_PER_S / self.world.period_ns))
+
+    def _frame_done(self, msg: EngineStats) -> None:
+        self.loop.frame_done(stamp_to_ns(msg.header.stamp), msg.frame)
 
     def run(self) -> None:
-        """Wait for the policy if asked, then tick every episode at the real-time factor."""
+        """Wait for peers if asked, then tick every episode at the real-time factor; log
+        each outcome and the run's figures."""
         try:
             if self.wait_for_peers_s > 0 and not self.wait_for_peers():
                 return
-            self.pace(self.loop.tick, self.cfg.period_ns / NS_PER_S)
-            self.get_logger().info(summary(self.loop, self.wall_s))
+            self.pace(self.loop.tick, self.world.period_ns / NS_PER_S, self._after_tick)
+            self._log_outcomes()
+            self.get_logger().info(self.summary())
         finally:
+            self.loop.close()
             self.finished.set()
 
+    def summary(self) -> str:
+        """The run in a few lines: episodes, sim time against wall time, the world's own."""
+        outcomes, wall_s = self.loop.outcomes, self.wall_s
+        sim_s = self.loop.ticks * self.world.period_ns / NS_PER_S
+        return (
+            f"{len(outcomes)} episodes; {sim_s:.1f} s of sim time in {wall_s:.1f} s "
+            f"(real-time factor {sim_s / wall_s if wall_s > 0 else 0:.2f}); "
+            f"{self.binding.summary(outcomes)}"
+        )
 
-def summary(loop: SimLoop, wall_s: float) -> str:
-    """The run's figures in a few lines (success per family, seams, rejections, renders)."""
-    outcomes = loop.outcomes
-    per_family: dict[str, list[Outcome]] = collections.defaultdict(list)
-    for o in outcomes:
-        per_family[o.family].append(o)
-    success = ", ".join(
-        f"{f} {sum(o.success for o in os)}/{len(os)}" for f, os in per_family.items()
-    )
-    seams = SeamSummary.pooled([o.seams for o in outcomes])
-    rejected: collections.Counter[str] = collections.Counter()
-    for o in outcomes:
-        rejected.update(o.rejected)
-    limits = sum((o.limits for o in outcomes), LimitViolations())
-    sim_s = loop.ticks * loop.cfg.period_ns / NS_PER_S
-    renders = sum(o.renders for o in outcomes)
-    render_s = sum(o.render_wall_s for o in outcomes)
-    return (
-        f"{len(outcomes)} episodes, success {success}; {sim_s:.1f} s of sim time in "
-        f"{wall_s:.1f} s (real-time factor {sim_s / wall_s if wall_s else 0:.2f}); "
-        f"trajectories accepted {sum(o.accepted for o in outcomes)}, rejected "
-        f"{dict(rejected)}; seams {seams.seams}, jump mean {seams.jump_mean:.4f} max "
-        f"{seams.jump_max:.4f} (arm {seams.arm_jump_mean:.4f}, gripper "
-        f"{seams.gripper_jump_mean:.4f}), jerk mean {seams.jerk_mean:.1f} max "
-        f"{seams.jerk_max:.1f}; points over the arm's limits: {limits.position} position, "
-        f"{limits.velocity} velocity (in {limits.trajectories} trajectories); "
-        f"{renders} renders at {renders / render_s if render_s else 0:.0f}/s"
-    )
+    def _after_tick(self) -> bool:
+        """Log finished episodes; True when this tick reset the world (pacing restarts)."""
+        self._log_outcomes()
+        index = self.loop.episode.index
+        reset, self._episode = index != self._episode, index
+        return reset
+
+    def _log_outcomes(self) -> None:
+        for outcome in self.loop.outcomes[self._logged :]:
+            self.get_logger().info(self.binding.outcome_line(outcome))
+        self._logged = len(self.loop.outcomes)
 
 
-def _build() -> Hosted:
-    """The sim node, its loop's thread started with the spin, and the exit condition."""
-    return hosted(SimNode, SimNode.run, "oxygen-sim-loop")
+def help_text(world: str) -> str:
+    """`oxygen-sim --world W --help`: what it is, its parameters, examples."""
+    b = binding(world)
+    prog = "oxygen-sim" if world == TABLETOP else f"oxygen-sim --world {world}"
+    return ros_args.help_text(prog, b.summary_doc, parameters(b), list(b.examples))
 
 
-def help_text() -> str:
-    """`oxygen-sim --help`: what it is, its parameters (PARAMETERS), examples."""
-    return ros_args.help_text(
-        "oxygen-sim",
-        "The simulated tabletop as a ROS 2 robot: it owns sim time (/clock), publishes "
-        "cameras, joint states and each episode's instruction, executes the trajectories "
-        "a policy publishes, and logs the run's figures after the last episode.",
-        PARAMETERS,
-        [
-            "oxygen-sim --ros-args -p families:=[pick,put,push] -p episodes:=2 "
-            "-p policy:=expert -p real_time_factor:=2.0",
-            "oxygen-sim --ros-args -p policy:=external -p wait_for_peers_s:=300.0",
-        ],
-    )
+def run(world: str, args: list[str] | None) -> int:
+    """Run every episode of `world`, then exit (or spin on)."""
+    prog = "oxygen-sim" if world == TABLETOP else f"oxygen-sim --world {world}"
+    if ros_args.wants_help(args):
+        print(help_text(world), end="")
+        return 0
+
+    def build() -> Hosted:
+        return hosted(lambda: SimNode(world), SimNode.run, f"oxygen-sim-{world}")
+
+    return run_node(prog, build, args)
+
+
+def tabletop(args: list[str] | None = None) -> int:
+    """`oxygen-sim` (the tabletop)."""
+    return run(TABLETOP, args)
+
+
+def metaworld(args: list[str] | None = None) -> int:
+    """`oxygen-sim --world metaworld`."""
+    return run(METAWORLD, args)
 
 
 def main(args: list[str] | None = None) -> int:
-    """Console script `oxygen-sim`: run every episode, then exit (or spin on)."""
-    if ros_args.wants_help(args):
-        print(help_text(), end="")
-        return 0
-    return run_node("oxygen-sim", _build, args)
+    """`python -m oxygen_ros.tools.sim.node [--world W] --ros-args ...` (evaluations start
+    the sim so); `args` a full argv, program name first (default sys.argv)."""
+    argv = list(sys.argv if args is None else args)
+    world, rest = world_argument(argv[1:])
+    return run(world, [argv[0], *rest])
 
 
 if __name__ == "__main__":
