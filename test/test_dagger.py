@@ -50,7 +50,7 @@ def test_the_expert_takes_over_from_a_world_another_controller_left():
     records = expert_episode("pick", 4, H, 32, world=world, name="recover/pick/4")
     assert records and {r.episode for r in records} == {"recover/pick/4"}
     np.testing.assert_allclose(records[0].obs.state, start, atol=1e-6)
-    assert task.succeeded(world)  # the records are kept only when it succeeds
+    assert task.verdict(world) is True  # the records are kept only when it succeeds
     assert records[0].narration == "moving to the " + task.objects[task.target].name
 
 

@@ -44,7 +44,7 @@ def test_pushing_the_target_into_the_bowl_pushes_the_bowl_and_the_put_fails():
     bowl_y = block_y + BLOCK_R + BOWL_RIM
     np.testing.assert_allclose(world.objects[1].position, [0.4, bowl_y, 0.0], atol=1e-9)
     assert world.states[0].support is None and world.object_pushes > 0
-    assert not task.succeeded(world)
+    assert task.verdict(world) is not True
     record = task.contacts(world)
     assert not record.grasped and np.isnan(record.release_height) and record.finger_pushes > 0
 
@@ -59,7 +59,7 @@ def test_pushing_the_bowl_over_the_target_pushes_the_target_and_the_put_fails():
     ball_y = bowl_y + BOWL_RIM + BALL_RADIUS
     np.testing.assert_allclose(world.objects[0].position, [0.4, ball_y, 0.0], atol=1e-9)
     assert world.states[0].support is None
-    assert not task.succeeded(world)
+    assert task.verdict(world) is not True
 
 
 @pytest.mark.parametrize("with_neighbour", [False, True])
@@ -76,9 +76,9 @@ def test_a_push_that_shoves_another_object_along_fails(with_neighbour):
     record = task.contacts(world)
     if with_neighbour:  # the ball sits against the block, 6.7 cm on
         assert record.others_moved == pytest.approx(block_y + BLOCK_R + BALL_RADIUS - 0.2)
-        assert record.object_pushes > 0 and not task.succeeded(world)
+        assert record.object_pushes > 0 and task.verdict(world) is not True
     else:
-        assert record.others_moved == 0.0 and task.succeeded(world)
+        assert record.others_moved == 0.0 and task.verdict(world) is True
 
 
 def test_a_pushed_object_pushes_the_next_one_in_line():
@@ -160,7 +160,7 @@ def test_a_put_over_the_rim_succeeds_and_records_the_release():
     _drive(world, (0.4, 0.15, 0.1), 0.0)
     _drive(world, (0.4, 0.15, 0.08), 0.0)
     _drive(world, (0.4, 0.15, 0.08), 1.0)
-    assert task.succeeded(world)
+    assert task.verdict(world) is True
     record = task.contacts(world)
     assert record.grasped and record.release_height == pytest.approx(0.06)
     assert record.object_pushes == 0 and record.off_table == 0
@@ -189,4 +189,4 @@ def test_neither_put_exploit_wins_on_real_scenes(seed):
         world = task.new_world()
         _slide(world, start, end)
         assert world.states[task.target].support is None
-        assert world.object_pushes > 0 and not task.succeeded(world)
+        assert world.object_pushes > 0 and task.verdict(world) is not True

@@ -140,7 +140,7 @@ def test_sim_publishes_sensors_and_executes_a_trajectory_as_its_controller(probe
 
 @pytest.mark.slow
 def test_malformed_trajectories_are_counted_the_arm_holds_and_episodes_reset(probe):
-    # Two pick episodes that run to the 20 s time limit, at 25 x real time.
+    # Two pick episodes that run to the 10 s time limit, at 25 x real time.
     sim = Sim(
         "tabletop",
         probe,
@@ -175,19 +175,19 @@ def test_malformed_trajectories_are_counted_the_arm_holds_and_episodes_reset(pro
     assert rejected == {"joint_names": 1, "non_finite": 1, "points": 1}
     assert first.trajectories_rejected + second.trajectories_rejected == 3
     assert (first.index, first.seed, second.index, second.seed) == (0, 0, 1, 1)
-    assert (first.success, first.steps, first.duration_s) == (False, 400, 20.0)
+    assert (first.success, first.steps, first.duration_s) == (False, 200, 10.0)
     assert [first.instruction, second.instruction] == instructions
     assert stamp_to_ns(second.start) == stamp_to_ns(first.header.stamp) + NS // 20
     # Nothing valid ever came: every joint state that arrived, the last one of the second
     # episode among them, is the home pose.
     positions = np.array([m.position for m in probe.get("/joint_states")])
     np.testing.assert_array_equal(positions, np.broadcast_to(HOME, positions.shape))
-    # The instruction at each episode's start and again every sim second: 21 per episode
+    # The instruction at each episode's start and again every sim second: 11 per episode
     # sent (the loop tests count them exactly); in order, none twice, over DDS.
     texts = _texts(probe)
     n = texts.count(instructions[0])
     assert texts == [instructions[0]] * n + [instructions[1]] * (len(texts) - n)
-    assert n <= 21 and 1 <= len(texts) - n <= 21
+    assert n <= 11 and 1 <= len(texts) - n <= 11
 
 
 def test_expert_through_the_loop_matches_the_reference_runner():
@@ -232,9 +232,9 @@ def test_the_instruction_repeats_every_second_at_rates_that_do_not_divide_it(rat
         pass
     (outcome,) = loop.outcomes
     period = loop.world.period_ns  # 66666667 ns at 15 Hz, 142857143 ns at 7 Hz: 1 s is no multiple
-    assert outcome.duration_s == pytest.approx(20.0, abs=period / NS)
+    assert outcome.duration_s == pytest.approx(10.0, abs=period / NS)
     # At the start, then at the first tick at or after each whole second of the episode.
-    expected = [START_NS] + [START_NS + math.ceil(k * NS / period) * period for k in range(1, 21)]
+    expected = [START_NS] + [START_NS + math.ceil(k * NS / period) * period for k in range(1, 11)]
     assert port.times == expected
 
 
@@ -322,7 +322,7 @@ def test_a_switched_reset_drops_what_arrives_and_starts_the_episode_when_the_pol
         pass
     loop.tick()  # closes the first episode and resets for the second
     (first,) = loop.outcomes
-    assert (first.steps, first.duration_s, first.start_ns) == (400, 20.0, START_NS + 3 * period)
+    assert (first.steps, first.duration_s, first.start_ns) == (200, 10.0, START_NS + 3 * period)
     assert calls[2:] == [(False, loop.ticks - 1)]
     assert loop.episode.index == 1 and loop.episode.start_ns == first.end_ns + period
 
@@ -371,7 +371,7 @@ def test_the_sim_switches_an_external_policy_off_and_on_around_each_reset(probe)
     assert stamp_to_ns(first.start) == START_NS + settle
     assert stamp_to_ns(second.start) == stamp_to_ns(first.header.stamp) + period + settle
     for outcome in (first, second):
-        assert (outcome.steps, outcome.duration_s, outcome.trajectories_accepted) == (400, 20.0, 0)
+        assert (outcome.steps, outcome.duration_s, outcome.trajectories_accepted) == (200, 10.0, 0)
     # Each hold sent when switched off was dropped: the arm stood at home throughout.
     rejected = [dict(zip(o.reject_reasons, o.reject_counts, strict=True)) for o in (first, second)]
     assert rejected == [{"previous_episode": 1}] * 2

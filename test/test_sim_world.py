@@ -158,47 +158,59 @@ def _task(family, objects, **kwargs):
     return Task(family, 0, "", tuple(objects), target=0, **kwargs)
 
 
-def test_pick_success_needs_the_object_held_above_the_lift_height():
-    obj = SceneObject("red", "block", np.array([0.4, 0.0, 0.0]))
-    task = _task("pick", [obj])
+def test_pick_is_decided_by_the_first_object_held_above_the_lift_height():
+    objects = [
+        SceneObject("red", "block", np.array([0.4, 0.0, 0.0])),
+        SceneObject("blue", "block", np.array([0.4, 0.2, 0.0])),
+    ]
+    task = _task("pick", objects)
     world = task.new_world()
-    assert not task.succeeded(world)
+    assert task.verdict(world) is None
     world.objects[0].position[2] = LIFT_HEIGHT + 0.01  # up but not held: it is falling
-    assert not task.succeeded(world)
+    assert task.verdict(world) is None
     world.states[0].held = True
-    assert task.succeeded(world)
-    world.objects[0].position[2] = LIFT_HEIGHT - 0.01
-    assert not task.succeeded(world)
+    assert task.verdict(world) is True
+    world.objects[0].position[2] = LIFT_HEIGHT - 0.01  # held below the lift height
+    assert task.verdict(world) is None
+    world.states[0].held = False
+    world.states[1].held = True
+    world.objects[1].position[2] = LIFT_HEIGHT  # the other block lifted: decided, wrong
+    assert task.verdict(world) is False
 
 
-def test_put_success_needs_a_grasp_a_release_above_the_rim_and_that_bowl():
+def test_put_is_decided_once_a_release_has_come_to_rest_in_that_bowl():
     objects = [
         SceneObject("red", "block", np.array([0.4, 0.0, 0.0])),
         SceneObject("blue", "bowl", np.array([0.4, 0.15, 0.0])),
         SceneObject("green", "bowl", np.array([0.4, -0.15, 0.0])),
     ]
     task = _task("put", objects, bowl=1)
-    cases = ((1, True, 0.1, True), (2, True, 0.1, False), (1, False, 0.1, False))
+    # (bowl dropped into, grasped, release height, verdict)
+    cases = ((1, True, 0.1, True), (2, True, 0.1, False), (1, False, 0.1, None))
     cases += ((1, True, 0.03, False),)  # released below the rim (0.04)
     for bowl, grasped, released, expected in cases:
         world = task.new_world()
         world.objects[0].position = world.objects[bowl].position + [0.0, 0.0, released]
-        world.states[0].was_grasped, world.states[0].release_height = grasped, released
-        assert not task.succeeded(world)  # still falling
+        world.states[0].was_grasped = grasped
+        world.states[0].release_height = released
+        world.states[0].released_into = world._bowl_below(0)
+        world.step(world.joints, DT)
+        if released > 0.05:
+            assert task.verdict(world) is None  # still falling
         for _ in range(40):
             world.step(world.joints, DT)
         assert world.states[0].support == bowl
-        assert task.succeeded(world) is expected
+        assert task.verdict(world) is expected
 
 
 @pytest.mark.parametrize(
     ("direction", "shift", "expected"),
     [
         ("left", +PUSH_DISTANCE, True),
-        ("left", -PUSH_DISTANCE, False),
+        ("left", -PUSH_DISTANCE, None),
         ("right", -PUSH_DISTANCE, True),
-        ("right", +PUSH_DISTANCE, False),
-        ("left", +PUSH_DISTANCE - 0.001, False),
+        ("right", +PUSH_DISTANCE, None),
+        ("left", +PUSH_DISTANCE - 0.001, None),
     ],
 )
 def test_push_success_is_displacement_in_the_instructed_direction(direction, shift, expected):
@@ -207,20 +219,20 @@ def test_push_success_is_displacement_in_the_instructed_direction(direction, shi
     )
     world = task.new_world()
     world.objects[0].position[1] += shift
-    world.states[0].finger_pushes = 1
-    assert task.succeeded(world) is expected
+    world.states[0].finger_travel = abs(shift)
+    assert task.verdict(world) is expected
 
 
-def test_push_success_excludes_carrying():
+def test_a_grasped_target_spoils_a_push():
     task = _task(
         "push", [SceneObject("green", "ball", np.array([0.4, 0.0, 0.0]))], direction="left"
     )
     world = task.new_world()
     world.objects[0].position[1] += 0.1
-    world.states[0].finger_pushes = 1
-    assert task.succeeded(world)
+    world.states[0].finger_travel = 0.1
+    assert task.verdict(world) is True
     world.states[0].was_grasped = True
-    assert not task.succeeded(world)
+    assert task.verdict(world) is False
 
 
 def test_push_success_needs_the_fingers_and_every_object_on_the_table():
@@ -231,13 +243,14 @@ def test_push_success_needs_the_fingers_and_every_object_on_the_table():
     task = _task("push", objects, direction="left")
     world = task.new_world()
     world.objects[0].position[1] += 0.1
-    assert not task.succeeded(world)  # moved 0.1 left, but the fingers never pushed it
-    world.states[0].finger_pushes = 1
-    assert task.succeeded(world)
+    world.states[0].finger_travel = 0.04  # the fingers made less than half of the motion
+    assert task.verdict(world) is None
+    world.states[0].finger_travel = 0.06
+    assert task.verdict(world) is True
     world.objects[1].position[:2] = [0.3, -0.5]  # beyond the table's edge (y -0.45)
     world.step(world.joints, DT)
     assert world.off_table(1) and world.objects[1].position[2] < 0.0
-    assert not task.succeeded(world)
+    assert task.verdict(world) is False
     assert task.contacts(world).off_table == 1
 
 

@@ -145,7 +145,7 @@ def test_text_loss_ignores_the_prompt_and_padding(params, tokenizer):
 
 def test_expert_records_hold_the_next_h_commands():
     records = expert_episode("pick", 0, horizon=5, camera_size=32)
-    assert len(records) == 59 and all(r.episode == "pick/0" for r in records)
+    assert len(records) == 58 and all(r.episode == "pick/0" for r in records)
     first = np.stack([r.actions[0] for r in records])
     for t in range(len(records) - 4):
         np.testing.assert_array_equal(records[t].actions, first[t : t + 5])

@@ -15,5 +15,5 @@
 A ROS node drives it as: task = make_task(family, seed); world = task.new_world(); each
 control tick: targets = executor.command(world.time) (or expert.act(world, dt).targets);
 world.step(targets, dt); publish renderer.render(world, camera) and world.joints; stop at
-task.succeeded(world) or task.time_limit.
+task.verdict(world) (True or False once decided) or task.time_limit.
 """

@@ -150,8 +150,9 @@ class TabletopEpisode:
         return self._lines
 
     def over(self) -> bool:
-        self.success = bool(self.task.succeeded(self.world))
-        return self.success or self.steps >= self._max_steps
+        verdict = self.task.verdict(self.world)
+        self.success = verdict is True
+        return verdict is not None or self.steps >= self._max_steps
 
     def step(self, t_ns: int) -> None:
         command = self.executor.command(t_ns / NS_PER_S, self.world.joints, self.velocity)

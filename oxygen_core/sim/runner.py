@@ -48,13 +48,14 @@ def run_expert_episode(
             narration.append(out.narration)
         if out.memory:
             memory.append(out.memory)
-        if task.succeeded(world):
+        verdict = task.verdict(world)
+        if verdict is not None:
             return EpisodeResult(
                 family,
                 seed,
                 task.instruction,
-                True,
-                world.time,
+                verdict,
+                world.time if verdict else None,
                 step,
                 tuple(narration),
                 tuple(memory),

@@ -23,7 +23,10 @@ held object's underside stops at the table), then applies five rules in a fixed 
    objects on the table it meets in turn (`contacts.chain`), and carries what rests on it.
 
 Each object's state records what a success check must not take on trust: whether it was
-ever grasped, where it was released, how often the fingers pushed it.
+ever grasped, where it was released (its height, and the bowl on the table whose opening it
+was over with its underside above that bowl's rim, if any), how often and how far the
+fingers pushed it, how far other objects shoved it, and whether it moved while the
+gripper held something (a tool).
 
 The world is driven with joint targets at the control rate; sim time advances by dt.
 """
@@ -60,7 +63,11 @@ class ObjectState:
     fall_speed: float = 0.0
     support: int | None = None  # index of the object it rests on; None: the table
     release_height: float = float("nan")  # its underside (m) at its last release
+    released_into: int | None = None  # the bowl it was dropped into at its last release
     finger_pushes: int = 0  # control steps in which the fingers pushed it
+    finger_travel: float = 0.0  # m the fingers moved it, summed over their pushes
+    shoved_travel: float = 0.0  # m other objects moved it, summed over their pushes
+    moved_while_holding: bool = False  # pushed while the gripper held another object
 
 
 class World:
@@ -95,8 +102,7 @@ class World:
         if held is None:
             self._try_grasp(before[6])
         elif self.pose.gap > self.objects[held].width + 1e-9:
-            self.states[held].held = False
-            self.states[held].release_height = float(self.objects[held].position[2])
+            self._release(held)
         self._carry()
         self._fall(dt)
         self._push()
@@ -127,6 +133,35 @@ class World:
             return max([max(hang, 0.0), *meets])
 
         return _stopped_by(before, pose, after, floor)
+
+    def _release(self, index: int) -> None:
+        state = self.states[index]
+        state.held = False
+        state.release_height = float(self.objects[index].position[2])
+        state.released_into = self._bowl_below(index)
+
+    def _bowl_below(self, index: int) -> int | None:
+        """The bowl standing on the table whose opening object `index` is over (its
+        footprint inside the rim) with its underside at or above the rim, if any."""
+        obj = self.objects[index]
+        for j, bowl in enumerate(self.objects):
+            if bowl.shape != "bowl" or not self.on_table(j):
+                continue
+            inside = np.hypot(*(obj.position[:2] - bowl.position[:2])) <= BOWL_RIM - obj.radius
+            if inside and obj.position[2] >= bowl.position[2] + BOWL_HEIGHT - 1e-9:
+                return j
+        return None
+
+    def on_table(self, index: int) -> bool:
+        """Whether object `index` rests on the table top itself (not held, not falling, on
+        no other object, not beyond the edge)."""
+        state = self.states[index]
+        return (
+            self.resting(index)
+            and state.support is None
+            and not self.off_table(index)
+            and abs(float(self.objects[index].position[2])) < 1e-9
+        )
 
     def _try_grasp(self, gripper_before: float) -> None:
         gap_before = gripper_before * arm.MAX_GAP
@@ -221,6 +256,8 @@ class World:
                 continue
             obj.position[:2] += shift
             state.finger_pushes += 1
+            state.finger_travel += float(np.hypot(*shift))
+            state.moved_while_holding |= self.held is not None
             self._drag_contents(i, shift)
             pushed.append(i)
         self._chain(pushed)
@@ -233,6 +270,8 @@ class World:
         ]
         for _, pushed, shift in contacts.chain(self.objects, on_table, movers, self.held):
             self.object_pushes += 1
+            self.states[pushed].shoved_travel += float(np.hypot(*shift))
+            self.states[pushed].moved_while_holding |= self.held is not None
             self._drag_contents(pushed, shift)
 
     def _drag_contents(self, index: int, shift: np.ndarray) -> None:

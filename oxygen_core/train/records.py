@@ -142,12 +142,13 @@ def _expert_run(
         memory = step.memory or memory
         seen.append((obs, step.narration, memory, locate.rows(task, world, ask)))
         commands.append(step.targets)
-        if task.succeeded(world):
+        verdict = task.verdict(world)
+        if verdict is not None:
             break
         world.step(step.targets + noise.offset(), dt)
     else:
         return []
-    if not task.succeeded(world):
+    if not verdict:
         return []
     episode = name or f"{task.family}/{seed}"
     return _records(episode, seen, np.asarray(commands, np.float32), horizon)

@@ -228,8 +228,9 @@ def run_episode(
         command = link.command(step, world.joints)
         meter.observe(command, link.executor.last_takeover)
         world.step(command, dt)
-        if task.succeeded(world):
-            success = True
+        verdict = task.verdict(world)
+        if verdict is not None:
+            success = verdict
             break
     target = task.objects[task.target].name
     return Outcome(
