@@ -245,7 +245,7 @@ def test_sim_inputs_are_checked(bags: Path) -> None:
     )
     bad_policy = _base(fast={"params": str(TINY), "policy": "smart"})
     assert _error(bags, bad_policy) == (
-        "configurations.fast.policy: must be one of model, expert, hold, random, blind"
+        "configurations.fast.policy: must be one of model, expert, hold, random, blind, touch"
     )
     baseline = _base(fast={"params": str(TINY), "policy": "blind"})
     assert _error(bags, baseline) == (

@@ -26,6 +26,10 @@ the world.
                   is let go.
             put   pick's search, then the object is carried to the workspace's centre
                   (where a bowl is likeliest to be) and released above it.
+    touch   reads what blind reads and probes by touch: closed fingers lowered onto the
+            table tell the height of what is under them, which finds and tells apart
+            balls, blocks and bowls; it then acts on the first object of the instructed
+            shape it found (oxygen_core.sim.touch_probe).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ OPEN, SHUT = 0.565, 0.48  # gripper: gap 4.52 cm (over a ball's 4.4), 3.84 (unde
 # one control step apart at the gripper's speed limit
 SHUT_ROWS = 3  # rows the gripper is commanded shut per attempt: frames see it settled
 RANDOM_EVERY = 20  # control steps between the random baseline's targets
-NAMES = ("hold", "random", "blind")
+NAMES = ("hold", "random", "blind", "touch")
 
 _INSTRUCTION = re.compile(
     r"^(?P<family>pick up|put|push) the \w+ (?P<shape>block|ball)"
@@ -82,6 +86,10 @@ def make_baseline(name: str) -> Baseline:
         return RandomTargets()
     if name == "blind":
         return Blind()
+    if name == "touch":
+        from oxygen_core.sim.touch_probe import TouchProbe  # it builds on this module
+
+        return TouchProbe()
     raise ValueError(f"unknown baseline {name!r}; choose one of {', '.join(NAMES)}")
 
 

@@ -6,7 +6,7 @@ the home pose at each (the first trajectory after a reset is not a seam). A tick
 takes the executor's command at t into the seam meter and moves the world one period;
 the executor counts, as a controller would, the commanded points outside the arm's limits
 (the servos clip them, so the count changes nothing in the episode). The expert's
-targets for a tick go out as a one-point trajectory; a baseline (hold, random, blind)
+targets for a tick go out as a one-point trajectory; a baseline (hold, random, blind, touch)
 sends a chunk of `baseline_horizon` rows from the measured joints every
 `baseline_execute_steps` ticks, shaped for the controller as the node would shape it:
 the floor a policy's figure is read against.

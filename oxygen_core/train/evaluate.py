@@ -3,7 +3,7 @@ closed loop in the tabletop, in process (`rollout`), with its report and success
 `--open-loop N` checks the grounding on held-out expert steps instead.
 
     oxygen-eval in-process --checkpoint data/policy/sim_demo --episodes 50 [--with-baselines]
-    oxygen-eval in-process --baseline hold|random|blind --episodes 50
+    oxygen-eval in-process --baseline hold|random|blind|touch --episodes 50
     oxygen-eval in-process --checkpoint data/policy/sim_demo --open-loop 256
 """
 

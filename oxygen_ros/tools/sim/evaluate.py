@@ -1,6 +1,6 @@
 """`oxygen-eval node`: closed-loop evaluation of the oxygen node on the simulated tabletop.
 
-    oxygen-eval node [--params config/sim.yaml] [--policy model|expert|hold|random|blind]
+    oxygen-eval node [--params config/sim.yaml] [--policy model|expert|hold|random|blind|touch]
                     [--mode oxygen]
                     [--families pick,put,push] [--episodes 2] [--first-seed 400000]
                     [--rtf 0.5] [--camera-size 224] [--camera-rate 10]
@@ -12,7 +12,7 @@ real oxygen node is started as `oxygen-demo` starts it (`demo.start_node`: the p
 use_sim_time, autostart, and `engine_mode` from --mode), and its ~/joint_trajectory is
 what the sim executes. The sim holds the first episode until the node is active. With
 `--policy expert` no node runs: the scripted expert drives through the same sim node and
-executor, the reference the model is measured against. `--policy hold|random|blind` runs
+executor, the reference the model is measured against. `--policy hold|random|blind|touch` runs
 a baseline the same way (`oxygen_core.sim.baselines`, its chunks at the params file's
 execute and action horizons): the floors the model's figure is read against.
 

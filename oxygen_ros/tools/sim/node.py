@@ -2,7 +2,7 @@
 policy drives over topics.
 
     oxygen-sim --ros-args -p families:=[pick,put,push] -p episodes:=2 -p first_seed:=0 \\
-        -p real_time_factor:=0.5 -p policy:=external|expert|hold|random|blind
+        -p real_time_factor:=0.5 -p policy:=external|expert|hold|random|blind|touch
     oxygen-sim --world metaworld --ros-args -p tasks:=[drawer-open-v3] -p policy:=expert
 
 One host for every world: the world's binding (tools.sim.worlds) adds its own parameters
