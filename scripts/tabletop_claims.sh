@@ -6,8 +6,8 @@
 #   BETA=<rtc max guidance chosen on dev> scripts/tabletop_claims.sh [CHECKPOINT] [OUT]
 #
 # Writes into OUT (default out/claims/<checkpoint folder name>), each log starting with the commit it ran at:
-#   oxygen.json     the policy in OxyGen mode next to hold still, random targets and the
-#                   blind script: success per family with 95 % intervals, narration naming
+#   oxygen.json     the policy in OxyGen mode next to hold still, random targets, the blind
+#                   script and the touch probe: success per family with 95 % intervals, narration naming
 #                   the target, texts ending at EOS, seams, the chunk gate
 #   isolated.json   the same seeds in isolated mode (the same actions and greedy tokens)
 #   handover/       replace, blend and rtc at d = 1 (this CPU's measured engine latencies
@@ -41,17 +41,17 @@ once() {
 }
 
 once "$out/oxygen.json" "$out/oxygen.log" \
-    "$bin/oxygen-eval in-process" "${common[@]}" --with-baselines --json "$out/oxygen.json" &
+    "$bin/oxygen-eval" in-process "${common[@]}" --with-baselines --json "$out/oxygen.json" &
 pid=$!
 once "$out/isolated.json" "$out/isolated.log" \
-    "$bin/oxygen-eval in-process" "${common[@]}" --mode isolated --json "$out/isolated.json"
+    "$bin/oxygen-eval" in-process "${common[@]}" --mode isolated --json "$out/isolated.json"
 wait "$pid"  # a failed evaluation stops the script (set -e)
 once "$out/handover/replace_blend/sweep.json" "$out/handover_replace_blend.log" \
-    "$bin/oxygen-eval sweep" "${common[@]}" --handovers replace,blend --delays 1,4 \
+    "$bin/oxygen-eval" sweep "${common[@]}" --handovers replace,blend --delays 1,4 \
     --out "$out/handover/replace_blend" &
 pid=$!
 once "$out/handover/rtc/sweep.json" "$out/handover_rtc.log" \
-    "$bin/oxygen-eval sweep" "${common[@]}" --handovers rtc --delays 1,4 \
+    "$bin/oxygen-eval" sweep "${common[@]}" --handovers rtc --delays 1,4 \
     --rtc-max-guidance "$beta" --out "$out/handover/rtc"
 wait "$pid"
 echo "claims of $checkpoint (test seeds $test_first.., $episodes per family) in $out"
