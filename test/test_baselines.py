@@ -12,10 +12,11 @@ import pytest
 
 from oxygen_core.safety.limits import limits_from_files
 from oxygen_core.sim import arm, seeds
-from oxygen_core.sim.baselines import course, held_shape, make_baseline, parse_instruction
+from oxygen_core.sim.baselines import make_baseline
 from oxygen_core.sim.episode import Tabletop, TabletopSettings
 from oxygen_core.sim.executor import CONTROLLERS
 from oxygen_core.sim.render import Renderer
+from oxygen_core.sim.scripting import course, held_shape, parse_instruction
 from oxygen_core.sim.success import SuccessRate
 from oxygen_core.sim.tasks import FAMILIES, make_task
 from oxygen_core.train import cli, dagger, evaluate, rollout

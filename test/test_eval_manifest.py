@@ -368,7 +368,11 @@ def test_the_bundled_example_manifests() -> None:
     assert [t.id for t in mixed] == [
         *(f"{i}/oxygen" for i in ["sim_bag", *sims]),
         *(f"{i}/isolated" for i in ["sim_bag", *sims]),
-        *(f"{i}/{baseline}" for baseline in ("expert", "hold", "random", "blind") for i in sims),
+        *(
+            f"{i}/{baseline}"
+            for baseline in ("expert", "hold", "random", "blind", "touch")
+            for i in sims
+        ),
     ]
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from oxygen_core.sim.baselines import course
 from oxygen_core.sim.scene import BOWL_HEIGHT, FLOOR_Z, SceneObject
+from oxygen_core.sim.scripting import course
 from oxygen_core.sim.tasks import PUSH_DIRECTIONS, PUSH_DISTANCE, Task
 from oxygen_core.sim.world import World
 

@@ -34,38 +34,26 @@ the world.
 
 from __future__ import annotations
 
-import re
 import zlib
-from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
 
 from oxygen_core.sim import arm
 from oxygen_core.sim.scene import WORKSPACE_X, WORKSPACE_Y, SceneObject
+from oxygen_core.sim.scripting import OPEN, SHUT, Course, course, held_shape, parse_instruction
 from oxygen_core.sim.tasks import PUSH_DIRECTIONS, PUSH_DISTANCE, PUSH_MARGIN
+from oxygen_core.sim.touch_probe import TouchProbe
 from oxygen_core.sim.world import PUSHER_RADIUS
 
-DT = 0.05  # the control period the courses are timed for (runner.DEFAULT_CONTROL_HZ)
-YAW = np.pi / 2  # the fingers close along world y (as at home)
-SPEED = 0.4  # grip point speed (m/s); the joints' limits slow it where they bind
-JOINT_MARGIN = 0.9  # of each joint's velocity limit, so the chunk gate has nothing to slow
 ABOVE = 0.06  # grip point height clear of every object's top (balls are 4.4 cm)
 HOVER = 0.15  # carrying height
 PUSH_HEIGHT = 0.012  # as the expert pushes: the finger column spans the object
 GRASP_HEIGHT = 0.018  # inside every graspable object's height
-GRID = 0.035  # grasp attempts this far apart: 2 cm discs cover 9/10 of the lattice, and
-# the whole lattice fits in a pick episode's time (a finer one does not)
-OPEN, SHUT = 0.565, 0.48  # gripper: gap 4.52 cm (over a ball's 4.4), 3.84 (under a block's 4),
-# one control step apart at the gripper's speed limit
+GRID = 0.035  # grasp attempts this far apart: 2 cm discs cover 9/10 of the lattice
 SHUT_ROWS = 3  # rows the gripper is commanded shut per attempt: frames see it settled
 RANDOM_EVERY = 20  # control steps between the random baseline's targets
 NAMES = ("hold", "random", "blind", "touch")
-
-_INSTRUCTION = re.compile(
-    r"^(?P<family>pick up|put|push) the \w+ (?P<shape>block|ball)"
-    r"(?: in the \w+ bowl| to the (?P<direction>left|right))?$"
-)
 
 
 class Baseline(Protocol):
@@ -87,8 +75,6 @@ def make_baseline(name: str) -> Baseline:
     if name == "blind":
         return Blind()
     if name == "touch":
-        from oxygen_core.sim.touch_probe import TouchProbe  # it builds on this module
-
         return TouchProbe()
     raise ValueError(f"unknown baseline {name!r}; choose one of {', '.join(NAMES)}")
 
@@ -108,19 +94,19 @@ class RandomTargets:
     instruction, so an episode is the same whatever ran before it."""
 
     def __init__(self) -> None:
-        self._course = _Course(np.empty((0, arm.NUM_JOINTS)))
+        self._course = Course(np.empty((0, arm.NUM_JOINTS)))
         self._rng = np.random.default_rng(0)
 
     def reset(self, instruction: str) -> None:
         self._rng = np.random.default_rng(zlib.crc32(instruction.encode()))
-        self._course = _Course(np.empty((0, arm.NUM_JOINTS)))
+        self._course = Course(np.empty((0, arm.NUM_JOINTS)))
 
     def chunk(self, state: np.ndarray, step: int, rows: int) -> np.ndarray:
         if step >= self._course.start + RANDOM_EVERY or not len(self._course.rows):
             x, y = self._rng.uniform(*WORKSPACE_X), self._rng.uniform(*WORKSPACE_Y)
             point = np.array([x, y, self._rng.uniform(0.0, HOVER)])
             waypoints = [(point, float(self._rng.uniform(0.0, 1.0)))]
-            self._course = _Course(course(state, waypoints), step)
+            self._course = Course(course(state, waypoints), step)
         return self._course.window(step, rows)
 
 
@@ -130,13 +116,13 @@ class Blind:
 
     def __init__(self) -> None:
         self._family, self._shape, self._direction = "pick", "block", None
-        self._course = _Course(np.empty((0, arm.NUM_JOINTS)))
+        self._course = Course(np.empty((0, arm.NUM_JOINTS)))
         self._probe = np.zeros(0, bool)
         self._holding = False
 
     def reset(self, instruction: str) -> None:
         self._family, self._shape, self._direction = parse_instruction(instruction)
-        self._course = _Course(np.empty((0, arm.NUM_JOINTS)))
+        self._course = Course(np.empty((0, arm.NUM_JOINTS)))
         self._holding = False
 
     def chunk(self, state: np.ndarray, step: int, rows: int) -> np.ndarray:
@@ -144,7 +130,7 @@ class Blind:
             self._start(state, step)
         elif not self._holding and self._grasped(state, step):
             self._holding = True
-            self._course = _Course(course(state, self._carry(state)), step)
+            self._course = Course(course(state, self._carry(state)), step)
         return self._course.window(step, rows)
 
     def _start(self, state: np.ndarray, step: int) -> None:
@@ -154,7 +140,7 @@ class Blind:
             waypoints = grasp_search()
         rows = course(state, waypoints)
         self._probe = rows[:, arm.GRIPPER] == SHUT
-        self._course = _Course(rows, step)
+        self._course = Course(rows, step)
 
     def _grasped(self, state: np.ndarray, step: int) -> bool:
         """The instructed shape is between the fingers: the gripper was commanded shut the
@@ -173,25 +159,6 @@ class Blind:
             return lifted
         centre = np.array([np.mean(WORKSPACE_X), np.mean(WORKSPACE_Y), HOVER])
         return [*lifted, (centre, SHUT), (centre, 1.0), (centre + [0, 0, 0.05], 1.0)]
-
-
-def parse_instruction(text: str) -> tuple[str, str, str | None]:
-    """(family, target shape, push direction or None) from a task's instruction;
-    ValueError for a sentence no task family says."""
-    match = _INSTRUCTION.match(text.strip())
-    if match is None:
-        raise ValueError(f"not a sim task's instruction: {text!r}")
-    family = match["family"].split()[0]
-    return family, match["shape"], match["direction"]
-
-
-def held_shape(gripper: float) -> str | None:
-    """Which graspable shape the fingers stopped on ("block", "ball"), None when empty:
-    a held object keeps the gripper at its width."""
-    widths = {s: SceneObject("red", s, np.zeros(3)).width / arm.MAX_GAP for s in ("block", "ball")}
-    if gripper < (SHUT + min(widths.values())) / 2:
-        return None
-    return min(widths, key=lambda s: abs(widths[s] - gripper))
 
 
 def push_raster(shape: str, direction: str | None) -> list[tuple[np.ndarray, float]]:
@@ -233,58 +200,3 @@ def grasp_search() -> list[tuple[np.ndarray, float]]:
             node = np.array([x, y, GRASP_HEIGHT])
             waypoints += [(node, OPEN), *[(node, SHUT)] * SHUT_ROWS, (node, OPEN)]
     return waypoints
-
-
-def course(state: np.ndarray, waypoints: Sequence[tuple[np.ndarray, float]]) -> np.ndarray:
-    """Joint rows [N, 7], one per control step, from the joints `state` through the
-    waypoints (grip point, gripper) in straight lines at SPEED, each segment slowed to
-    keep every joint under JOINT_MARGIN of its velocity limit; a waypoint repeating the
-    one before holds it one row."""
-    q = np.asarray(state, np.float64)
-    point, gripper = arm.forward(q).grip, float(q[arm.GRIPPER])
-    rows = []
-    for goal, grip_goal in waypoints:
-        segment = _segment(point, gripper, np.asarray(goal, np.float64), grip_goal, q)
-        rows += segment
-        q, point, gripper = segment[-1], np.asarray(goal, np.float64), grip_goal
-    return np.asarray(rows)
-
-
-def _segment(
-    start: np.ndarray, grip0: float, goal: np.ndarray, grip1: float, q: np.ndarray
-) -> list[np.ndarray]:
-    """The rows of one straight segment, at least one, as few as the limits allow."""
-    steps = max(1, int(np.ceil(np.linalg.norm(goal - start) / (SPEED * DT))))
-    for _ in range(8):
-        rows = _rows(start, grip0, goal, grip1, q, steps)
-        previous = np.asarray([q, *rows[:-1]])
-        bound = JOINT_MARGIN * arm.VELOCITY_LIMITS * DT
-        ratio = np.max(np.abs(np.asarray(rows) - previous) / bound)
-        if ratio <= 1.0:
-            return rows
-        steps = int(np.ceil(steps * ratio)) + 1
-    return rows
-
-
-def _rows(
-    start: np.ndarray, grip0: float, goal: np.ndarray, grip1: float, q: np.ndarray, steps: int
-) -> list[np.ndarray]:
-    rows, roll = [], float(q[5])
-    for f in np.arange(1, steps + 1) / steps:
-        gripper = grip0 + f * (grip1 - grip0)
-        row = arm.inverse_top_down(start + f * (goal - start), YAW, gripper, roll)
-        rows.append(row)
-        roll = float(row[5])
-    return rows
-
-
-class _Course:
-    """Precomputed rows and the control step their first one runs at."""
-
-    def __init__(self, rows: np.ndarray, start: int = 0) -> None:
-        self.rows, self.start = rows, start
-
-    def window(self, step: int, rows: int) -> np.ndarray:
-        """`rows` rows from `step` on, the last row held past the course's end."""
-        index = np.clip(np.arange(step, step + rows) - self.start, 0, len(self.rows) - 1)
-        return self.rows[index]

@@ -30,14 +30,6 @@ import dataclasses
 import numpy as np
 
 from oxygen_core.sim import arm
-from oxygen_core.sim.baselines import (
-    OPEN,
-    SHUT,
-    _Course,
-    course,
-    held_shape,
-    parse_instruction,
-)
 from oxygen_core.sim.scene import (
     BALL_RADIUS,
     BLOCK_SIDE,
@@ -46,6 +38,7 @@ from oxygen_core.sim.scene import (
     WORKSPACE_Y,
     SceneObject,
 )
+from oxygen_core.sim.scripting import OPEN, SHUT, Course, course, held_shape, parse_instruction
 from oxygen_core.sim.tasks import PUSH_DIRECTIONS, PUSH_DISTANCE
 from oxygen_core.sim.world import PUSHER_RADIUS
 
@@ -89,7 +82,7 @@ class TouchProbe:
         self._family, self._shape, self._direction = parse_instruction(instruction)
         self._agenda = collections.deque(Action("probe", xy) for xy in search_lattice())
         self._action: Action | None = None
-        self._course = _Course(np.empty((0, arm.NUM_JOINTS)))
+        self._course = Course(np.empty((0, arm.NUM_JOINTS)))
         self._clusters: list[list[tuple[np.ndarray, str | None]]] = []
         self._target: np.ndarray | None = None  # a found object of the instructed shape
         self._bowl: np.ndarray | None = None
@@ -102,7 +95,7 @@ class TouchProbe:
             if self._action is not None:
                 self._observe(state)
             self._action = self._agenda.popleft() if self._agenda else Action("rest", np.zeros(2))
-            self._course = _Course(course(state, self._waypoints(state, self._action)), step)
+            self._course = Course(course(state, self._waypoints(state, self._action)), step)
         return self._course.window(step, rows)
 
     # ------------------------------------------------------------------ what happened
@@ -239,4 +232,3 @@ def search_lattice() -> list[np.ndarray]:
     xs = np.arange(WORKSPACE_X[0] + 0.02, WORKSPACE_X[1], LATTICE)
     ys = np.arange(WORKSPACE_Y[0] + 0.02, WORKSPACE_Y[1], LATTICE)
     return [np.array([x, y]) for k, x in enumerate(xs) for y in (ys if k % 2 else ys[::-1])]
-
