@@ -70,22 +70,22 @@ def _episode(task: Task, steps: int) -> tuple[bool | None, object]:
     return None, world
 
 
-def test_it_finds_and_lifts_the_instructed_shape_by_touch():
-    """A block near the first search probe and a ball further on: it passes the block
-    and lifts the ball."""
+def _pick_beside(colour: str, shape: str) -> Task:
+    """Pick the red ball 12 cm from an object of `colour` and `shape` at the first search
+    probe."""
     first = search_lattice()[0]
-    block = SceneObject("green", "block", np.array([*first, 0.0]))
+    near = SceneObject(colour, shape, np.array([*first, 0.0]))
     ball = SceneObject("red", "ball", np.array([first[0] + 0.01, first[1] - 0.12, 0.0]))
-    task = Task("pick", 0, "pick up the red ball", (ball, block), 0)
-    verdict, world = _episode(task, 200)
+    return Task("pick", 0, "pick up the red ball", (ball, near), 0)
+
+
+def test_it_finds_and_lifts_the_instructed_shape_by_touch():
+    """It passes the block the search meets first and lifts the ball."""
+    verdict, world = _episode(_pick_beside("green", "block"), 200)
     assert verdict is True and world.held == 0
 
 
 def test_it_cannot_tell_the_target_from_its_twin():
     """The blue ball lies where the search passes first: it is lifted, and that decides."""
-    first = search_lattice()[0]
-    twin = SceneObject("blue", "ball", np.array([*first, 0.0]))
-    ball = SceneObject("red", "ball", np.array([first[0] + 0.01, first[1] - 0.12, 0.0]))
-    task = Task("pick", 0, "pick up the red ball", (ball, twin), 0)
-    verdict, world = _episode(task, 200)
+    verdict, world = _episode(_pick_beside("blue", "ball"), 200)
     assert verdict is False and world.held == 1
