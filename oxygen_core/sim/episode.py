@@ -106,7 +106,6 @@ class TabletopEpisode:
     ) -> None:
         self._tabletop, self.task, self.world, self.executor = tabletop, task, world, executor
         self.instruction = task.instruction
-        self._policy = policy
         self._dt = tabletop.period_ns / NS_PER_S
         self._max_steps = int(round(task.time_limit * NS_PER_S / tabletop.period_ns))
         self._seams = SeamMeter(self._dt, gripper=GRIPPER)

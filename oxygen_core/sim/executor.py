@@ -82,10 +82,6 @@ class Trajectory:
     accelerations: Sequence[Sequence[float]] | None = None  # "jtc", with velocities: quintic
 
 
-# The kinds of Refused that `replace` answers: joint_names, points, non_finite, times,
-# late, end_velocity.
-
-
 @dataclasses.dataclass(frozen=True)
 class Takeover:
     """One trajectory taking over from another at a control tick."""
@@ -213,7 +209,8 @@ class TrajectoryExecutor:
 
     def replace(self, trajectory: Trajectory, now: float) -> Refused | None:
         """Hand `trajectory` to the controller at sim time `now` (its arrival). Returns None
-        when accepted, else why it was rejected (nothing changes then)."""
+        when accepted, else why it was rejected (nothing changes then), of the kinds
+        joint_names, points, non_finite, times, late and end_velocity."""
         goal = self._parse(trajectory, now)
         if isinstance(goal, Refused):
             return goal

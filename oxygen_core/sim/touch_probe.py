@@ -46,7 +46,8 @@ TRAVEL = 0.048  # grip point height between probes: above every object's top (4.
 DEEP, SHALLOW = 0.0, 0.03  # a probe's lowest point: to a bowl's floor (put), below the tops
 LATTICE = 0.05  # m between search probes
 SKIP = 0.06  # search probes this near a hit are left out: they would find it again
-CROSS = 0.02  # m from a hit to the probes that localise it
+CROSS = 0.02  # m from a hit to the probes that localise it ...
+AROUND = ((1, 0), (-1, 0), (0, 1), (0, -1))  # ... in these directions
 SETTLE = 2  # control steps after an action's last row before its joints are read
 RETRIES = 2  # grasps at an offset after a miss
 CLOSED = 0.0  # the gripper shut with nothing between the fingers
@@ -113,18 +114,14 @@ class TouchProbe:
                 return
             self._clusters.append([(probe.xy, felt)])
             k = len(self._clusters) - 1
-            around = [probe.xy + CROSS * np.array(d) for d in self._cross()]
+            around = [probe.xy + CROSS * np.array(d) for d in AROUND]
             self._agenda.extendleft(reversed([Action("probe", xy, k) for xy in around]))
             self._skip_near(probe.xy)
             return
         cluster = self._clusters[probe.cluster]
         cluster.append((probe.xy, felt))
-        if len(cluster) == 1 + len(self._cross()):
+        if len(cluster) == 1 + len(AROUND):
             self._found(cluster)
-
-    def _cross(self) -> tuple[tuple[int, int], ...]:
-        """Where a hit is probed again, in CROSS steps."""
-        return ((1, 0), (-1, 0), (0, 1), (0, -1))
 
     def _skip_near(self, xy: np.ndarray) -> None:
         """Search probes on an object just found would only find it again."""

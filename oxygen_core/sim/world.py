@@ -25,8 +25,7 @@ held object's underside stops at the table), then applies five rules in a fixed 
 Each object's state records what a success check must not take on trust: whether it was
 ever grasped, where it was released (its height, and the bowl on the table whose opening it
 was over with its underside above that bowl's rim, if any), how often and how far the
-fingers pushed it, how far other objects shoved it, and whether it moved while the
-gripper held something (a tool).
+fingers pushed it, and whether it moved while the gripper held something (a tool).
 
 The world is driven with joint targets at the control rate; sim time advances by dt.
 """
@@ -66,7 +65,6 @@ class ObjectState:
     released_into: int | None = None  # the bowl it was dropped into at its last release
     finger_pushes: int = 0  # control steps in which the fingers pushed it
     finger_travel: float = 0.0  # m the fingers moved it, summed over their pushes
-    shoved_travel: float = 0.0  # m other objects moved it, summed over their pushes
     moved_while_holding: bool = False  # pushed while the gripper held another object
 
 
@@ -155,12 +153,8 @@ class World:
     def on_table(self, index: int) -> bool:
         """Whether object `index` rests on the table top itself (not held, not falling, on
         no other object, not beyond the edge)."""
-        state = self.states[index]
         return (
-            self.resting(index)
-            and state.support is None
-            and not self.off_table(index)
-            and abs(float(self.objects[index].position[2])) < 1e-9
+            self.resting(index) and self.states[index].support is None and not self.off_table(index)
         )
 
     def _try_grasp(self, gripper_before: float) -> None:
@@ -264,13 +258,9 @@ class World:
 
     def _chain(self, movers: list[int]) -> None:
         """The pushes between objects that `movers` start, with what rests on each."""
-        on_table = [
-            s.support is None and not s.held and self.resting(i) and not self.off_table(i)
-            for i, s in enumerate(self.states)
-        ]
+        on_table = [self.on_table(i) for i in range(len(self.objects))]
         for _, pushed, shift in contacts.chain(self.objects, on_table, movers, self.held):
             self.object_pushes += 1
-            self.states[pushed].shoved_travel += float(np.hypot(*shift))
             self.states[pushed].moved_while_holding |= self.held is not None
             self._drag_contents(pushed, shift)
 

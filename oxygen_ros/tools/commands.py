@@ -223,6 +223,12 @@ def _world_command(prog: str, verb: Verb, argv: list[str]) -> int | None:
     return _call(verb.by_world[world], [prog, *rest] if verb.node else rest)
 
 
+def world_prog(command: str, world: str) -> str:
+    """How `command` is called for `world`: the tabletop is the default, another world
+    is named."""
+    return command if world == TABLETOP else f"{command} {WORLD_FLAG} {world}"
+
+
 def world_argument(argv: list[str]) -> tuple[str, list[str]]:
     """The --world value (before any --ros-args) and the arguments without it."""
     end = argv.index("--ros-args") if "--ros-args" in argv else len(argv)

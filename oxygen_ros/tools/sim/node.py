@@ -43,7 +43,7 @@ from oxygen_ros.convert import stamp_to_ns
 from oxygen_ros.msg import EngineStats
 from oxygen_ros.ros_args import ParamDoc
 from oxygen_ros.spin import Hosted, run_node
-from oxygen_ros.tools.commands import world_argument
+from oxygen_ros.tools.commands import world_argument, world_prog
 from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_order
 from oxygen_ros.tools.sim.worlds import METAWORLD, TABLETOP, Binding, binding
 from oxygen_ros.tools.sim_host import HOST_PARAMETERS, SimHost, hosted, topic_parameters
@@ -182,13 +182,13 @@ class SimNode(SimHost):
 def help_text(world: str) -> str:
     """`oxygen-sim --world W --help`: what it is, its parameters, examples."""
     b = binding(world)
-    prog = "oxygen-sim" if world == TABLETOP else f"oxygen-sim --world {world}"
+    prog = world_prog("oxygen-sim", world)
     return ros_args.help_text(prog, b.summary_doc, parameters(b), list(b.examples))
 
 
 def run(world: str, args: list[str] | None) -> int:
     """Run every episode of `world`, then exit (or spin on)."""
-    prog = "oxygen-sim" if world == TABLETOP else f"oxygen-sim --world {world}"
+    prog = world_prog("oxygen-sim", world)
     if ros_args.wants_help(args):
         print(help_text(world), end="")
         return 0

@@ -48,7 +48,7 @@ from oxygen_core.sim.seeds import check_not_evaluation
 from oxygen_core.train.records import METAWORLD_DART
 from oxygen_core.worlds import World
 from oxygen_ros.tools.bagio import BagWriter
-from oxygen_ros.tools.commands import METAWORLD, TABLETOP, world_argument
+from oxygen_ros.tools.commands import METAWORLD, TABLETOP, world_argument, world_prog
 from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_order
 from oxygen_ros.tools.sim.worlds import binding
 from oxygen_ros.tools.sim_host import SimTopic
@@ -130,9 +130,9 @@ def names_arg(choices: Sequence[str], what: str) -> Callable[[str], tuple[str, .
 
 def _parser(world: str) -> argparse.ArgumentParser:
     b = binding(world)
-    prog = "oxygen-record" if world == TABLETOP else f"oxygen-record --world {world}"
     names = b.names_parameter.name
     defaults = {p.name: p.default for p in b.parameters}
+    prog = world_prog("oxygen-record", world)
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0].strip())
     parser.add_argument("out", type=Path, help="bag folder to create (must not exist)")
     parser.add_argument(
@@ -146,10 +146,10 @@ def _parser(world: str) -> argparse.ArgumentParser:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--camera-size", type=int, default=defaults["camera_size"])
     parser.add_argument("--camera-rate", type=float, default=defaults["camera_rate_hz"], help="Hz")
-    defaults.update(_RECORDING_DEFAULTS)
     for flag, name, unit in _WORLD_FLAGS:
-        if name in {q.name for q in b.parameters}:
-            parser.add_argument(flag, dest=name, type=float, default=defaults[name], help=unit)
+        if name in defaults:
+            default = _RECORDING_DEFAULTS.get(name, defaults[name])
+            parser.add_argument(flag, dest=name, type=float, default=default, help=unit)
     return parser
 
 
