@@ -10,9 +10,11 @@
 #                   script and the touch probe: success per family with 95 % intervals, narration naming
 #                   the target, texts ending at EOS, seams, the chunk gate
 #   isolated.json   the same seeds in isolated mode (the same actions and greedy tokens)
-#   handover/       replace, blend and rtc at d = 1 (this CPU's measured engine latencies
+#   handover/C/     replace, blend and rtc at d = 1 (this CPU's measured engine latencies
 #                   for the demo preset) and d = 4 (OxyGen's 198 ms on Jetson Thor, from
-#                   the paper, at 20 Hz): success, time to success, seam jump
+#                   the paper, at 20 Hz) under each controller model C (jtc, the default,
+#                   and jtc_replacement): success, time to success, seam jump, the arm's
+#                   commands at each trajectory's arrival
 # Two evaluations run at a time (one per core); EPISODES per family (default 150). An
 # evaluation writes its file when it ends, so a rerun into the same OUT skips the ones
 # that finished and runs the rest again (the same seeds give the same episodes).
@@ -46,12 +48,16 @@ pid=$!
 once "$out/isolated.json" "$out/isolated.log" \
     "$bin/oxygen-eval" in-process "${common[@]}" --mode isolated --json "$out/isolated.json"
 wait "$pid"  # a failed evaluation stops the script (set -e)
-once "$out/handover/replace_blend/sweep.json" "$out/handover_replace_blend.log" \
-    "$bin/oxygen-eval" sweep "${common[@]}" --handovers replace,blend --delays 1,4 \
-    --out "$out/handover/replace_blend" &
-pid=$!
-once "$out/handover/rtc/sweep.json" "$out/handover_rtc.log" \
-    "$bin/oxygen-eval" sweep "${common[@]}" --handovers rtc --delays 1,4 \
-    --rtc-max-guidance "$beta" --out "$out/handover/rtc"
-wait "$pid"
+for controller in jtc jtc_replacement; do
+    sweep=("${common[@]}" --delays 1,4 --controller "$controller")
+    once "$out/handover/$controller/replace_blend/sweep.json" \
+        "$out/handover_${controller}_replace_blend.log" \
+        "$bin/oxygen-eval" sweep "${sweep[@]}" --handovers replace,blend \
+        --out "$out/handover/$controller/replace_blend" &
+    pid=$!
+    once "$out/handover/$controller/rtc/sweep.json" "$out/handover_${controller}_rtc.log" \
+        "$bin/oxygen-eval" sweep "${sweep[@]}" --handovers rtc --rtc-max-guidance "$beta" \
+        --out "$out/handover/$controller/rtc"
+    wait "$pid"
+done
 echo "claims of $checkpoint (test seeds $test_first.., $episodes per family) in $out"

@@ -64,7 +64,17 @@ class Point:
             "success": {family: _rate(s) for family, s in self.summary.items()},
             "time_to_success_s": self.time_to_success_s,
             "seam_jump_mean": everything["seams"]["jump_mean"],
+            "arrival": arrival(everything["seams"]),
         }
+
+
+def arrival(seams: Mapping[str, float]) -> dict[str, float]:
+    """The arm's commands around each trajectory's arrival (oxygen_core.sim.seam): the
+    largest velocity, acceleration and jerk, mean and max over arrivals, and how many
+    arrivals passed a limit."""
+    keys = ("velocity", "acceleration", "jerk")
+    out = {f"{k}_{s}": seams[f"arrival_{k}_{s}"] for k in keys for s in ("mean", "max")}
+    return {**out, "arrivals": seams["arrivals"], "over": seams["arrivals_over"]}
 
 
 def _rate(summary: Mapping) -> dict:
@@ -122,22 +132,40 @@ def markdown(
     header: str,
     seam: str = "seam jump (rad)",
 ) -> str:
+    """The rows as a table, with the arrival's columns where the rows carry them (the
+    tabletop's), then the marks."""
     families = [f for f in rows[0]["success"] if f != "all"] + ["all"]
-    lines = [
-        header,
-        "",
-        "| hand-over | d (steps) | " + " | ".join(families) + f" | time to success (s) | {seam} |",
-        "|---" * (len(families) + 4) + "|",
-    ]
+    columns = ["hand-over", "d (steps)", *families, "time to success (s)", seam]
+    arrivals = all("arrival" in r for r in rows)
+    columns += ARRIVAL_COLUMNS if arrivals else []
+    lines = [header, "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
     for r in rows:
-        cells = [_cell(r["success"][f]) for f in families]
-        lines.append(
-            f"| {r['handover']} | {r['delay']} | " + " | ".join(cells)
-            + f" | {r['time_to_success_s']:.2f} | {r['seam_jump_mean']:.4f} |"
-        )  # fmt: skip
+        cells = [r["handover"], str(r["delay"]), *(_cell(r["success"][f]) for f in families)]
+        cells += [f"{r['time_to_success_s']:.2f}", f"{r['seam_jump_mean']:.4f}"]
+        cells += _arrival_cells(r["arrival"]) if arrivals else []
+        lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "| engine mode | latency (ms) | d (steps) |", "|---|---|---|"]
     lines += [f"| {name} | {ms:.0f} | {d} |" for name, (ms, d) in marks.items()]
     return "\n".join(lines)
+
+
+# The arrival's columns: the arm's largest commanded velocity, acceleration and jerk per
+# arrival (mean / max over arrivals), and the arrivals over a velocity or acceleration limit.
+ARRIVAL_COLUMNS = [
+    "arrival velocity (rad/s)",
+    "arrival acceleration (rad/s^2)",
+    "arrival jerk (rad/s^3)",
+    "arrivals over a limit",
+]
+
+
+def _arrival_cells(a: Mapping[str, float]) -> list[str]:
+    return [
+        f"{a['velocity_mean']:.2f} / {a['velocity_max']:.2f}",
+        f"{a['acceleration_mean']:.1f} / {a['acceleration_max']:.0f}",
+        f"{a['jerk_mean']:.0f} / {a['jerk_max']:.0f}",
+        f"{a['over']}/{a['arrivals']}",
+    ]
 
 
 def _cell(rate: Mapping) -> str:

@@ -190,7 +190,7 @@ def run_episode(
     dt = 1.0 / control_hz
     executor = TrajectoryExecutor.of(world.joints, controller, dt)
     link = _Link(executor, controller, link_delay, dt)
-    meter = SeamMeter(dt, gripper=GRIPPER)
+    meter = SeamMeter(dt, gripper=GRIPPER, limits=limits)
     texts: list[Text] = []
     gaps: list[np.ndarray] = []  # per frame: [arm, gripper] of the overlap
     plans: list[bool] = []  # per frame: the plan named the target's cell (and bowl's)
