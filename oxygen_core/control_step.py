@@ -264,6 +264,12 @@ class ControlStep:
             positions, velocities = last.positions, None
         return shaping.stop(positions, velocities, self._limits, self._period_s)
 
+    @property
+    def setpoints(self) -> np.ndarray | None:
+        """The commanded joints without a velocity bound (shaping.setpoints); None without
+        the gate's limits."""
+        return None if self._limits is None else shaping.setpoints(self._limits)
+
     def _watchdog(self, tick_ns: int, reason: str) -> str | None:
         last = self.timeline.last_row_ns()
         if self.standing or last is None or last >= tick_ns + 2 * self._frame_ns:

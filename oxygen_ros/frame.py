@@ -196,14 +196,16 @@ class FrameLoop:
 
     def _trajectories(self, shaped: Shaped) -> list[Outgoing]:
         """(output, JointTrajectory, controller) of `shaped` for each trajectory controller
-        (the layout's parts, same stamp and times), or the one of every joint."""
+        (the layout's parts, same stamp and times; a setpoints' controller positions only),
+        or the one of every joint."""
         names = self._layout.action_names
         if not self._layout.parts:
             return [(topics.JOINT_TRAJECTORY, shaped_trajectory_msg(names, shaped), None)]
+        setpoints = self._step.setpoints
         return [
             (
                 topics.JOINT_TRAJECTORY,
-                shaped_trajectory_msg(part.controller.joints, part.of(shaped)),
+                shaped_trajectory_msg(part.controller.joints, part.of(shaped, setpoints)),
                 part.controller.name,
             )
             for part in self._layout.parts

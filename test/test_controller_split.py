@@ -30,6 +30,21 @@ def test_each_controller_gets_its_joints_columns_in_its_own_order():
     assert parts[1].of(_positions_only(shaped)).velocities is None
 
 
+def test_a_controller_of_setpoints_alone_gets_positions_only():
+    # The grippers have no velocity bound: their controllers run linear segments, which
+    # stay between their ends; an arm with a gripper in it keeps its velocities.
+    parts = split(
+        ALOHA, [_c("left", "l1", "l2", "l_grip"), _c("grip", "r_grip"), _c("r", "r1", "r2")]
+    )
+    setpoints = np.array([False, False, True, False, False, True])
+    shaped = Shaped(7, np.array([0.0, 0.1]), np.arange(12.0).reshape(2, 6), -np.ones((2, 6)))
+    left, grip, right = (p.of(shaped, setpoints) for p in parts)
+    assert left.velocities.shape == (2, 3) and right.velocities.shape == (2, 2)
+    assert grip.velocities is None
+    np.testing.assert_array_equal(grip.positions, [[5], [11]])
+    assert parts[1].of(shaped).velocities.shape == (2, 1)  # without limits: as shaped
+
+
 def _positions_only(shaped: Shaped) -> Shaped:
     """`shaped` without velocities (positions only)."""
     return Shaped(shaped.stamp_ns, shaped.times, shaped.positions, None)

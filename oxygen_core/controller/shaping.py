@@ -69,6 +69,12 @@ class Shaped:
     tail: int = 0  # points after the released rows: the stop that ends the trajectory
 
 
+def setpoints(limits: JointLimits) -> np.ndarray:
+    """The joints that are setpoints: no velocity bound (a gripper, its rate bounds switched
+    off), moved to a value by their own servo rather than along a path."""
+    return ~np.isfinite(limits.velocity)
+
+
 def segments(model: ControllerModel) -> Segments:
     """How `model` moves between the points the node sends it: "jtc" gets velocities."""
     return "cubic" if model == "jtc" else "linear"
@@ -99,8 +105,8 @@ def for_controller(
     if first >= len(rows):
         return None
     velocities = grid_velocities(rows, period_s, before)
-    if limits is not None:  # a setpoint (a gripper, rate bounds off) reaches each row at rest
-        velocities[:, ~np.isfinite(limits.velocity)] = 0.0
+    if limits is not None:  # a setpoint reaches each row at rest
+        velocities[:, setpoints(limits)] = 0.0
         velocities[-1] = _within_reach(rows[-1], velocities[-1], limits, period_s)
     tail, tail_velocities = stopping_tail(rows[-1], velocities[-1], limits, period_s)
     positions = np.vstack([rows[first:], tail])

@@ -7,12 +7,20 @@ and, unless `allow_partial_joints_goal`, a goal that lacks one of its own
 trajectory per controller, with its joints only, all with the same stamp and times. The
 split is decided once, at configure: every action joint in exactly one controller, and no
 controller naming a joint the chunk does not command.
+
+A controller whose joints are all setpoints (no velocity bound: a gripper) gets positions
+only. The node sends setpoints no velocity (they reach every row at rest), so between two
+rows they move fast, and Jazzy's controller starts a trajectory arriving then from that
+measured velocity: the cubic into a row at the bound passes it. Linear segments never
+leave the range of their ends.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+
+import numpy as np
 
 from oxygen_core.controller.shaping import Shaped
 
@@ -33,10 +41,14 @@ class Part:
     controller: ControllerJoints
     columns: tuple[int, ...]
 
-    def of(self, shaped: Shaped) -> Shaped:
-        """This controller's trajectory: its joints' columns of `shaped`."""
+    def of(self, shaped: Shaped, setpoints: np.ndarray | None = None) -> Shaped:
+        """This controller's trajectory: its joints' columns of `shaped`, positions only
+        when every one of them is a setpoint (`setpoints`: a mask over the chunk's
+        columns, `shaping.setpoints`; None: none is)."""
         columns = list(self.columns)
         velocities = None if shaped.velocities is None else shaped.velocities[:, columns]
+        if setpoints is not None and np.all(setpoints[columns]):
+            velocities = None
         return dataclasses.replace(
             shaped, positions=shaped.positions[:, columns], velocities=velocities
         )
