@@ -1,9 +1,10 @@
 """TrajectoryExecutor and the seam metric, with exact numbers."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from oxygen_core.controller.jtc import Spline
 from oxygen_core.safety.limits import JointLimits
 from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES
 from oxygen_core.sim.executor import (
@@ -12,7 +13,7 @@ from oxygen_core.sim.executor import (
     Trajectory,
     TrajectoryExecutor,
 )
-from oxygen_core.sim.seam import ARRIVAL_HZ, SeamMeter, SeamSummary, arrival_peaks
+from oxygen_core.sim.seam import SeamMeter, SeamSummary
 from oxygen_core.worlds import Refused
 
 NAMES = ("a", "b")
@@ -277,59 +278,29 @@ def test_pooled_seams_weigh_each_run_by_its_seams():
     assert pooled.gripper_jump_mean == pytest.approx(0.75) and pooled.gripper_jump_max == 1.0
 
 
-def _still(value: float, until: float = 1.0) -> Spline:
-    """A trajectory that has held `value` (one joint) since before `until`."""
-    return Spline(0.0, np.array([value]), None, np.array([until]), np.array([[value]]), None, None)
-
-
-def test_arrival_of_a_linear_segment_is_a_velocity_step_of_one_update():
-    # Held at 0, then linear at 1 rad/s from t = 1.0 (points 0.1 and 0.2 rad 0.1 s apart).
-    new = Spline(1.0, np.zeros(1), None, np.array([1.1, 1.2]), np.array([[0.1], [0.2]]), None, None)
-    peaks = arrival_peaks(Takeover(1.0, np.zeros(1), np.zeros(1), 0, _still(0.0), new), DT)
-    u = 1 / ARRIVAL_HZ
-    assert peaks.velocity == pytest.approx([1.0])
-    assert peaks.acceleration == pytest.approx([1.0 / u])  # 500 rad/s^2 in one update
-    assert peaks.jerk == pytest.approx([1.0 / u**2])
-
-
-def test_arrival_of_a_cubic_segment_peaks_where_the_polynomial_does():
-    # From rest at 0 to 0.1 rad at rest in 0.1 s: 0.1 (3 s^2 - 2 s^3); its velocity peaks
-    # at 1.5 rad/s mid-way, its acceleration at the ends, 60 rad/s^2, a step from 0 here.
-    new = Spline(
-        1.0, np.zeros(1), np.zeros(1), np.array([1.1]), np.array([[0.1]]), np.zeros((1, 1)), None
-    )
-    peaks = arrival_peaks(Takeover(1.0, np.zeros(1), np.zeros(1), 0, _still(0.0), new), DT)
-    assert peaks.velocity == pytest.approx([1.5], rel=1e-3)
-    assert peaks.acceleration == pytest.approx([60.0], rel=0.05)  # differences of one update
-    assert arrival_peaks(Takeover(1.0, np.zeros(1), np.zeros(1), 0), DT) is None
-
-
-def test_a_position_step_at_arrival_is_a_velocity_of_one_update():
-    # Jazzy's take-over from a measured state 0.01 rad behind the last command, held there.
-    peaks = arrival_peaks(
-        Takeover(1.0, np.zeros(1), np.zeros(1), 0, _still(0.01), _still(0.0, 1.2)), DT
-    )
-    assert peaks.velocity == pytest.approx([0.01 * ARRIVAL_HZ])
-
-
-def test_arrivals_over_the_arms_limits_are_counted_without_the_gripper():
-    inf = np.array([np.inf])
+def test_arrival_peaks_are_the_arms_differences_over_the_take_over_tick():
+    # Arm joint 0 held at 0, then a step to 0.1 at the take-over tick and a ramp of 0.1 a
+    # tick after it; the gripper (joint 1) jumps by 1 and is left out.
+    commands = [[0, 0], [0, 0], [0, 0], [0.1, 1], [0.2, 1], [0.3, 1], [0.4, 1]]
+    takeover = Takeover(0.3, np.zeros(2), np.array([0.1, 1.0]), 0)
+    inf = np.full(2, np.inf)
     limits = JointLimits(
-        ("a", "g"), -inf.repeat(2), inf.repeat(2), np.array([2.0, 0.5]), np.array([1e9, 1.0]),
-        inf.repeat(2), "test",
-    )  # fmt: skip
-    both = Spline(0.0, np.zeros(2), None, np.array([1.0]), np.zeros((1, 2)), None, None)
-    fast_gripper = Spline(
-        1.0, np.zeros(2), None, np.array([1.1]), np.array([[0.1, 1.0]]), None, None
+        ("a", "g"), -inf, inf, np.array([0.5, 0.1]), np.array([100.0, 1.0]), inf, "t"
     )
-    fast_arm = Spline(1.0, np.zeros(2), None, np.array([1.1]), np.array([[0.3, 0.0]]), None, None)
     meter = SeamMeter(DT, gripper=1, limits=limits)
-    for new in (fast_gripper, fast_arm):
-        meter.observe(np.zeros(2), Takeover(1.0, np.zeros(2), np.zeros(2), 0, both, new))
+    for k, c in enumerate(commands):
+        meter.observe(np.array(c, float), takeover if k == 3 else None)
     s = meter.summary()
-    assert (s.arrivals, s.arrivals_over) == (2, 1)  # the arm at 3 rad/s > 2; the gripper free
-    assert s.arrival_velocity_max == pytest.approx(3.0)
-    assert s.arrival_velocity_mean == pytest.approx(2.0)  # (1 + 3) / 2: the arm's alone
-    pooled = SeamSummary.pooled([s, SeamMeter(DT).summary()])
-    assert (pooled.arrivals, pooled.arrivals_over) == (2, 1)
-    assert pooled.arrival_velocity_mean == pytest.approx(2.0)
+    assert s.arrival_velocity_max == pytest.approx(0.1 / DT)  # 1 rad/s: over 0.5
+    assert s.arrival_acceleration_max == pytest.approx(0.1 / DT**2)  # 10 rad/s^2
+    assert s.arrival_jerk_max == pytest.approx(0.1 / DT**3)  # differences 0, 0.1, 0, ...
+    assert s.jerk_max == pytest.approx(2.0 / DT**3)  # the whole-robot jerk has the gripper's
+    assert s.arrivals_over == 1
+    slow = SeamMeter(
+        DT, gripper=1, limits=dataclasses.replace(limits, velocity=np.array([2.0, 0.1]))
+    )
+    for k, c in enumerate(commands):
+        slow.observe(np.array(c, float), takeover if k == 3 else None)
+    assert slow.summary().arrivals_over == 0  # 1 rad/s and 10 rad/s^2 are within
+    pooled = SeamSummary.pooled([s, slow.summary()])
+    assert pooled.arrivals_over == 1 and pooled.arrival_velocity_mean == pytest.approx(1.0)

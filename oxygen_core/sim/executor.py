@@ -90,8 +90,6 @@ class Takeover:
     previous: np.ndarray  # the position commanded at the tick before
     first_point: np.ndarray  # the new trajectory's first executed point (module docstring)
     skipped: int  # points already in the past at take-over
-    replaced: Spline | None = None  # what ran until then, and what runs from then on: the
-    run: Spline | None = None  # commands around the arrival (seam.arrival_peaks)
 
     @property
     def jumps(self) -> np.ndarray:
@@ -261,7 +259,7 @@ class TrajectoryExecutor:
         else:
             run, first, skipped, counted = self._spline(goal, t, measured, velocity)
         if self._run is not None:
-            self.last_takeover = Takeover(t, self._last.copy(), first, skipped, self._run, run)
+            self.last_takeover = Takeover(t, self._last.copy(), first, skipped)
         self._run = run
         self.violations += counted
 

@@ -69,12 +69,12 @@ class Point:
 
 
 def arrival(seams: Mapping[str, float]) -> dict[str, float]:
-    """The arm's commands around each trajectory's arrival (oxygen_core.sim.seam): the
-    largest velocity, acceleration and jerk, mean and max over arrivals, and how many
-    arrivals passed a limit."""
+    """The arm's commands around each take-over (oxygen_core.sim.seam), at the control rate:
+    the largest velocity, acceleration and jerk, mean and max over take-overs, and how
+    many passed a limit."""
     keys = ("velocity", "acceleration", "jerk")
     out = {f"{k}_{s}": seams[f"arrival_{k}_{s}"] for k in keys for s in ("mean", "max")}
-    return {**out, "arrivals": seams["arrivals"], "over": seams["arrivals_over"]}
+    return {**out, "arrivals": seams["seams"], "over": seams["arrivals_over"]}
 
 
 def _rate(summary: Mapping) -> dict:
