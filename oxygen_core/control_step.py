@@ -147,6 +147,8 @@ class ControlStep:
         self._frame_ns = round(frame_period_s * NS_PER_S)
         self._guard = None if gate is None else ChunkGuard(gate, max_rejections)
         self._limits = None if gate is None else gate.limits
+        # The commanded joints without a velocity bound (shaping.setpoints); None without limits.
+        self.setpoints = None if self._limits is None else shaping.setpoints(self._limits)
         self._controller = controller
         self._lead_ns = round(lead_s * NS_PER_S)
         self._velocity_cap = velocity_cap
@@ -263,12 +265,6 @@ class ControlStep:
                 return None
             positions, velocities = last.positions, None
         return shaping.stop(positions, velocities, self._limits, self._period_s)
-
-    @property
-    def setpoints(self) -> np.ndarray | None:
-        """The commanded joints without a velocity bound (shaping.setpoints); None without
-        the gate's limits."""
-        return None if self._limits is None else shaping.setpoints(self._limits)
 
     def _watchdog(self, tick_ns: int, reason: str) -> str | None:
         last = self.timeline.last_row_ns()

@@ -278,7 +278,7 @@ def test_pooled_seams_weigh_each_run_by_its_seams():
     assert pooled.gripper_jump_mean == pytest.approx(0.75) and pooled.gripper_jump_max == 1.0
 
 
-def test_arrival_peaks_are_the_arms_differences_over_the_take_over_tick():
+def test_takeover_peaks_are_the_arms_differences_over_the_take_over_tick():
     # Arm joint 0 held at 0, then a step to 0.1 at the take-over tick and a ramp of 0.1 a
     # tick after it; the gripper (joint 1) jumps by 1 and is left out.
     commands = [[0, 0], [0, 0], [0, 0], [0.1, 1], [0.2, 1], [0.3, 1], [0.4, 1]]
@@ -291,16 +291,16 @@ def test_arrival_peaks_are_the_arms_differences_over_the_take_over_tick():
     for k, c in enumerate(commands):
         meter.observe(np.array(c, float), takeover if k == 3 else None)
     s = meter.summary()
-    assert s.arrival_velocity_max == pytest.approx(0.1 / DT)  # 1 rad/s: over 0.5
-    assert s.arrival_acceleration_max == pytest.approx(0.1 / DT**2)  # 10 rad/s^2
-    assert s.arrival_jerk_max == pytest.approx(0.1 / DT**3)  # differences 0, 0.1, 0, ...
+    assert s.takeover_velocity_max == pytest.approx(0.1 / DT)  # 1 rad/s: over 0.5
+    assert s.takeover_acceleration_max == pytest.approx(0.1 / DT**2)  # 10 rad/s^2
+    assert s.takeover_jerk_max == pytest.approx(0.1 / DT**3)  # differences 0, 0.1, 0, ...
     assert s.jerk_max == pytest.approx(2.0 / DT**3)  # the whole-robot jerk has the gripper's
-    assert s.arrivals_over == 1
+    assert s.takeovers_over == 1
     slow = SeamMeter(
         DT, gripper=1, limits=dataclasses.replace(limits, velocity=np.array([2.0, 0.1]))
     )
     for k, c in enumerate(commands):
         slow.observe(np.array(c, float), takeover if k == 3 else None)
-    assert slow.summary().arrivals_over == 0  # 1 rad/s and 10 rad/s^2 are within
+    assert slow.summary().takeovers_over == 0  # 1 rad/s and 10 rad/s^2 are within
     pooled = SeamSummary.pooled([s, slow.summary()])
-    assert pooled.arrivals_over == 1 and pooled.arrival_velocity_mean == pytest.approx(1.0)
+    assert pooled.takeovers_over == 1 and pooled.takeover_velocity_mean == pytest.approx(1.0)

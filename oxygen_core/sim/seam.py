@@ -12,7 +12,7 @@ At each take-over (`executor.Takeover`):
   period cubed, over the four ticks whose stencil (c[k-3..k]) contains the take-over tick.
   It is what the joints feel of the seam at this control rate.
 
-- arrival: the arm's commands around the take-over, as the controller sent them at the
+- the take-over's commands: the arm's commands around it, as the controller sent them at the
   control rate: the largest |first difference| / period (velocity), second difference /
   period^2 (acceleration) and third difference / period^3 (jerk) over the arm's joints,
   among the stencils that contain the take-over tick, and whether a joint passed its
@@ -47,13 +47,13 @@ class SeamSummary:
     arm_jump_max: float
     gripper_jump_mean: float  # the gripper's opening alone (0..1; 0 without a gripper)
     gripper_jump_max: float
-    arrival_velocity_mean: float = 0.0  # the arm's largest |velocity| at a take-over, rad/s
-    arrival_velocity_max: float = 0.0
-    arrival_acceleration_mean: float = 0.0  # rad/s^2
-    arrival_acceleration_max: float = 0.0
-    arrival_jerk_mean: float = 0.0  # rad/s^3
-    arrival_jerk_max: float = 0.0
-    arrivals_over: int = 0  # arrivals with an arm joint over its velocity or acceleration limit
+    takeover_velocity_mean: float = 0.0  # the arm's largest |velocity| at a take-over, rad/s
+    takeover_velocity_max: float = 0.0
+    takeover_acceleration_mean: float = 0.0  # rad/s^2
+    takeover_acceleration_max: float = 0.0
+    takeover_jerk_mean: float = 0.0  # rad/s^3
+    takeover_jerk_max: float = 0.0
+    takeovers_over: int = 0  # take-overs with an arm joint over its velocity or acceleration limit
 
     def as_dict(self) -> dict[str, float | int]:
         return dataclasses.asdict(self)
@@ -84,13 +84,13 @@ class SeamSummary:
             arm_jump_max=top("arm_jump_max"),
             gripper_jump_mean=mean("gripper_jump_mean"),
             gripper_jump_max=top("gripper_jump_max"),
-            arrival_velocity_mean=mean("arrival_velocity_mean"),
-            arrival_velocity_max=top("arrival_velocity_max"),
-            arrival_acceleration_mean=mean("arrival_acceleration_mean"),
-            arrival_acceleration_max=top("arrival_acceleration_max"),
-            arrival_jerk_mean=mean("arrival_jerk_mean"),
-            arrival_jerk_max=top("arrival_jerk_max"),
-            arrivals_over=sum(p.arrivals_over for p in parts),
+            takeover_velocity_mean=mean("takeover_velocity_mean"),
+            takeover_velocity_max=top("takeover_velocity_max"),
+            takeover_acceleration_mean=mean("takeover_acceleration_mean"),
+            takeover_acceleration_max=top("takeover_acceleration_max"),
+            takeover_jerk_mean=mean("takeover_jerk_mean"),
+            takeover_jerk_max=top("takeover_jerk_max"),
+            takeovers_over=sum(p.takeovers_over for p in parts),
         )
 
 
@@ -114,7 +114,7 @@ class SeamMeter:
         self, period: float, gripper: int | None = None, limits: JointLimits | None = None
     ) -> None:
         """gripper: the index of the gripper's command (None: every joint is the arm's).
-        limits: the commanded joints', for the arrivals over them (None: none counted)."""
+        limits: the commanded joints', for the take-overs over them (None: none counted)."""
         self.period = period
         self.gripper = gripper
         self.limits = limits
@@ -140,12 +140,10 @@ class SeamMeter:
         """The m-th difference of the last m + 1 commands / period^m for m = 1, 2, 3 (velocity,
         acceleration, jerk); None while the history is shorter."""
         c = list(self._history)
-        out: list[np.ndarray | None] = []
-        for m in (1, 2, 3):
-            out.append(
-                np.diff(c[-m - 1 :], n=m, axis=0)[0] / self.period**m if len(c) > m else None
-            )
-        return out
+        return [
+            np.diff(c[-m - 1 :], n=m, axis=0)[0] / self.period**m if len(c) > m else None
+            for m in (1, 2, 3)
+        ]
 
     def _see(self, seam: _Seam, differences: list[np.ndarray | None]) -> None:
         """This tick's stencils that contain `seam`'s take-over tick (the m-th difference
@@ -184,7 +182,7 @@ class SeamMeter:
             mean_max([getattr(s, f) for s in seams]) for f in ("jump", "arm", "gripper")
         )
         jerk = mean_max(jerks)
-        velocity, acceleration, arrival_jerk = (
+        velocity, acceleration, takeover_jerk = (
             mean_max([float(s.peaks[i]) for s in seams]) for i in range(3)
         )
         return SeamSummary(
@@ -198,11 +196,11 @@ class SeamMeter:
             arm_jump_max=arm[1],
             gripper_jump_mean=gripper[0],
             gripper_jump_max=gripper[1],
-            arrival_velocity_mean=velocity[0],
-            arrival_velocity_max=velocity[1],
-            arrival_acceleration_mean=acceleration[0],
-            arrival_acceleration_max=acceleration[1],
-            arrival_jerk_mean=arrival_jerk[0],
-            arrival_jerk_max=arrival_jerk[1],
-            arrivals_over=sum(s.over for s in seams),
+            takeover_velocity_mean=velocity[0],
+            takeover_velocity_max=velocity[1],
+            takeover_acceleration_mean=acceleration[0],
+            takeover_acceleration_max=acceleration[1],
+            takeover_jerk_mean=takeover_jerk[0],
+            takeover_jerk_max=takeover_jerk[1],
+            takeovers_over=sum(s.over for s in seams),
         )

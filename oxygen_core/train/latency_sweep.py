@@ -64,17 +64,17 @@ class Point:
             "success": {family: _rate(s) for family, s in self.summary.items()},
             "time_to_success_s": self.time_to_success_s,
             "seam_jump_mean": everything["seams"]["jump_mean"],
-            "arrival": arrival(everything["seams"]),
+            "takeover": takeover(everything["seams"]),
         }
 
 
-def arrival(seams: Mapping[str, float]) -> dict[str, float]:
+def takeover(seams: Mapping[str, float]) -> dict[str, float]:
     """The arm's commands around each take-over (oxygen_core.sim.seam), at the control rate:
     the largest velocity, acceleration and jerk, mean and max over take-overs, and how
     many passed a limit."""
     keys = ("velocity", "acceleration", "jerk")
-    out = {f"{k}_{s}": seams[f"arrival_{k}_{s}"] for k in keys for s in ("mean", "max")}
-    return {**out, "arrivals": seams["seams"], "over": seams["arrivals_over"]}
+    out = {f"{k}_{s}": seams[f"takeover_{k}_{s}"] for k in keys for s in ("mean", "max")}
+    return {**out, "takeovers": seams["seams"], "over": seams["takeovers_over"]}
 
 
 def _rate(summary: Mapping) -> dict:
@@ -132,39 +132,40 @@ def markdown(
     header: str,
     seam: str = "seam jump (rad)",
 ) -> str:
-    """The rows as a table, with the arrival's columns where the rows carry them (the
+    """The rows as a table, with the take-over's columns where the rows carry them (the
     tabletop's), then the marks."""
     families = [f for f in rows[0]["success"] if f != "all"] + ["all"]
     columns = ["hand-over", "d (steps)", *families, "time to success (s)", seam]
-    arrivals = all("arrival" in r for r in rows)
-    columns += ARRIVAL_COLUMNS if arrivals else []
+    takeovers = all("takeover" in r for r in rows)
+    columns += TAKEOVER_COLUMNS if takeovers else []
     lines = [header, "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
     for r in rows:
         cells = [r["handover"], str(r["delay"]), *(_cell(r["success"][f]) for f in families)]
         cells += [f"{r['time_to_success_s']:.2f}", f"{r['seam_jump_mean']:.4f}"]
-        cells += _arrival_cells(r["arrival"]) if arrivals else []
+        cells += _takeover_cells(r["takeover"]) if takeovers else []
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "| engine mode | latency (ms) | d (steps) |", "|---|---|---|"]
     lines += [f"| {name} | {ms:.0f} | {d} |" for name, (ms, d) in marks.items()]
     return "\n".join(lines)
 
 
-# The arrival's columns: the arm's largest commanded velocity, acceleration and jerk per
-# arrival (mean / max over arrivals), and the arrivals over a velocity or acceleration limit.
-ARRIVAL_COLUMNS = [
-    "arrival velocity (rad/s)",
-    "arrival acceleration (rad/s^2)",
-    "arrival jerk (rad/s^3)",
-    "arrivals over a limit",
+# The take-over's columns: the arm's largest commanded velocity, acceleration and jerk per
+# take-over (mean / max over take-overs), and the take-overs over a velocity or
+# acceleration limit.
+TAKEOVER_COLUMNS = [
+    "take-over velocity (rad/s)",
+    "acceleration (rad/s^2)",
+    "jerk (rad/s^3)",
+    "over a limit",
 ]
 
 
-def _arrival_cells(a: Mapping[str, float]) -> list[str]:
+def _takeover_cells(a: Mapping[str, float]) -> list[str]:
     return [
         f"{a['velocity_mean']:.2f} / {a['velocity_max']:.2f}",
         f"{a['acceleration_mean']:.1f} / {a['acceleration_max']:.0f}",
         f"{a['jerk_mean']:.0f} / {a['jerk_max']:.0f}",
-        f"{a['over']}/{a['arrivals']}",
+        f"{a['over']}/{a['takeovers']}",
     ]
 
 
