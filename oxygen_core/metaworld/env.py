@@ -26,19 +26,15 @@ at 128 px on this CPU).
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 import numpy as np
 
-# Headless rendering. MuJoCo reads this once, when it is first imported: a process that
-# imports mujoco (or metaworld) before this module must set it in its environment.
-os.environ.setdefault("MUJOCO_GL", "egl")
+# Before metaworld, which imports mujoco: it sets MUJOCO_GL=egl for headless rendering.
+from oxygen_core.mujoco_view import offscreen_renderer  # isort: skip
 
 import metaworld  # noqa: E402
 import metaworld.policies  # noqa: E402
-import mujoco  # noqa: E402
-import mujoco.gl_context  # noqa: E402
 
 from oxygen_core.metaworld.tasks import MT10_TASKS  # noqa: E402
 
@@ -80,16 +76,11 @@ class MetaWorldEnv:
     def __init__(self, task: str, camera_size: int = 224) -> None:
         if task not in MT10_TASKS:
             raise ValueError(f"unknown task {task!r}; choose from {MT10_TASKS}")
-        _check_gl()
         self.task = task
         self._env: Any = metaworld.env_dict.ALL_V3_ENVIRONMENTS[task]()
         model = self._env.model
         model.cam_pos[model.camera(CAMERA).id] = CAMERA_POSITION
-        model.vis.quality.shadowsize = 0
-        model.vis.quality.offsamples = 0
-        model.vis.global_.offwidth = max(model.vis.global_.offwidth, camera_size)
-        model.vis.global_.offheight = max(model.vis.global_.offheight, camera_size)
-        self._renderer = mujoco.Renderer(model, camera_size, camera_size)
+        self._renderer = offscreen_renderer(model, camera_size, camera_size)
         self._qpos = np.array([model.joint(name).qposadr[0] for name in SAWYER_JOINTS])
         self.counts = ActionCounts()
         self._raw: np.ndarray | None = None
@@ -172,16 +163,6 @@ class MetaWorldEnv:
         clipped = np.clip(values, -1.0, 1.0)
         self.counts.clipped += int((clipped != values).any())
         return clipped
-
-
-def _check_gl() -> None:
-    """A clear error where MuJoCo picked GLFW (no display here) instead of EGL."""
-    backend = mujoco.gl_context.GLContext.__module__
-    if backend == "mujoco.glfw" and not os.environ.get("DISPLAY"):
-        raise RuntimeError(
-            "MuJoCo was imported before MUJOCO_GL=egl was set and has no display to render "
-            "to: set MUJOCO_GL=egl in the environment (or import oxygen_core.metaworld first)"
-        )
 
 
 class Expert:
