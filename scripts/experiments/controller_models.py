@@ -18,6 +18,7 @@ package: it runs from the checkout's venv.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -48,6 +49,8 @@ def run(
     rows = []
     for controller in controllers:
         for delay in delays:
+            # d as oxygen-eval sweep tells it (auto would read this machine's wall clock)
+            engine.cfg = dataclasses.replace(engine.cfg, rtc_delay_steps=delay)
             for family in FAMILIES:
                 outcomes = [
                     rollout.run_episode(
@@ -107,7 +110,7 @@ def main() -> None:
     parser.add_argument("--controllers", default=",".join(CONTROLLERS))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    seeds = DEV[: args.seeds]
+    seeds = DEV[: args.episodes]
     delays = [int(d) for d in args.delays.split(",")]
     rows = run(args.params, seeds, delays, args.controllers.split(","))
     print(json.dumps(rows, indent=2) if args.json else table(rows))
