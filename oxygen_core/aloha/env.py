@@ -97,6 +97,20 @@ def joint_state(physics: Physics) -> np.ndarray:
     return TransferCubeTask.get_qpos(physics)
 
 
+def target_ranges(physics: Physics) -> np.ndarray:
+    """[14, 2] low and high of JOINT_NAMES targets: each arm joint's range in the scene
+    (vx300s_*.xml, rad; its position actuator's ctrlrange is the same, so MuJoCo clamps a
+    target to it), each gripper's normalised opening 0..1."""
+    rows = []
+    for index, name in enumerate(JOINT_NAMES):
+        if index in GRIPPERS:
+            rows.append((0.0, 1.0))
+            continue
+        side, joint = name.split("_arm_")
+        rows.append(physics.model.ptr.joint(f"vx300s_{side}/{joint}").range)
+    return np.array(rows, np.float64)
+
+
 @dataclasses.dataclass(frozen=True)
 class Step:
     """What a reset or a step leaves."""
@@ -125,11 +139,17 @@ class AlohaEnv:
     def reset(self, seed: int) -> Step:
         """Start the episode of `seed`: both arms at START_ARM_POSE (held there by their
         position actuators) and the objects where gym-aloha places them for the seed."""
+        return self.place(object_poses(self.task, seed))
+
+    def place(self, objects: np.ndarray) -> Step:
+        """Start an episode as `reset` does, with the objects at `objects` (free-joint qpos,
+        as `object_poses` gives them): a scene a seed draws, or one none does (the blind
+        baseline's, oxygen_core.aloha.episode)."""
         physics = self.physics
         with physics.reset_context():
             physics.data.qpos[:ARM_QPOS] = START_ARM_POSE
             physics.data.ctrl[:] = START_ARM_POSE
-            physics.data.qpos[ARM_QPOS:] = object_poses(self.task, seed)
+            physics.data.qpos[ARM_QPOS:] = objects
         self.steps, self.success_step = 0, None
         return Step(self.joints(), 0, False, 0)
 

@@ -54,6 +54,7 @@ from oxygen_core.aloha.env import (
     object_poses,
     scene_path,
     substeps,
+    target_ranges,
 )
 
 SIDES = ("left", "right")  # also the order of the mocap bodies and finger actuators
@@ -154,10 +155,14 @@ class MocapScene:
     def reset(self, seed: int) -> None:
         """Arms at START_ARM_POSE, mocaps where the welds hold them, grippers at their start
         opening, objects at the seed's poses."""
+        self.place(object_poses(self.task, seed))
+
+    def place(self, objects: np.ndarray) -> None:
+        """As `reset`, with the objects at `objects` (as `AlohaEnv.place`)."""
         physics = self.physics
         with physics.reset_context():
             physics.data.qpos[:ARM_QPOS] = START_ARM_POSE
-            physics.data.qpos[ARM_QPOS:] = object_poses(self.task, seed)
+            physics.data.qpos[ARM_QPOS:] = objects
         for index, side in enumerate(SIDES):
             held = gripper_frame(physics, side, self.weld[side])
             physics.data.mocap_pos[index], physics.data.mocap_quat[index] = held
@@ -427,15 +432,23 @@ def record(task: str, seed: int, steps: int | None = None) -> Demo:
     the integral of its arm tracking error added (TRACKING_GAIN per step), the grippers as
     commanded. `steps` defaults to EXPERT_STEPS[task]. A script's first stage, at step 0,
     plans both arms."""
+    return record_scene(task, object_poses(task, seed), steps)
+
+
+def record_scene(task: str, objects: np.ndarray, steps: int | None = None) -> Demo:
+    """`record` with the objects at `objects` (as `AlohaEnv.place`) instead of a seed's."""
     steps = EXPERT_STEPS[task] if steps is None else steps
     scene, env = MocapScene(task), AlohaEnv(task, max_steps=steps)
-    scene.reset(seed)
-    env.reset(seed)
+    scene.place(objects)
+    env.place(objects)
     commands = {side: (*scene.mocap(side), START_GRIP) for side in SIDES}
     paths: Paths = {}
     stages = dict(SCRIPTS[task])
     arms = [i for i in range(len(JOINT_NAMES)) if i not in GRIPPERS]
     correction, targets = np.zeros(len(JOINT_NAMES)), []
+    # Inside the joints' ranges: the correction carries the wrist rolls past pi at times,
+    # which MuJoCo clamps anyway (the same motion), but a robot's controller refuses.
+    ranges = target_ranges(env.physics)
     for step in range(steps):
         if step in stages:
             for side, path in stages[step](View(env.physics, scene.weld, commands)).items():
@@ -443,7 +456,7 @@ def record(task: str, seed: int, steps: int | None = None) -> Demo:
         commands = {side: command_at(paths[side], step) for side in SIDES}
         scene.step(commands)
         path = joint_path(scene, commands)
-        targets.append(path + correction)
+        targets.append(np.clip(path + correction, ranges[:, 0], ranges[:, 1]))
         env.step(targets[-1])
         correction[arms] += TRACKING_GAIN * (path - env.joints())[arms]
     return Demo(np.array(targets), Outcome(env.success_step is not None, env.success_step))

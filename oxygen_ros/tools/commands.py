@@ -10,7 +10,7 @@
     oxygen-config VERB ...                  viewers, sros2, foxglove
 
 A command with verbs takes its verb first; a verb that runs in more than one world takes
-`--world` (tabletop by default; metaworld). Each verb is one tool's `main(argv)`, called
+`--world` (tabletop by default; metaworld, aloha). Each verb is one tool's `main(argv)`, called
 with the rest of the command line; the tool's parser is named as it is called
 (`usage: oxygen-eval node --world metaworld`).
 setup.py and CMakeLists.txt list these twelve (test_packaging keeps them equal), so a new
@@ -24,7 +24,7 @@ import importlib
 import sys
 from collections.abc import Mapping, Sequence
 
-TABLETOP, METAWORLD = "tabletop", "metaworld"
+TABLETOP, METAWORLD, ALOHA = "tabletop", "metaworld", "aloha"
 WORLD_FLAG = "--world"
 
 
@@ -49,6 +49,7 @@ SIM_HOST = Verb(
     {
         TABLETOP: "oxygen_ros.tools.sim.node:tabletop",
         METAWORLD: "oxygen_ros.tools.sim.node:metaworld",
+        ALOHA: "oxygen_ros.tools.sim.node:aloha",
     },
     node=True,
 )
@@ -58,6 +59,7 @@ RECORD = Verb(
     {
         TABLETOP: "oxygen_ros.tools.sim.record:tabletop",
         METAWORLD: "oxygen_ros.tools.sim.record:metaworld",
+        ALOHA: "oxygen_ros.tools.sim.record:aloha",
     },
 )
 EVAL = (

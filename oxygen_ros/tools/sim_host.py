@@ -1,7 +1,7 @@
-"""A simulated robot's ROS side, shared by the tabletop (`oxygen-sim`) and Meta-World
-(`oxygen-sim --world metaworld`): its topic table, publishers, the one command subscription of an
-external policy, waiting for peers, the loop ticked on its own thread at a real-time
-factor, and the process around the node.
+"""A simulated robot's ROS side, shared by every world (`oxygen-sim [--world W]`): its topic
+table, publishers, an external policy's command subscriptions (one topic, or one per
+trajectory controller), waiting for peers, the loop ticked on its own thread at a
+real-time factor, and the process around the node.
 
 The world's loop (tools.sim.loop.SimLoop) publishes by
 topic key through the node (`SimHost.publish` is its port) and is ticked by `SimHost.pace`:
@@ -53,7 +53,7 @@ class SimTopic:
     parameter: str | None = None  # the node parameter that renames it
 
 
-# Both worlds publish each episode's instruction where the oxygen node reads it.
+# Every world publishes each episode's instruction where the oxygen node reads it.
 INSTRUCTION = SimTopic(
     "instruction",
     "/oxygen/instruction",
@@ -87,16 +87,20 @@ class SimHost(Node):
         self._outlets = {
             t.key: self.create_publisher(t.msg_class, self.topics[t.key], QOS) for t in topics
         }
-        self.command_topic: str | None = None  # set by `listen` (an external policy)
+        self.command_topics: tuple[str, ...] = ()  # set by `listen` (an external policy)
         self.policy_switch: PolicySwitch | None = None  # set by `switched_by`
         self.finished = threading.Event()
         self.stop = threading.Event()  # set before the node goes away
         self.wall_s = 0.0
 
-    def listen(self, msg_class: type, topic: str, receive: Callable[[Any], None]) -> None:
-        """Take an external policy's commands from `topic`."""
-        self.command_topic = topic
-        self.create_subscription(msg_class, topic, receive, 10)
+    def listen(
+        self, msg_class: type, topics: str | Sequence[str], receive: Callable[[Any], None]
+    ) -> None:
+        """Take an external policy's commands from `topics` (one, or several taken alike:
+        a robot's trajectory controllers)."""
+        self.command_topics = (topics,) if isinstance(topics, str) else tuple(topics)
+        for topic in self.command_topics:
+            self.create_subscription(msg_class, topic, receive, 10)
 
     def switched_by(self, service: str) -> PolicySwitch:
         """Switch the external policy on and off around resets through `service`."""
@@ -136,15 +140,15 @@ class SimHost(Node):
         `switched_by`); False after wait_for_peers_s."""
         deadline = time.monotonic() + self.wait_for_peers_s
         instruction, episode = self.topics["instruction"], self.topics["episode"]
-        command, switch = self.command_topic, self.policy_switch
+        commands, switch = self.command_topics, self.policy_switch
         self.get_logger().info(
             f"waiting up to {self.wait_for_peers_s:g} s for a subscriber on {episode}"
-            + (f" and a policy on {instruction} and {command}" if command else "")
+            + (f" and a policy on {instruction} and {', '.join(commands)}" if commands else "")
         )
         while not self.stop.is_set():
-            policy = command is None or (
+            policy = not commands or (
                 self.count_subscribers(instruction) > 0
-                and self.count_publishers(command) > 0
+                and all(self.count_publishers(c) > 0 for c in commands)
                 and (switch is None or switch.ready())
             )
             if policy and self.count_subscribers(episode) > 0:

@@ -1,4 +1,4 @@
-"""`oxygen-sim [--world tabletop|metaworld]`: a simulated world as a ROS 2 robot that a
+"""`oxygen-sim [--world tabletop|metaworld|aloha]`: a simulated world as a ROS 2 robot that a
 policy drives over topics.
 
     oxygen-sim --ros-args -p families:=[pick,put,push] -p episodes:=2 -p first_seed:=0 \\
@@ -16,7 +16,7 @@ second, and the ticks owed for it are not run unpaced to catch up, which would g
 policy less wall time per frame at the start of every episode). The achieved factor is
 logged at the end.
 
-Commands arrive on the world's command topic (the oxygen node's ~/joint_trajectory or
+Commands arrive on the world's command topics (the oxygen node's ~/joint_trajectory or
 ~/action_chunk) on the executor thread and are handed to the loop, which applies them at
 its next tick; the loop runs on its own thread. With `policy: expert` or a baseline
 nothing is subscribed: the sim runs the policy through the same path. `wait_for_peers_s`
@@ -45,7 +45,7 @@ from oxygen_ros.ros_args import ParamDoc
 from oxygen_ros.spin import Hosted, run_node
 from oxygen_ros.tools.commands import world_argument, world_prog
 from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_order
-from oxygen_ros.tools.sim.worlds import METAWORLD, TABLETOP, Binding, binding
+from oxygen_ros.tools.sim.worlds import ALOHA, METAWORLD, TABLETOP, Binding, binding
 from oxygen_ros.tools.sim_host import HOST_PARAMETERS, SimHost, hosted, topic_parameters
 
 STATS_TOPIC = "/oxygen/stats"  # lockstep's: the oxygen node's ~/stats, one per frame done
@@ -207,6 +207,11 @@ def tabletop(args: list[str] | None = None) -> int:
 def metaworld(args: list[str] | None = None) -> int:
     """`oxygen-sim --world metaworld`."""
     return run(METAWORLD, args)
+
+
+def aloha(args: list[str] | None = None) -> int:
+    """`oxygen-sim --world aloha`."""
+    return run(ALOHA, args)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -1,11 +1,13 @@
-"""`oxygen-record [--world tabletop|metaworld]`: a world's scripted expert written straight
-into a rosbag2 (mcap): the training data of `oxygen-train --bags` and the input of
+"""`oxygen-record [--world tabletop|metaworld|aloha]`: a world's scripted expert written
+straight into a rosbag2 (mcap): the training data of `oxygen-train --bags` and the input of
 `oxygen-bag replay`.
 
     oxygen-record OUT [--families pick,put,push] [--episodes 1] [--first-seed 0]
                       [--camera-size 224] [--camera-rate 10] [--control-rate 20]
     oxygen-record --world metaworld OUT [--tasks reach-v3,push-v3] [--episodes 1]
                       [--first-seed 0] [--camera-size 224] [--camera-rate 20] [--noise 0.5]
+    oxygen-record --world aloha OUT [--tasks transfer_cube,insertion] [--episodes 1]
+                      [--first-seed 0] [--camera-size 224] [--camera-rate 10]
 
 The world's loop (tools.sim.loop, policy expert) runs as fast as the CPU allows and every
 message it would publish goes into the bag at its sim time, built by the same functions as
@@ -15,7 +17,9 @@ player makes its own): the tabletop's base and wrist cameras, /joint_states, the
 instruction, the expert's one-point trajectories, narration and memory and
 oxygen_ros/EpisodeOutcome; Meta-World's corner2 camera, state and Sawyer joints, the
 instruction, the expert's one-row chunks (the clean action), the task's phase lines and
-its JSON outcomes. Training reads a bag as the node reads its robot (the params file's
+its JSON outcomes; ALOHA's top and wrist cameras, /joint_states, the instruction, the
+expert's one-point trajectories of every joint, the task's phase lines and its JSON
+outcomes. Training reads a bag as the node reads its robot (the params file's
 topics and `training:` block), so a policy learns from the images and prompt the node
 will give it, not from a copy of that path.
 
@@ -48,7 +52,7 @@ from oxygen_core.sim.seeds import check_not_evaluation
 from oxygen_core.train.records import METAWORLD_DART
 from oxygen_core.worlds import World
 from oxygen_ros.tools.bagio import BagWriter
-from oxygen_ros.tools.commands import METAWORLD, TABLETOP, world_argument, world_prog
+from oxygen_ros.tools.commands import ALOHA, METAWORLD, TABLETOP, world_argument, world_prog
 from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_order
 from oxygen_ros.tools.sim.worlds import binding
 from oxygen_ros.tools.sim_host import SimTopic
@@ -221,6 +225,11 @@ def tabletop(argv: Sequence[str] | None = None) -> int:
 def metaworld(argv: Sequence[str] | None = None) -> int:
     """`oxygen-record --world metaworld`."""
     return run(METAWORLD, argv)
+
+
+def aloha(argv: Sequence[str] | None = None) -> int:
+    """`oxygen-record --world aloha`."""
+    return run(ALOHA, argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,12 +15,13 @@ from typing import Any, Protocol
 
 from oxygen_core.worlds import Refused, World, WorldEpisode
 from oxygen_ros.ros_args import ParamDoc
-from oxygen_ros.tools.commands import METAWORLD, TABLETOP
+from oxygen_ros.tools.commands import ALOHA, METAWORLD, TABLETOP
 from oxygen_ros.tools.sim_host import SimTopic
 
 _MODULES = {
     TABLETOP: "oxygen_ros.tools.sim.tabletop",
     METAWORLD: "oxygen_ros.tools.sim.metaworld",
+    ALOHA: "oxygen_ros.tools.sim.aloha",
 }
 WORLDS = tuple(_MODULES)
 
@@ -34,7 +35,7 @@ class Binding(Protocol):
     topics: tuple[SimTopic, ...]  # what the sim publishes, by key
     names_parameter: ParamDoc  # the families or tasks a run draws its episodes from
     parameters: tuple[ParamDoc, ...]  # the world's own node parameters
-    command: ParamDoc  # the external policy's command topic, a parameter
+    command: ParamDoc  # the external policy's command topic, or a list of them, a parameter
     command_class: type
     shown_key: str  # the topic key of the expert's commands
     frames_known: bool  # whether a command says which frame of the node it came from
