@@ -15,8 +15,8 @@ the robot's clock (the node clock, bag time in replay, step * period in process)
    gate against the frame's measured joints (`ChunkGuard`: its rows go out, a rejection
    sends nothing, `max_rejections` in a row hold the robot), scaled into a velocity
    robot's bounds, and shaped for the trajectory controller as it will run them from the
-   state at arrival (`shaping.for_release`; arrival = tick + elapsed + `lead_s`); a chunk
-   none of which the controller can meet is refused like a rejection.
+   state at arrival (`shaping.for_release`; arrival between tick + elapsed and `lead_s`
+   later); a chunk none of which the controller can meet is refused like a rejection.
 4. `sent(decision, latency_s)`: the rows went out: they are what runs, the latency
    (robot seconds) feeds the delay estimate d, and a stamp earlier than the last one's is
    reported with its reason.
@@ -213,8 +213,8 @@ class ControlStep:
             release = self._capped(release, notes)
         trajectory, refused = None, False
         if release is not None and self._controller is not None:
-            arrival_ns = takeover.tick_ns + elapsed_ns + self._lead_ns
-            trajectory = self._trajectory(acted, release, arrival_ns)
+            published_ns = takeover.tick_ns + elapsed_ns
+            trajectory = self._trajectory(acted, release, published_ns)
             if isinstance(trajectory, str):
                 notes.append(
                     Note("trajectory refused", f"chunk not sent to the controller: {trajectory}")
@@ -272,8 +272,9 @@ class ControlStep:
             return None
         return reason
 
-    def _trajectory(self, acted: Acted, release: Release, arrival_ns: int) -> Shaped | str:
-        """The rows as the controller gets them, screened from both states at arrival."""
+    def _trajectory(self, acted: Acted, release: Release, published_ns: int) -> Shaped | str:
+        """The rows as the controller gets them, screened from both states at each instant
+        it may take them over, from their publishing to `lead_s` after it."""
         measured = acted.measured
         velocity = measured.velocities
         return shaping.for_release(
@@ -281,7 +282,8 @@ class ControlStep:
             release,
             acted.takeover.running,
             self._period_s,
-            arrival_ns=arrival_ns,
+            arrival_ns=published_ns + self._lead_ns,
+            earliest_ns=published_ns,
             measured=(
                 measured.positions,
                 np.zeros_like(measured.positions) if velocity is None else velocity,

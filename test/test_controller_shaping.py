@@ -7,7 +7,7 @@ import pytest
 from oxygen_core.clock import NS_PER_S
 from oxygen_core.controller import shaping
 from oxygen_core.controller.jtc import JtcParams
-from oxygen_core.engine.timeline import RunningChunk
+from oxygen_core.engine.timeline import Release, RunningChunk
 from oxygen_core.safety.limits import JointLimits
 from oxygen_core.sim.executor import Trajectory, TrajectoryExecutor
 
@@ -199,7 +199,7 @@ def test_met_refuses_a_trajectory_whose_cubic_segments_break_the_limits():
     # central-difference velocities (0, 0.25, 1, 1.5) peaks at 10, 15 and 20 rad/s^2 into
     # points 1, 2, 3 (and the stop after it at 15).
     rows = np.array([[0.0], [0.0], [0.05], [0.2]])
-    common = dict(arrival_ns=-200 * MS, before=None, starts=[(np.zeros(1), np.zeros(1))])
+    common = dict(arrival_ns=-200 * MS, before=None, starts=[(-200 * MS, np.zeros(1), np.zeros(1))])
     within = shaping.met(
         "jtc", rows, 0, PERIOD, limits=_limits(25.0, velocity=2.0, joints=1), **common
     )
@@ -261,3 +261,26 @@ def test_a_setpoint_joint_reaches_each_row_at_rest_and_the_last_row_stops_within
     np.testing.assert_array_equal(shaped.velocities[:, 1], np.zeros(len(shaped.positions)))
     assert shaped.velocities[2, 0] == pytest.approx(0.2)
     assert np.all(shaped.positions[:, 0] <= 0.31)
+
+
+def test_the_first_segment_is_screened_from_every_instant_the_controller_may_take_it_over():
+    # Still rows stepping -0.1 a period from -0.025; the arm at 0 moving at -1 rad/s. The
+    # message goes out at -80 ms and reaches the controller by -20 ms at the latest, so row
+    # 0 (due at 0) is dropped and point 0 is row 1 (-0.125 at 100 ms, -1 rad/s). Taken over
+    # at -20 ms the segment to it peaks at 2.08 rad/s^2; at -80 ms, 60 ms longer, at 10.2
+    # (over 8): the shorter segment is not the sharper one here, so both ends and every 5
+    # ms between are screened, and point 0 moves to row 2 (due at 200 ms).
+    rows = np.array([[-0.025], [-0.125], [-0.225]])
+    release = Release(0, rows, 0, False, RunningChunk(rows, 0, 0), True, None)
+    limits = _limits(8.0, velocity=2.0, joints=1)
+    common = dict(running=None, measured=(np.zeros(1), -np.ones(1)), limits=limits)
+    latest_only = shaping.for_release(
+        "jtc", release, period_s=PERIOD, arrival_ns=-20 * MS, **common
+    )
+    assert latest_only.dropped == 1
+    window = shaping.for_release(
+        "jtc", release, period_s=PERIOD, arrival_ns=-20 * MS, earliest_ns=-80 * MS, **common
+    )
+    assert window.dropped == 2 and window.stamp_ns == 200 * MS
+    np.testing.assert_array_equal(shaping.arrivals(-80 * MS, -20 * MS), np.arange(-80, -19, 5) * MS)
+    np.testing.assert_array_equal(shaping.arrivals(-20 * MS, -20 * MS), [-20 * MS])

@@ -55,6 +55,7 @@ from oxygen_core.safety.limits import JointLimits
 ControllerModel = Literal["jtc", "jtc_replacement", "none"]
 CONTROLLER_MODELS: tuple[ControllerModel, ...] = typing.get_args(ControllerModel)
 Segments = Literal["linear", "cubic"]  # how the controller moves between two points
+Start = tuple[int, np.ndarray, np.ndarray]  # a take-over instant (ns), position, velocity
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +122,12 @@ def for_controller(
     )
 
 
+# Arrival instants screened between the earliest and the latest, at most this far apart:
+# the first segment's peaks are not monotone in its duration (a start velocity away from
+# the first point is countered less over a longer segment), so both ends do not suffice.
+ARRIVAL_STEP_NS = 5_000_000
+
+
 def for_release(
     model: ControllerModel,
     release: Release,
@@ -130,12 +137,19 @@ def for_release(
     arrival_ns: int,
     measured: tuple[np.ndarray, np.ndarray],
     limits: JointLimits | None,
+    earliest_ns: int | None = None,
 ) -> Shaped | str:
     """What the controller gets of a frame's `release` (the node's frame and the in-process
     loop both send this): `met`'s trajectory, screened from both states the robot may be
-    in at arrival, where the `running` chunk has it then and the `measured` (position,
-    velocity)."""
-    planned = planned_state(running, arrival_ns, period_s)
+    in at each instant it may take the trajectory over, from `earliest_ns` (None: only
+    `arrival_ns`) to `arrival_ns` (the latest): where the `running` chunk has it then, and
+    the `measured` (position, velocity)."""
+    starts: list[Start] = []
+    for at_ns in arrivals(arrival_ns if earliest_ns is None else earliest_ns, arrival_ns):
+        planned = planned_state(running, at_ns, period_s)
+        starts += [
+            (at_ns, *state) for state in ([measured] if planned is None else [planned, measured])
+        ]
     return met(
         model,
         release.rows,
@@ -143,9 +157,16 @@ def for_release(
         period_s,
         arrival_ns=arrival_ns,
         before=None if release.lead is None else release.lead[-1],
-        starts=[measured] if planned is None else [planned, measured],
+        starts=starts,
         limits=limits,
     )
+
+
+def arrivals(earliest_ns: int, latest_ns: int) -> np.ndarray:
+    """The take-over instants screened: both ends and evenly between them, at most
+    ARRIVAL_STEP_NS apart."""
+    count = max(1, -(-(latest_ns - earliest_ns) // ARRIVAL_STEP_NS)) + 1
+    return np.unique(np.linspace(earliest_ns, latest_ns, count).round().astype(np.int64))
 
 
 def met(
@@ -156,13 +177,13 @@ def met(
     *,
     arrival_ns: int,
     before: np.ndarray | None,
-    starts: Sequence[tuple[np.ndarray, np.ndarray]],
+    starts: Sequence[Start],
     limits: JointLimits | None,
 ) -> Shaped | str:
     """`for_controller`'s trajectory, screened under "jtc" as the controller will run it:
-    every cubic segment between its points, then from each of `starts` (position,
-    velocity: where the robot may be at arrival) to the first point over the shortest time
-    it may have (its due time less `arrival_ns`), against the velocity and acceleration
+    every cubic segment between its points, then from each of `starts` (a take-over instant,
+    and the position and velocity the robot may have then) to the first point over the time
+    it has from then (its due time less the instant), against the velocity and acceleration
     `limits` (None: unscreened). A segment between points that is too fast fails the whole
     trajectory; when a segment from a start is, the first point moves to the first later
     row every start reaches within the limits. The trajectory, or why none may go out (one
@@ -183,9 +204,9 @@ def met(
             f"{np.max(between[point - 1]):.2f}x"
         )
     rows_kept = len(p) - shaped.tail
-    lead_s = (shaped.stamp_ns - arrival_ns) / NS_PER_S + np.arange(rows_kept) * period_s
     reached = np.ones(rows_kept, bool)
-    for start, velocity in starts:
+    for at_ns, start, velocity in starts:
+        lead_s = (shaped.stamp_ns - at_ns) / NS_PER_S + np.arange(rows_kept) * period_s
         peaks = segment_peaks(start, velocity, p[:rows_kept], v[:rows_kept], lead_s)
         reached &= np.all(_over(*peaks, limits) <= 1, axis=1)
     if not reached.any():
