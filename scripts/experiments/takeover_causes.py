@@ -11,9 +11,10 @@ that fast (the sim's servo clips it). This runs the shipped policy in process
 d = the link delay, as `oxygen-eval sweep` sets it) and sorts each take-over over a limit:
 
 - "lag": no longer over once the commands before the take-over are shifted to end at the
-  arm's measured joints (the arm had followed its command): the step back is the cause;
-- otherwise by the limit still passed ("velocity", "acceleration" or both): the new
-  trajectory's own first segment, from a state the node could not see when it published.
+  arm's measured joints (the arm had followed its command), as `SeamMeter` judges them:
+  the step back is the cause;
+- "own segment": still over: the new trajectory's own first segment, from a state the
+  node could not see when it published.
 
 It also counts control periods in which the arm's measured joints moved faster than
 their velocity limits. It keeps every command and measured state of an episode by
@@ -32,8 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from oxygen_core.safety.limits import JointLimits, limits_from_files
-from oxygen_core.sim.arm import JOINT_NAMES
+from oxygen_core.safety.limits import limits_from_files
+from oxygen_core.sim.arm import GRIPPER, JOINT_NAMES
+from oxygen_core.sim.executor import Takeover
 from oxygen_core.sim.render import Renderer
 from oxygen_core.sim.seam import SeamMeter
 from oxygen_core.sim.seeds import DEV
@@ -64,26 +66,17 @@ class _Recorder(SeamMeter):
         self.over_ticks += [len(self.commands) - 4 for s in self._closed[closed:] if s.over]
 
 
-def _passed(commands: np.ndarray, tick: int, limits: JointLimits, dt: float) -> set[str]:
-    """The limits (velocity, acceleration) the arm's commands pass on the difference
-    stencils that hold `tick`, as `SeamMeter` checks them."""
-    bounds = {1: limits.velocity[ARM], 2: limits.acceleration[ARM]}
-    passed = set()
-    for m, bound in bounds.items():
-        for end in range(tick, min(tick + m + 1, len(commands))):
-            if end - m < 0:
-                continue
-            d = np.diff(commands[end - m : end + 1, ARM], n=m, axis=0)[0] / dt**m
-            if np.any(np.abs(d) > bound + 1e-9):
-                passed.add("velocity" if m == 1 else "acceleration")
-    return passed
-
-
 def _cause(commands, measured, tick, limits, dt) -> str:
+    """ "lag" when the take-over at `tick` is within the limits once the commands before it
+    are shifted to end where the arm was (it had followed its command), as a fresh
+    `SeamMeter` judges the shifted commands; else "own segment"."""
     shifted = commands.copy()
-    shifted[:tick] += measured[tick] - commands[tick - 1]  # the arm had followed its command
-    passed = _passed(shifted, tick, limits, dt)
-    return "+".join(sorted(passed)) if passed else "lag"
+    shifted[:tick] += measured[tick] - commands[tick - 1]
+    meter = SeamMeter(dt, gripper=GRIPPER, limits=limits)
+    for k in range(max(0, tick - 3), min(tick + 3, len(shifted))):
+        takeover = Takeover(k * dt, shifted[k - 1], shifted[k], 0) if k == tick else None
+        meter.observe(shifted[k], takeover)
+    return "own segment" if meter.summary().takeovers_over else "lag"
 
 
 def run(params: Path, seeds: range, delay: int) -> dict[str, object]:
