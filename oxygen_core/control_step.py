@@ -16,7 +16,9 @@ the robot's clock (the node clock, bag time in replay, step * period in process)
    sends nothing, `max_rejections` in a row hold the robot), scaled into a velocity
    robot's bounds, and shaped for the trajectory controller as it will run them from the
    state at arrival (`shaping.for_release`; arrival between tick + elapsed and `lead_s`
-   later); a chunk none of which the controller can meet is refused like a rejection.
+   later; under "jtc" the state is also where the controller's command has the robot, from
+   the trajectories sent since the last hold, `expected.ExpectedCommand`); a chunk none of
+   which the controller can meet is refused like a rejection.
 4. `sent(decision, latency_s)`: the rows went out: they are what runs, the latency
    (robot seconds) feeds the delay estimate d, and a stamp earlier than the last one's is
    reported with its reason.
@@ -42,6 +44,7 @@ import numpy as np
 
 from oxygen_core.clock import NS_PER_S
 from oxygen_core.controller import shaping
+from oxygen_core.controller.expected import ExpectedCommand
 from oxygen_core.controller.shaping import ControllerModel, Shaped
 from oxygen_core.engine.timeline import ChunkTimeline, Release, Takeover
 from oxygen_core.engine.types import ActionResult, EngineConfig, Handover
@@ -69,6 +72,12 @@ class Measured:
 
     positions: np.ndarray  # float64 [J]
     velocities: np.ndarray | None  # float64 [J]; None: the joint state carries none
+
+    def state(self) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, velocities), at rest where the joint state carries no velocities: the
+        start the controller's first segment is screened from."""
+        velocities = np.zeros_like(self.positions) if self.velocities is None else self.velocities
+        return self.positions, velocities
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +121,7 @@ class Decision:
 
     release: Release | None
     trajectory: Shaped | None  # None: no trajectory output, or nothing goes out
+    published_ns: int  # when it goes out: the controller takes it over from then
     hold: str | None
     verdict: Verdict | None  # the gate's; None without a gate
     refused: bool  # no trajectory the controller can meet
@@ -152,6 +162,10 @@ class ControlStep:
         self._controller = controller
         self._lead_ns = round(lead_s * NS_PER_S)
         self._velocity_cap = velocity_cap
+        # Under "jtc" the trajectories sent, run as the controller runs them: a start to screen.
+        self.expected = (
+            ExpectedCommand((0, self._lead_ns)) if controller == "jtc" and gate else None
+        )
         self._lock = threading.Lock()  # the hold state below: written from any thread
         self._held = False  # a hold went out: the next frame meets no running chunk
         self._standing = False  # a hold went out and no chunk since: the outage has its hold
@@ -166,13 +180,15 @@ class ControlStep:
     def reset(self) -> None:
         """Forget the running chunk (the robot may be anywhere when frames start again)."""
         self.timeline.reset()
+        if self.expected is not None:
+            self.expected.forget()
 
     def begin(self) -> None:
         """Before a frame: after a hold, hand over from nothing."""
         with self._lock:
             held, self._held = self._held, False
         if held:
-            self.timeline.reset()
+            self.reset()
 
     def act(
         self, tick_ns: int, obs: Observation, measured: Measured | None, plan: str | None = None
@@ -213,8 +229,7 @@ class ControlStep:
             release = self._capped(release, notes)
         trajectory, refused = None, False
         if release is not None and self._controller is not None:
-            published_ns = takeover.tick_ns + elapsed_ns
-            trajectory = self._trajectory(acted, release, published_ns)
+            trajectory = self._trajectory(acted, release, takeover.tick_ns + elapsed_ns)
             if isinstance(trajectory, str):
                 notes.append(
                     Note("trajectory refused", f"chunk not sent to the controller: {trajectory}")
@@ -223,7 +238,8 @@ class ControlStep:
         if release is None and hold is None:
             why = "no trajectory the controller can meet" if refused else "chunk rejected"
             hold = self._watchdog(takeover.tick_ns, why)
-        return Decision(release, trajectory, hold, verdict, refused, tuple(notes))
+        published_ns = takeover.tick_ns + elapsed_ns
+        return Decision(release, trajectory, published_ns, hold, verdict, refused, tuple(notes))
 
     def sent(self, decision: Decision, latency_s: float) -> StampBack | None:
         """`decision`'s rows went out `latency_s` (robot seconds) after the tick: they run
@@ -233,6 +249,8 @@ class ControlStep:
         with self._lock:
             self._standing = False
         self.timeline.commit(release, latency_s)
+        if self.expected is not None and decision.trajectory is not None:
+            self.expected.sent(decision.trajectory, decision.published_ns, self._measured.state())
         return self._stamp_order(release.row0_ns, release.running.tick_ns)
 
     def skipped(self, tick_ns: int, reason: str) -> str | None:
@@ -273,10 +291,8 @@ class ControlStep:
         return reason
 
     def _trajectory(self, acted: Acted, release: Release, published_ns: int) -> Shaped | str:
-        """The rows as the controller gets them, screened from both states at each instant
-        it may take them over, from their publishing to `lead_s` after it."""
-        measured = acted.measured
-        velocity = measured.velocities
+        """The rows as the controller gets them, screened from each state the robot may be in
+        at each instant it may take them over, from their publishing to `lead_s` after it."""
         return shaping.for_release(
             self._controller,
             release,
@@ -284,11 +300,9 @@ class ControlStep:
             self._period_s,
             arrival_ns=published_ns + self._lead_ns,
             earliest_ns=published_ns,
-            measured=(
-                measured.positions,
-                np.zeros_like(measured.positions) if velocity is None else velocity,
-            ),
+            measured=acted.measured.state(),
             limits=self._limits,
+            commanded=None if self.expected is None else self.expected.states,
         )
 
     def _capped(self, release: Release, notes: list[Note]) -> Release:

@@ -132,6 +132,24 @@ def test_a_chunk_the_controller_cannot_meet_is_refused_and_the_watchdog_holds():
     assert any(n.key == "trajectory refused" for n in decision.notes)
 
 
+def test_under_jtc_the_sent_trajectories_give_the_command_to_screen_from_until_a_hold():
+    gate = ChunkGate(limits(), "reject", PERIOD_S)
+    control = step(controller="jtc", lead_s=0.0, gate=gate)
+    assert control.expected.states(0) == []
+    sent = run(control, 0, at(0.0, 0.0)).trajectory  # rows 0.01 (at 20 ms), 0.02, ...
+    assert sent.stamp_ns == 20 * MS and sent.velocities[0] == pytest.approx([0.5, 0.5])
+    # Taken over at 0 from rest, the cubic to (0.01, 0.5 rad/s) at 20 ms, at 10 ms:
+    # 0.01 / 2 - 0.02 * 0.5 / 8 = 0.00375, moving at 1.5 x 0.01 / 0.02 - 0.5 / 4 = 0.625
+    # (a difference over 0.1 ms: 1.25e-5 off on this cubic's jerk of 7500 rad/s^3).
+    ((position, velocity),) = control.expected.states(10 * MS)
+    assert position == pytest.approx([0.00375] * 2)
+    assert velocity == pytest.approx([0.625] * 2, abs=2e-5)
+    control.held()
+    control.begin()
+    assert control.expected.states(10 * MS) == []
+    assert step(controller="jtc", lead_s=0.0).expected is None  # no limits: no screen
+
+
 def test_the_hold_stops_from_the_measured_state_or_the_last_frame():
     control = step(gate=ChunkGate(limits(), "slow", PERIOD_S))
     assert control.stop(None, None) is None  # nothing measured yet

@@ -284,3 +284,28 @@ def test_the_first_segment_is_screened_from_every_instant_the_controller_may_tak
     assert window.dropped == 2 and window.stamp_ns == 200 * MS
     np.testing.assert_array_equal(shaping.arrivals(-80 * MS, -20 * MS), np.arange(-80, -19, 5) * MS)
     np.testing.assert_array_equal(shaping.arrivals(-20 * MS, -20 * MS), [-20 * MS])
+
+
+def test_the_first_segment_is_screened_from_the_controllers_command_too():
+    # The rows above, taken over at -20 ms; the frame measured the arm at 0 moving at -1
+    # rad/s (row 1 is met from there, as above), and the controller's command (the
+    # trajectory before, still in its first segment) has it 0.05 rad behind the rows
+    # already at that speed: from there only row 2 is met.
+    rows = np.array([[-0.025], [-0.125], [-0.225]])
+    release = Release(0, rows, 0, False, RunningChunk(rows, 0, 0), True, None)
+    asked = []
+
+    def commanded(at_ns: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        asked.append(at_ns)
+        return [(np.full(1, 0.05), -np.ones(1))]
+
+    common = dict(
+        running=None,
+        period_s=PERIOD,
+        arrival_ns=-20 * MS,
+        measured=(np.zeros(1), -np.ones(1)),
+        limits=_limits(8.0, velocity=2.0, joints=1),
+    )
+    assert shaping.for_release("jtc", release, **common).dropped == 1
+    assert shaping.for_release("jtc", release, commanded=commanded, **common).dropped == 2
+    assert asked == [-20 * MS]

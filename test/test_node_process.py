@@ -76,8 +76,16 @@ def test_an_autostart_that_cannot_configure_exits_with_its_reason():
     """A node that starts itself and fails to configure ends its process (status 1), the
     reason in its log, instead of idling unconfigured where nobody drives its lifecycle."""
     result = subprocess.run(
-        [console_script(), "--ros-args", "--params-file", str(TINY),
-         "-p", "autostart:=true", "-p", "action_horizon:=8"],  # fmt: skip
+        [
+            console_script(),
+            "--ros-args",
+            "--params-file",
+            str(TINY),
+            "-p",
+            "autostart:=true",
+            "-p",
+            "action_horizon:=8",
+        ],  # fmt: skip
         cwd=ROOT,
         env=os.environ.copy(),
         capture_output=True,

@@ -28,9 +28,7 @@ def timeline(mode: str = "rtc", horizon: int | None = None) -> ChunkTimeline:
     return ChunkTimeline(PERIOD_S, mode, DelayEstimator(), horizon)
 
 
-def publish(
-    line: ChunkTimeline, tick_ns: int, action: ActionResult, latency_s=0.01, cold_delay=0
-):
+def publish(line: ChunkTimeline, tick_ns: int, action: ActionResult, latency_s=0.01, cold_delay=0):
     takeover = line.at(tick_ns)
     release = line.release(takeover, action, cold_delay)
     line.commit(release, latency_s)

@@ -35,15 +35,17 @@ point at the measured positions: the controller stops in one update.
 `segment_peaks` gives the exact largest velocity and acceleration of each cubic segment
 the controller runs, for the gate and for screening the segment from the state at arrival
 to the first point (`for_release`). That state is uncertain: where the running chunk has
-the robot then (`planned_state`), or where it was last measured if it lags its plan (a
-rate-limited or pressed arm); the segment must be within the limits from both.
+the robot then (`planned_state`), where it was last measured if it lags its plan (a
+rate-limited or pressed arm), or where the controller's command has it while it still runs
+the first segment of the trajectory before (`expected.ExpectedCommand`); the segment must
+be within the limits from each.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -138,18 +140,20 @@ def for_release(
     measured: tuple[np.ndarray, np.ndarray],
     limits: JointLimits | None,
     earliest_ns: int | None = None,
+    commanded: Callable[[int], list[tuple[np.ndarray, np.ndarray]]] | None = None,
 ) -> Shaped | str:
     """What the controller gets of a frame's `release` (the node's frame and the in-process
-    loop both send this): `met`'s trajectory, screened from both states the robot may be
+    loop both send this): `met`'s trajectory, screened from every state the robot may be
     in at each instant it may take the trajectory over, from `earliest_ns` (None: only
-    `arrival_ns`) to `arrival_ns` (the latest): where the `running` chunk has it then, and
-    the `measured` (position, velocity)."""
+    `arrival_ns`) to `arrival_ns` (the latest): where the `running` chunk has it then, the
+    `measured` (position, velocity), and where the controller's command has it then
+    (`commanded(at_ns)`: `expected.ExpectedCommand.states`; None: not modelled)."""
     starts: list[Start] = []
     for at_ns in arrivals(arrival_ns if earliest_ns is None else earliest_ns, arrival_ns):
         planned = planned_state(running, at_ns, period_s)
-        starts += [
-            (at_ns, *state) for state in ([measured] if planned is None else [planned, measured])
-        ]
+        states = [measured] if planned is None else [planned, measured]
+        states += [] if commanded is None else commanded(at_ns)
+        starts += [(at_ns, *state) for state in states]
     return met(
         model,
         release.rows,
