@@ -15,7 +15,8 @@
 #                   the paper, at 20 Hz) under each controller model C (jtc, the default,
 #                   and jtc_replacement): success, time to success, seam jump, the arm's
 #                   commands at each trajectory's arrival
-# Two evaluations run at a time (one per core); EPISODES per family (default 150). An
+# Two evaluations run at a time (one per core); EPISODES per family (default 150);
+# CONTROLLERS (default "jtc jtc_replacement") the hand-over rows' controller models. An
 # evaluation writes its file when it ends, so a rerun into the same OUT skips the ones
 # that finished and runs the rest again (the same seeds give the same episodes).
 set -euo pipefail
@@ -24,6 +25,7 @@ checkpoint=${1:-data/policy/sim_demo}
 out=${2:-out/claims/$(basename "$checkpoint")}
 beta=${BETA:?"set BETA, rtc's max guidance, chosen on dev seeds (oxygen-eval sweep --first-seed 400000)"}
 episodes=${EPISODES:-150}
+controllers=${CONTROLLERS:-jtc jtc_replacement}
 test_first=500000
 bin=.venv/bin
 
@@ -42,22 +44,29 @@ once() {
     fi
 }
 
-once "$out/oxygen.json" "$out/oxygen.log" \
-    "$bin/oxygen-eval" in-process "${common[@]}" --with-baselines --json "$out/oxygen.json" &
+# Two lanes, one per core, of about equal work: the policy with its baselines then rtc;
+# isolated mode then replace and blend.
+lane_oxygen() {
+    once "$out/oxygen.json" "$out/oxygen.log" \
+        "$bin/oxygen-eval" in-process "${common[@]}" --with-baselines --json "$out/oxygen.json"
+    for controller in $controllers; do
+        once "$out/handover/$controller/rtc/sweep.json" "$out/handover_${controller}_rtc.log" \
+            "$bin/oxygen-eval" sweep "${common[@]}" --delays 1,4 --controller "$controller" \
+            --handovers rtc --rtc-max-guidance "$beta" --out "$out/handover/$controller/rtc"
+    done
+}
+lane_isolated() {
+    once "$out/isolated.json" "$out/isolated.log" \
+        "$bin/oxygen-eval" in-process "${common[@]}" --mode isolated --json "$out/isolated.json"
+    for controller in $controllers; do
+        once "$out/handover/$controller/replace_blend/sweep.json" \
+            "$out/handover_${controller}_replace_blend.log" \
+            "$bin/oxygen-eval" sweep "${common[@]}" --delays 1,4 --controller "$controller" \
+            --handovers replace,blend --out "$out/handover/$controller/replace_blend"
+    done
+}
+lane_oxygen &
 pid=$!
-once "$out/isolated.json" "$out/isolated.log" \
-    "$bin/oxygen-eval" in-process "${common[@]}" --mode isolated --json "$out/isolated.json"
-wait "$pid"  # a failed evaluation stops the script (set -e)
-for controller in jtc jtc_replacement; do
-    sweep=("${common[@]}" --delays 1,4 --controller "$controller")
-    once "$out/handover/$controller/replace_blend/sweep.json" \
-        "$out/handover_${controller}_replace_blend.log" \
-        "$bin/oxygen-eval" sweep "${sweep[@]}" --handovers replace,blend \
-        --out "$out/handover/$controller/replace_blend" &
-    pid=$!
-    once "$out/handover/$controller/rtc/sweep.json" "$out/handover_${controller}_rtc.log" \
-        "$bin/oxygen-eval" sweep "${sweep[@]}" --handovers rtc --rtc-max-guidance "$beta" \
-        --out "$out/handover/$controller/rtc"
-    wait "$pid"
-done
+lane_isolated
+wait "$pid"  # a failed evaluation stops its lane (set -e) and the script
 echo "claims of $checkpoint (test seeds $test_first.., $episodes per family) in $out"
