@@ -32,6 +32,7 @@ from oxygen_core.aloha.episode import (  # noqa: E402
     ACTION_NAMES,
     CONTROLLERS,
     PERIOD_NS,
+    PUBLISHED_NAMES,
     STATE_NAMES,
     TARGET_EVERY,
     Aloha,
@@ -242,11 +243,12 @@ def test_the_sim_node_publishes_the_robot_and_runs_each_controllers_topic(world)
     assert (outcome["accepted"], outcome["rejected"]) == (2, {"joint_names": 1})
     assert (outcome["steps"], outcome["success"], outcome["seed"]) == (300, False, SEED)
     last = probe.get("/joint_states")[-1]
-    assert tuple(last.name) == STATE_NAMES
+    assert tuple(last.name) == PUBLISHED_NAMES  # the state, then the gripper joints (rad)
     positions = np.array(last.position)
     np.testing.assert_allclose(positions[LEFT_ARM], target, atol=0.03)
     np.testing.assert_allclose(positions[7:13], start[7:13], atol=0.01)
     assert positions[13] > 0.05 > start[13]  # the right fingers opened, in m
+    assert positions[15] == pytest.approx(1.4, abs=0.05)  # the right gripper joint: 1.4 rad
     image = probe.get("/cam_high/image_raw")[-1]
     assert (image.encoding, image.width, image.height) == ("rgb8", 32, 24)
     assert (stamp_to_ns(image.header.stamp) - START_NS) % (5 * PERIOD_NS) == 0  # 10 Hz

@@ -51,7 +51,7 @@ def _expert_episode(task: str, seed: int) -> Observation:
     [
         (
             ["--tasks", "drawer-open-v3,drawer-opn-v3"],
-            f"unknown task 'drawer-opn-v3'; MT10's are {', '.join(MT10_TASKS)}",
+            f"unknown task 'drawer-opn-v3'; Meta-World's are {', '.join(MT10_TASKS)}",
         ),
         (["--params", "nowhere.yaml"], "params file nowhere.yaml does not exist"),
         (

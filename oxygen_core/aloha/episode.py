@@ -18,11 +18,11 @@ Units are those of a real ALOHA as the node's aloha robot preset and config/aloh
 them (oxygen_core/robot_io.py; openpi's examples/aloha_real), so the node drives the sim as
 it drives the robot:
 
-- the state (`STATE_NAMES`, the params' joint_names; what the sim publishes on
-  /joint_states): each arm's six joints in rad and its left finger's slide in m, as the
-  Interbotix driver reports them; the preset's gripper_state_range (0.01844-0.05800 m,
-  gym-aloha's PUPPET_GRIPPER_POSITION_CLOSE/_OPEN) turns the finger into gym-aloha's 0..1
-  opening. Velocities in rad/s and m/s. The sim's finger is that slide joint itself.
+- the state (`STATE_NAMES`, the params' joint_names): each arm's six joints in rad and its
+  left finger's slide in m, as the Interbotix driver reports them; the preset's
+  gripper_state_range (0.01844-0.05800 m, gym-aloha's PUPPET_GRIPPER_POSITION_CLOSE/_OPEN)
+  turns the finger into gym-aloha's 0..1 opening. Velocities in rad/s and m/s. The sim's
+  finger is that slide joint itself.
 - the commands (`ACTION_NAMES`, the params' action_names, the controllers' joints): the
   arm joints and each gripper joint's angle, in rad, the angle being the runtime's 0..1
   spread over gym-aloha's PUPPET_GRIPPER_JOINT_CLOSE/_OPEN (-0.6213-1.4910 rad), the
@@ -31,6 +31,10 @@ it drives the robot:
   `normalize_puppet_gripper_joint(angle)`, the 0..1 that ACT's real robot turns into that
   angle and its sim into a finger position (the same 0..1 in both datasets). The gripper
   controllers measure the inverse of that map of the fingers' opening.
+- what the sim publishes on /joint_states (`PUBLISHED_NAMES`): what the two arms' drivers
+  publish, relayed into one topic with the arm's prefix (config/aloha.yaml): the state's
+  joints and each gripper joint's measured angle, which the node needs of every joint it
+  commands (its chunk gate and the trajectory's start).
 
 The sim-run policies (`SIM_POLICIES`): `expert` sends the scripted expert's targets
 recorded for the seed (oxygen_core.aloha.expert), one row a tick as a one-point trajectory
@@ -46,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 import zlib
 from collections.abc import Callable
 
@@ -87,6 +92,7 @@ CAMERAS = ("top", "left_wrist", "right_wrist")  # the aloha preset's image slots
 SIM_POLICIES = ("expert", "hold", "random", "blind")
 STATE_NAMES = tuple(f"{s}_{j}" for s in SIDES for j in (*ARM_JOINT_NAMES, "left_finger"))
 ACTION_NAMES = tuple(f"{s}_{j}" for s in SIDES for j in (*ARM_JOINT_NAMES, "gripper"))
+PUBLISHED_NAMES = (*STATE_NAMES, *(f"{s}_gripper" for s in SIDES))
 # config/aloha.yaml's controller_names and controllers.<name>.{topic,joints}, in its order.
 CONTROLLERS = tuple(
     ControllerJoints(f"{side}_{part}", f"/{side}_{part}_controller/joint_trajectory", joints)
@@ -302,6 +308,7 @@ class AlohaOutcome:
     end_ns: int
     duration_s: float
     wall_s: float
+    reset_wall_s: float  # of wall_s: the env's reset and the sim-run policy's preparation
     accepted: int
     rejected: dict[str, int]
     limits: dict[str, dict[str, int]]  # per controller: LimitViolations.as_dict()
@@ -351,6 +358,7 @@ class AlohaEpisode:
     def __init__(
         self, env: AlohaEnv, seed: int, policy: str, camera_shape: tuple[int, int]
     ) -> None:
+        begin = time.monotonic()
         self.env, self.task, self.seed, self.camera_shape = env, env.task, seed, camera_shape
         self.instruction = INSTRUCTIONS[env.task]
         self._last = env.reset(seed)
@@ -369,15 +377,25 @@ class AlohaEpisode:
         self._policy = sim_policy(policy, env.task, seed, start, limits)
         self.reward = 0  # the highest level reached
         self._lines = Lines(PHASES[env.task][0][0])
+        self.reset_wall_s = time.monotonic() - begin  # the expert's recording, ~2 s
 
     @property
     def steps(self) -> int:
         return self.env.steps
 
     def state(self) -> tuple[np.ndarray, np.ndarray]:
-        """STATE_NAMES' positions and velocities, as the sim publishes them (rad, m)."""
+        """STATE_NAMES' positions and velocities (rad, m)."""
         data = self.env.physics.data
         return data.qpos[_STATE_QPOS].copy(), data.qvel[_STATE_QPOS].copy()
+
+    def published(self) -> tuple[np.ndarray, np.ndarray]:
+        """PUBLISHED_NAMES' positions and velocities: the state, then the grippers' angles
+        as their controllers measure them (rad, rad/s)."""
+        (positions, velocities), (angles, rates) = self.state(), measured(self.env.physics)
+        return (
+            np.concatenate([positions, angles[_GRIPPERS]]),
+            np.concatenate([velocities, rates[_GRIPPERS]]),
+        )
 
     def render(self, camera: str) -> np.ndarray:
         return self.env.render(camera, self.camera_shape)
@@ -435,6 +453,7 @@ class AlohaEpisode:
             end_ns=tally.end_ns,
             duration_s=(tally.end_ns - tally.start_ns) / NS_PER_S,
             wall_s=tally.wall_s,
+            reset_wall_s=self.reset_wall_s,
             accepted=tally.accepted,
             rejected=tally.rejected,
             limits={n: e.violations.as_dict() for n, e in self.executors.items()},

@@ -66,7 +66,11 @@ EVAL = (
     Verb(
         "node",
         "closed-loop episodes through the oxygen node over ROS, recorded and reported",
-        {TABLETOP: "oxygen_ros.tools.sim.evaluate", METAWORLD: "oxygen_ros.tools.metaworld_eval"},
+        {
+            TABLETOP: "oxygen_ros.tools.sim.evaluate",
+            METAWORLD: "oxygen_ros.tools.metaworld_eval",
+            ALOHA: "oxygen_ros.tools.aloha_eval",
+        },
     ),
     Verb(
         "in-process",

@@ -42,25 +42,21 @@ from oxygen_ros import topics
 from oxygen_ros.convert import action_chunk_rows, stamp_to_ns
 from oxygen_ros.ros_args import override
 from oxygen_ros.tools.bagio import from_cdr, read_bag
-from oxygen_ros.tools.metaworld_eval import (
-    METAWORLD_PARAMS,
-    MetaWorldEvalSpec,
-    load_checked,
-    run_metaworld_eval,
-)
+from oxygen_ros.tools.metaworld_eval import METAWORLD, METAWORLD_PARAMS
 from oxygen_ros.tools.replay_job import OUTPUT_BAG
 from oxygen_ros.tools.sim.metaworld import TOPICS
 from oxygen_ros.tools.sim.record import comma_list
+from oxygen_ros.tools.task_eval import TaskEvalSpec, load_checked, run_task_eval
 
 CONTROL_HZ = NS_PER_S / CONTROL_PERIOD_NS  # the env's 80 Hz
 ARM = slice(0, 3)  # dx, dy, dz of the env's ACTION_NAMES; the gripper is column 3
 _EPISODE_TOPIC = next(t.topic for t in TOPICS if t.key == "episode")
 
 
-def cell_spec(base: MetaWorldEvalSpec, handover: str, delay: int) -> MetaWorldEvalSpec:
+def cell_spec(base: TaskEvalSpec, handover: str, delay: int) -> TaskEvalSpec:
     """One cell's run: the base spec in lockstep at `delay`, the node's hand-over set."""
     overrides = {**base.overrides, "chunk_handover": handover}
-    return MetaWorldEvalSpec(**{**vars(base), "overrides": overrides, "delay_steps": delay})
+    return TaskEvalSpec(**{**vars(base), "overrides": overrides, "delay_steps": delay})
 
 
 def seam_jumps(chunks: Iterable[tuple[int, np.ndarray]], windows: Sequence[range]) -> list[float]:
@@ -113,13 +109,13 @@ def cell_row(handover: str, delay: int, out: Path, chunk_topic: str) -> dict[str
 
 
 def run_cell(
-    base: MetaWorldEvalSpec, handover: str, delay: int, root: Path, chunk_topic: str
+    base: TaskEvalSpec, handover: str, delay: int, root: Path, chunk_topic: str
 ) -> dict[str, Any]:
     """The cell's run into root/<hand-over>-d<delay>, unless its report is there."""
     out = root / f"{handover}-d{delay}"
     if not (out / "report.json").exists():
         print(f"{handover} at d = {delay}: running into {out}", flush=True)
-        run_metaworld_eval(cell_spec(base, handover, delay), out)
+        run_task_eval(cell_spec(base, handover, delay), out)
     return cell_row(handover, delay, out, chunk_topic)
 
 
@@ -130,9 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--params", type=Path, default=METAWORLD_PARAMS, help="node params")
     p.add_argument("--handovers", type=latency_sweep.handovers_arg, default=["replace", "rtc"])
     p.add_argument("--delays", type=latency_sweep.delays_arg, default=[0, 1, 2, 3])
-    p.add_argument(
-        "--tasks", type=comma_list, default=MT10_TASKS, help="comma-separated"
-    )
+    p.add_argument("--tasks", type=comma_list, default=MT10_TASKS, help="comma-separated")
     p.add_argument("--episodes", type=int, default=10, help="seeds per task")
     p.add_argument("--first-seed", type=int, default=S.DEV.start)
     p.add_argument("--camera-size", type=int, default=224, help="corner2 image size (px)")
@@ -148,7 +142,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script `oxygen-eval sweep --world metaworld`."""
     args = _parser().parse_args(argv)
-    base = MetaWorldEvalSpec(
+    base = TaskEvalSpec(
+        world=METAWORLD,
         params=args.params,
         overrides=dict(args.set),
         tasks=args.tasks,
@@ -163,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for delay in args.delays:
                 spec = cell_spec(base, handover, delay)
                 spec.check()
-                settings, names = load_checked(spec.params, spec.node_overrides)
+                settings, names = load_checked(METAWORLD, spec.params_file, spec.node_overrides)
         topic = names.output(topics.ACTION_CHUNK)
         rows = [run_cell(base, h, d, args.out, topic) for h in args.handovers for d in args.delays]
     except (FileNotFoundError, ValueError, TimeoutError, RuntimeError) as error:

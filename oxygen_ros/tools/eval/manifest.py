@@ -22,7 +22,7 @@ parameter code (configure.load_settings), so a misspelt name, a value out of ran
 the wrong type fails here, every bag is checked against every configuration's input
 topics (job.check_bag), every configuration that meets a sim input against the sim
 (sim.evaluate.check_params: its joint names, cameras, trajectory output), and every one
-that meets a metaworld input against Meta-World's (metaworld_eval.check_params: its state,
+that meets a metaworld input against Meta-World's (metaworld_eval.METAWORLD.check: its state,
 actions, one camera, 80 Hz). Each error is one line that names the manifest, the key and,
 where one is at fault, the path.
 
@@ -243,7 +243,7 @@ def _metaworld_configurations(
         config = dataclasses.replace(config, metaworld=metaworld_eval.is_metaworld_params(node))
         if config.metaworld or not any(meets(i, config) for i in inputs):
             try:
-                metaworld_eval.check_params(node, names)
+                metaworld_eval.METAWORLD.check(node, names)
             except ValueError as error:
                 raise where.error(key, f"{error}") from None
         marked.append(config)

@@ -24,7 +24,7 @@ with the configuration's params, overrides and policy: the node is its own proce
 started and stopped by the run, so there is no engine for the worker to keep and every
 sim task of the model policy compiles one (in that process). It runs on the worker's
 ROS_DOMAIN_ID (domains.py), so concurrent tasks' sims and nodes do not see each other. A
-metaworld task is the same with `metaworld_eval.run_metaworld_eval` on the input's task
+metaworld task is the same with `task_eval.run_task_eval` on the input's task
 and seeds (imported when one runs: it loads MuJoCo).
 
 This module imports no Ray: runner.py makes `Worker` a Ray actor.
@@ -40,16 +40,14 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from oxygen_ros.pipeline import Pipeline, make_pipeline
 from oxygen_ros.tools.eval.manifest import BagInput, MetaWorldInput, SimInput, Task, describe
 from oxygen_ros.tools.replay import replay_offline
 from oxygen_ros.tools.replay_job import Job
 from oxygen_ros.tools.sim.evaluate import SimEvalSpec, run_sim_eval
-
-if TYPE_CHECKING:
-    from oxygen_ros.tools.metaworld_eval import MetaWorldEvalSpec
+from oxygen_ros.tools.task_eval import TaskEvalSpec, run_task_eval
 
 MARKER, ERRORS, ATTEMPT = "task.json", "error.json", "attempt.json"
 
@@ -158,13 +156,14 @@ def sim_spec(task: Task, domain_id: int | None) -> SimEvalSpec:
     )
 
 
-def metaworld_spec(task: Task, domain_id: int | None) -> MetaWorldEvalSpec:
+def metaworld_spec(task: Task, domain_id: int | None) -> TaskEvalSpec:
     """The oxygen-eval node --world metaworld run that is this metaworld task."""
-    from oxygen_ros.tools.metaworld_eval import MetaWorldEvalSpec  # loads MuJoCo: not at the top
+    from oxygen_ros.tools.metaworld_eval import METAWORLD  # loads MuJoCo: not at the top
 
     batch = task.input
     assert isinstance(batch, MetaWorldInput)
-    return MetaWorldEvalSpec(
+    return TaskEvalSpec(
+        world=METAWORLD,
         params=task.config.params,
         policy=task.config.policy,
         overrides=task.config.override_dict(),
@@ -220,11 +219,9 @@ class Worker:
         return _closed_loop_result(spec.policy, report, time.monotonic() - start)
 
     def _run_metaworld(self, task: Task, folder: Path) -> dict[str, Any]:
-        from oxygen_ros.tools.metaworld_eval import run_metaworld_eval  # loads MuJoCo
-
         spec = metaworld_spec(task, self.domain_id)
         start = time.monotonic()
-        report = read_json(run_metaworld_eval(spec, folder)["json"])
+        report = read_json(run_task_eval(spec, folder)["json"])
         return _closed_loop_result(spec.policy, report, time.monotonic() - start)
 
 

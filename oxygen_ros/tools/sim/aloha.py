@@ -2,12 +2,13 @@
 drives, its topics and messages.
 
 The sim publishes what the robot's drivers would: one JointState of the 14 state joints
-(`STATE_NAMES`, the params' joint_names: rad and the fingers in m) and the top and wrist
-cameras on the params' camera_topics. It subscribes to the four controllers' topics of
-config/aloha.yaml (config/ros2_control/aloha_controllers.yaml); their messages share one
-inbox and each goes to the controller whose joints it names (on the robot a controller
-refuses another's joints, so a message sent to the wrong controller's topic runs here as
-if sent to the right one). The outcome goes out as std_msgs/String JSON:
+(the params' joint_names: rad and the fingers in m) and the two gripper joints (rad;
+`PUBLISHED_NAMES`), and the top and wrist cameras on the params' camera_topics. It
+subscribes to the four controllers' topics of config/aloha.yaml
+(config/ros2_control/aloha_controllers.yaml); their messages share one inbox and each goes
+to the controller whose joints it names (on the robot a controller refuses another's
+joints, so a message sent to the wrong controller's topic runs here as if sent to the
+right one). The outcome goes out as std_msgs/String JSON:
 oxygen_ros/EpisodeOutcome holds the tabletop's fields.
 """
 
@@ -29,7 +30,7 @@ from oxygen_core.aloha.env import TASKS
 from oxygen_core.aloha.episode import (
     ACTION_NAMES,
     CONTROLLERS,
-    STATE_NAMES,
+    PUBLISHED_NAMES,
     Aloha,
     AlohaEpisode,
     AlohaOutcome,
@@ -65,7 +66,7 @@ TOPICS: tuple[SimTopic, ...] = (
         "joint_states",
         "/joint_states",
         JointState,
-        "each arm's six joints (rad) and left finger (m), with velocities",
+        "each arm's six joints and gripper joint (rad) and left finger (m), with velocities",
         parameter="joint_state_topic",
     ),
     INSTRUCTION,
@@ -123,11 +124,15 @@ class AlohaBinding:
         return Aloha(p["camera_size"])
 
     def sensor_messages(self, sim: AlohaEpisode, t_ns: int) -> Iterable[tuple[str, Any]]:
-        positions, velocities = sim.state()
+        positions, velocities = sim.published()
         yield (
             "joint_states",
             convert.joint_state_msg(
-                STATE_NAMES, positions, stamp=ns_to_stamp(t_ns), frame_id="", velocities=velocities
+                PUBLISHED_NAMES,
+                positions,
+                stamp=ns_to_stamp(t_ns),
+                frame_id="",
+                velocities=velocities,
             ),
         )
 
