@@ -210,6 +210,7 @@ class ControlStep:
     def decide(self, acted: Acted, elapsed_ns: int) -> Decision:
         """What goes out `elapsed_ns` (robot clock) after the tick (module docstring)."""
         takeover, action = acted.takeover, acted.action
+        published_ns = takeover.tick_ns + elapsed_ns
         cold_delay = control_steps(elapsed_ns / NS_PER_S, self._period_s)
         release = self.timeline.release(takeover, action, cold_delay)
         notes = []
@@ -229,7 +230,7 @@ class ControlStep:
             release = self._capped(release, notes)
         trajectory, refused = None, False
         if release is not None and self._controller is not None:
-            trajectory = self._trajectory(acted, release, takeover.tick_ns + elapsed_ns)
+            trajectory = self._trajectory(acted, release, published_ns)
             if isinstance(trajectory, str):
                 notes.append(
                     Note("trajectory refused", f"chunk not sent to the controller: {trajectory}")
@@ -238,7 +239,6 @@ class ControlStep:
         if release is None and hold is None:
             why = "no trajectory the controller can meet" if refused else "chunk rejected"
             hold = self._watchdog(takeover.tick_ns, why)
-        published_ns = takeover.tick_ns + elapsed_ns
         return Decision(release, trajectory, published_ns, hold, verdict, refused, tuple(notes))
 
     def sent(self, decision: Decision, latency_s: float) -> StampBack | None:
