@@ -194,3 +194,31 @@ def test_the_jtc_controller_model_counts_what_it_commands_update_by_update(tmp_p
         (1300 * MS, 1.3),
         (1400 * MS, 1.3),
     ]
+
+
+def test_under_jtc_a_run_starts_from_the_joint_state_before_its_first_trajectory(tmp_path, capsys):
+    """After a reset the controller takes the first trajectory over from where the reset
+    left the arm, not from that trajectory's first point: the joint state says a is at 0.4;
+    at 10 Hz trajectory 0 takes over at its arrival (1.0 s) and commands a period ahead,
+    0.1: a step of -3 /s (over 2 /s; -30 /s^2 is within 50), then 1 /s (40 /s^2). Without
+    the state (the trajectory's joints not all in it) the run starts at the first point:
+    nothing over."""
+    bag = tmp_path / "bag"
+    with BagWriter(bag, split_s=None) as writer:
+        _state(writer, 900 * MS, 0.4)
+        _trajectory(writer, 1000 * MS, ("a", "b"), [[0.0, 0.0], [0.1, 0.0], [0.2, 0.0]])
+    args = [str(bag), *_files(tmp_path), "--json", "--controller", "jtc", "--update-rate", "10"]
+    assert limit_check.main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["counts"] == {"position": 0, "velocity": 1, "acceleration": 0, "jump": 0}
+    assert [(f["time_ns"], f["value"]) for f in report["worst"]["velocity"]] == [
+        (1000 * MS, pytest.approx(-3.0))
+    ]
+    bag = tmp_path / "bag_without_b"
+    with BagWriter(bag, split_s=None) as writer:
+        msg = joint_state_msg(("a",), np.array([0.4]), stamp=ns_to_stamp(900 * MS), frame_id="")
+        writer.write_ros(STATES, 900 * MS, msg)
+        _trajectory(writer, 1000 * MS, ("a", "b"), [[0.0, 0.0], [0.1, 0.0], [0.2, 0.0]])
+    args[0] = str(bag)
+    assert limit_check.main(args) == 0
+    assert json.loads(capsys.readouterr().out)["counts"]["velocity"] == 0

@@ -254,7 +254,9 @@ def _arrival(traj: Commanded, controller: str) -> Arrival:
         traj.positions.tolist(),
         None if traj.velocities is None else traj.velocities.tolist(),
     )
-    return Arrival(traj.index, traj.arrival_ns, trajectory, traj.zero_stamp, traj.after_reset)
+    return Arrival(
+        traj.index, traj.arrival_ns, trajectory, traj.zero_stamp, traj.after_reset, traj.measured
+    )
 
 
 def resolved_topics(params: Path | None) -> tuple[str, str]:

@@ -14,12 +14,14 @@ So the segment the controller runs from the state at each arrival, and the stop 
 end of a trajectory, are counted with the rest, which the per-point count cannot see.
 The arm is taken to follow its command (the measured state at an update is the previous
 command, its velocity the last step's). Each run of trajectories between two resets
-(see limit_check) starts at rest at the first point of its first trajectory that is not a
-hold (stamped zero): as in the per-point count, the first trajectory after a reset (or of
-the bag) has no previous command to be measured from, and the holds before it stop an arm
-the reset has already moved (the node is switched off around the sim's resets; the sim
-drops what arrives meanwhile). A value counts when it exceeds
-its limit by more than 1e-9; once per sample and kind, the worst joint named, with
+(see limit_check) starts with its first trajectory that is not a hold (stamped zero),
+from the arm at rest at the joint state logged last before that trajectory (its first
+point when the bag has no joint state naming every joint): there is no previous command
+to take it over from, the holds before it stop an arm the reset has already moved (the
+node is switched off around the sim's resets; the sim drops what arrives meanwhile), and
+the controller takes that trajectory over from the state the reset left. A value counts
+when it exceeds its limit by more than 1e-9; once per sample and kind, the worst joint
+named, with
 `point` the number of updates since the running trajectory took over (0: its arrival's).
 """
 
@@ -47,6 +49,7 @@ class Arrival:
     trajectory: Trajectory  # seconds; a zero stamp already resolved to the arrival
     hold: bool  # stamped zero: "stop on arrival"
     after_reset: bool  # a reset came between the trajectory before and this one
+    measured: dict[str, float] | None = None  # the last joint state logged before it
 
 
 def sampled(
@@ -120,7 +123,11 @@ def _run(
 
 
 def _start(arrival: Arrival, names: Sequence[str]) -> np.ndarray:
-    """Where the arm stands before a run: its first trajectory's first point."""
+    """Where the arm stands before a run: the joint state before its first trajectory, or
+    that trajectory's first point when the state does not name every joint."""
+    measured = arrival.measured or {}
+    if all(n in measured for n in names):
+        return np.array([measured[n] for n in names], np.float64)
     first = dict(zip(arrival.trajectory.joint_names, arrival.trajectory.positions[0], strict=True))
     return np.array([first[n] for n in names], np.float64)
 
