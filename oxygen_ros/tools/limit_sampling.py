@@ -21,8 +21,8 @@ to take it over from, the holds before it stop an arm the reset has already move
 node is switched off around the sim's resets; the sim drops what arrives meanwhile), and
 the controller takes that trajectory over from the state the reset left. A value counts
 when it exceeds its limit by more than 1e-9; once per sample and kind, the worst joint
-named, with
-`point` the number of updates since the running trajectory took over (0: its arrival's).
+named, with `point` the number of updates since the running trajectory took over (0: its
+arrival's).
 """
 
 from __future__ import annotations
