@@ -15,9 +15,11 @@ import pytest
 pytest.importorskip("gym_aloha")
 
 import numpy as np  # noqa: E402
+from gym_aloha.constants import DT  # noqa: E402
 
-from oxygen_core.aloha.env import GRIPPERS, AlohaEnv  # noqa: E402
+from oxygen_core.aloha.env import GRIPPERS, JOINT_NAMES, AlohaEnv  # noqa: E402
 from oxygen_core.aloha.expert import (  # noqa: E402
+    ARM_SPEED,
     EXPERT_STEPS,
     SIDES,
     MocapScene,
@@ -54,6 +56,20 @@ def test_the_transfer_cube_expert_succeeds_within_the_benchmarks_limit(transfer_
     assert outcome.success and outcome.success_step <= 300
     grippers = targets[:, list(GRIPPERS)]
     assert grippers.min() >= 0.0 and grippers.max() <= 1.0  # commands, not finger states
+
+
+def test_the_expert_keeps_its_wrists_on_their_branch_and_its_arms_under_their_speed(
+    transfer_demo,
+):
+    """Seed 1's first approach took the right wrist through its straight pose, where the
+    welds spun forearm_roll and wrist_rotate half a turn in opposite directions (12.8
+    rad/s): the roll spring keeps them near their start, and no arm target moves more than
+    ARM_SPEED between two steps (the gripper commands are not speeds)."""
+    arms = [i for i in range(len(JOINT_NAMES)) if i not in GRIPPERS]
+    steps = np.abs(np.diff(transfer_demo.targets[:, arms], axis=0))
+    assert steps.max() <= ARM_SPEED * DT + 1e-12
+    rolls = [JOINT_NAMES.index(f"{side}_arm_forearm_roll") for side in SIDES]
+    assert np.abs(transfer_demo.targets[:, rolls]).max() < 1.0  # not half a turn (pi)
 
 
 def test_replaying_the_recorded_targets_repeats_the_recorded_outcome(transfer_demo):

@@ -23,6 +23,17 @@ command, and the command is what squeezes). What was measured on this scene shap
   env alongside the mocap scene and adds to each arm target the integral of that env's
   tracking error; MuJoCo is deterministic, so replaying the recorded targets from the same
   seed repeats that run exactly.
+- The first approach takes each wrist through its straight pose (wrist_angle 0), where
+  forearm_roll and wrist_rotate turn about one axis and only their sum is fixed by the
+  gripper's pose. The welds then spun them half a turn in opposite directions (up to
+  38 rad/s, dev seeds 400000-400049), to the equivalent branch near +-pi. A weak spring
+  on forearm_roll towards 0 (`ROLL_SPRING`, for the first `ROLL_SPRING_STEPS` only: held
+  longer it bends the insertion's grasps) keeps them on the branch they start on.
+- The recorded arm targets move at most `ARM_SPEED` per second (what remains above it
+  was the wrists' last turns at the straight pose): below the 3 rad/s config/aloha.yaml
+  gives the arms, so the gate passes the expert's chunks as a robot's controller would.
+  Accelerations are not limited: a causal limit at the arms' 20 rad/s^2 lags the script
+  and fails most insertions.
 
 Every stage of a script plans from that joint-space env, the one the demonstration is for:
 grasps go where the objects came to rest (they drop from gym-aloha's 5 cm spawn height),
@@ -39,6 +50,7 @@ import mujoco
 import numpy as np
 from dm_control.mujoco import Physics
 from gym_aloha.constants import (
+    DT,
     START_ARM_POSE,
     normalize_puppet_gripper_position,
     unnormalize_puppet_gripper_position,
@@ -65,6 +77,9 @@ EXPERT_STEPS = {"transfer_cube": 300, "insertion": 400}
 START_GRIP = float(normalize_puppet_gripper_position(START_ARM_POSE[len(ARM_JOINT_NAMES)]))
 WELD_SOLIMP = (0.9, 0.95, 0.001)  # MuJoCo's default; the XML's welds have 0.25 0.25 0.001
 TRACKING_GAIN = 0.2  # the share of the joint-space env's tracking error added per step
+ROLL_SPRING = 5.0  # N m / rad on each forearm_roll of the mocap scene, towards 0
+ROLL_SPRING_STEPS = 45  # control steps: both tasks' first approach
+ARM_SPEED = 2.9  # rad/s: the most an arm target moves per second
 OPEN, CLOSED = 1.0, 0.0  # gripper commands, normalised as the joint-space targets
 
 Pose = tuple[np.ndarray, np.ndarray]  # position (m), orientation (w, x, y, z), world frame
@@ -151,6 +166,7 @@ class MocapScene:
         self._substeps = substeps(self.physics)
         self.weld = self._weld_offsets()  # each mocap's pose in its gripper link's frame
         self._stiffen()
+        self._steps = 0  # since the last reset: the roll spring holds for the first ones
 
     def reset(self, seed: int) -> None:
         """Arms at START_ARM_POSE, mocaps where the welds hold them, grippers at their start
@@ -168,6 +184,8 @@ class MocapScene:
             physics.data.mocap_pos[index], physics.data.mocap_quat[index] = held
         finger = START_ARM_POSE[len(ARM_JOINT_NAMES)]  # m
         physics.data.ctrl[:] = [finger, -finger, finger, -finger]
+        self._steps = 0
+        self._roll_spring(ROLL_SPRING)
 
     def mocap(self, side: str) -> Pose:
         """The `side` mocap's current pose."""
@@ -183,6 +201,9 @@ class MocapScene:
             finger = unnormalize_puppet_gripper_position(grip)
             data.ctrl[2 * index : 2 * index + 2] = finger, -finger
         self.physics.step(self._substeps)
+        self._steps += 1
+        if self._steps == ROLL_SPRING_STEPS:
+            self._roll_spring(0.0)
 
     def _weld_offsets(self) -> dict[str, Pose]:
         """Each mocap's pose in its gripper link's frame in the reference configuration
@@ -206,6 +227,14 @@ class MocapScene:
         for side in SIDES:
             for name in ARM_JOINT_NAMES:
                 model.dof_frictionloss[model.joint(f"vx300s_{side}/{name}").dofadr[0]] = 0.0
+
+    def _roll_spring(self, stiffness: float) -> None:
+        """Each forearm_roll pulled towards 0 with `stiffness` (module docstring)."""
+        model = self.physics.model.ptr
+        for side in SIDES:
+            joint = model.joint(f"vx300s_{side}/forearm_roll")
+            model.jnt_stiffness[joint.id] = stiffness
+            model.qpos_spring[joint.qposadr[0]] = 0.0
 
 
 # ------------------------------------------------------------------ the scripts
@@ -449,6 +478,7 @@ def record_scene(task: str, objects: np.ndarray, steps: int | None = None) -> De
     # Inside the joints' ranges: the correction carries the wrist rolls past pi at times,
     # which MuJoCo clamps anyway (the same motion), but a robot's controller refuses.
     ranges = target_ranges(env.physics)
+    previous = env.joints()
     for step in range(steps):
         if step in stages:
             for side, path in stages[step](View(env.physics, scene.weld, commands)).items():
@@ -456,8 +486,12 @@ def record_scene(task: str, objects: np.ndarray, steps: int | None = None) -> De
         commands = {side: command_at(paths[side], step) for side in SIDES}
         scene.step(commands)
         path = joint_path(scene, commands)
-        targets.append(np.clip(path + correction, ranges[:, 0], ranges[:, 1]))
-        env.step(targets[-1])
+        target = np.clip(path + correction, ranges[:, 0], ranges[:, 1])
+        reach = ARM_SPEED * DT
+        target[arms] = previous[arms] + np.clip(target[arms] - previous[arms], -reach, reach)
+        targets.append(target)
+        previous = target
+        env.step(target)
         correction[arms] += TRACKING_GAIN * (path - env.joints())[arms]
     return Demo(np.array(targets), Outcome(env.success_step is not None, env.success_step))
 
