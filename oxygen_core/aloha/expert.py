@@ -478,7 +478,7 @@ def record_scene(task: str, objects: np.ndarray, steps: int | None = None) -> De
     # Inside the joints' ranges: the correction carries the wrist rolls past pi at times,
     # which MuJoCo clamps anyway (the same motion), but a robot's controller refuses.
     ranges = target_ranges(env.physics)
-    previous = env.joints()
+    previous, reach = env.joints(), ARM_SPEED * DT  # the most an arm target moves a step
     for step in range(steps):
         if step in stages:
             for side, path in stages[step](View(env.physics, scene.weld, commands)).items():
@@ -487,7 +487,6 @@ def record_scene(task: str, objects: np.ndarray, steps: int | None = None) -> De
         scene.step(commands)
         path = joint_path(scene, commands)
         target = np.clip(path + correction, ranges[:, 0], ranges[:, 1])
-        reach = ARM_SPEED * DT
         target[arms] = previous[arms] + np.clip(target[arms] - previous[arms], -reach, reach)
         targets.append(target)
         previous = target
