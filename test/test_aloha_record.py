@@ -1,0 +1,84 @@
+"""oxygen-record --world aloha and `oxygen-train --bags` on its bags: the bag holds the
+scripted expert's targets as one 14-joint trajectory per control step, in the
+controllers' units, and the training records read from it (config/aloha_sim.yaml's
+`training.*` topics, through the node's FrameAssembler) are that episode step by step.
+
+Expected values come from the expert recorded without ROS (`expert.record`): MuJoCo is
+deterministic, so the sim node's episode runs the same targets to the same success step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gym_aloha")
+
+from oxygen_core.aloha.episode import (  # noqa: E402
+    ACTION_NAMES,
+    INSTRUCTIONS,
+    STATE_NAMES,
+    to_controller,
+)
+from oxygen_core.aloha.expert import Demo, record  # noqa: E402
+from oxygen_ros.tools.bag_records import bag_records, sources  # noqa: E402
+from oxygen_ros.tools.bagio import from_cdr, read_bag  # noqa: E402
+from oxygen_ros.tools.sim import record as recorder  # noqa: E402
+
+pytestmark = pytest.mark.ros
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAMS = ROOT / "config" / "aloha_sim.yaml"
+TASK, SEED = "transfer_cube", 0
+CAMERA = 56  # the tiny preset's image size: the node's resize leaves the images as rendered
+HORIZON = 10  # config/aloha_sim.yaml's action_horizon
+
+
+@pytest.fixture(scope="module")
+def bag(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("aloha") / "transfer"
+    argv = [str(out), "--tasks", TASK, "--episodes", "1", "--first-seed", str(SEED)]
+    assert recorder.aloha([*argv, "--camera-size", str(CAMERA)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo() -> Demo:
+    return record(TASK, SEED)
+
+
+def _read(bag: Path, topic: str) -> list:
+    return [from_cdr(m.data, m.msgtype) for m in read_bag(bag, [topic])]
+
+
+def test_the_bag_holds_the_experts_targets_in_the_controllers_units(bag, demo):
+    assert demo.outcome.success
+    steps = demo.outcome.success_step + 1  # the episode ends at its success
+    commands = _read(bag, "/aloha/expert/joint_trajectory")
+    assert len(commands) == steps
+    assert {tuple(m.joint_names) for m in commands} == {ACTION_NAMES}
+    positions = np.array([m.points[0].positions for m in commands])
+    np.testing.assert_allclose(positions, to_controller(demo.targets[:steps]), atol=1e-9)
+    assert len(_read(bag, "/joint_states")) == steps
+
+
+def test_records_from_the_bag_are_the_episode_step_by_step(bag, demo):
+    records = bag_records(bag, sources(PARAMS), HORIZON, CAMERA)
+    steps = demo.outcome.success_step + 1
+    assert len(records) == steps and len({r.episode for r in records}) == 1
+    targets = to_controller(demo.targets[:steps]).astype(np.float32)
+    states = _read(bag, "/joint_states")
+    for k, got in enumerate(records):
+        rows = targets[np.minimum(np.arange(k, k + HORIZON), steps - 1)]  # the last held
+        np.testing.assert_allclose(got.actions, rows, atol=1e-6, err_msg=str(k))
+        by_name = dict(zip(states[k].name, states[k].position, strict=True))
+        want = np.array([by_name[n] for n in STATE_NAMES], np.float32)
+        np.testing.assert_array_equal(got.obs.state, want, err_msg=str(k))
+        assert got.obs.prompt == INSTRUCTIONS[TASK], k
+        assert {name: image.shape for name, image in got.obs.images.items()} == {
+            name: (CAMERA, CAMERA, 3) for name in got.obs.images
+        }
+    assert len(records[0].obs.images) == 3  # the top and both wrist cameras
+    assert records[-1].memory == "handed the cube over"
