@@ -79,10 +79,12 @@ EVAL = (
     ),
     Verb(
         "sweep",
-        "success against the chunk's delay (tabletop: in process; metaworld: through the node)",
+        "success against the chunk's delay (tabletop: in process; metaworld, aloha: through "
+        "the node)",
         {
             TABLETOP: "oxygen_core.train.latency_sweep",
-            METAWORLD: "oxygen_ros.tools.metaworld_sweep",
+            METAWORLD: "oxygen_ros.tools.task_sweep:metaworld",
+            ALOHA: "oxygen_ros.tools.task_sweep:aloha",
         },
     ),
     Verb(

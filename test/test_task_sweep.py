@@ -1,6 +1,7 @@
-"""oxygen-eval sweep --world metaworld and the lockstep it runs in: every chunk takes over exactly d
-control steps after its frame through the real node and sim, the cells resume, and the
-seam is measured from the chunks as published.
+"""oxygen-eval sweep --world metaworld (tools.task_sweep, which sweeps ALOHA alike) and the
+lockstep it runs in: every chunk takes over exactly d control steps after its frame
+through the real node and sim, the cells resume, and the seam is measured from the chunks
+as published.
 
 The lockstep figures are read from the run's own output bag: the node stamps each
 EngineStats with its frame's tick and each ActionChunk with the time its first row runs,
@@ -21,7 +22,7 @@ require_metaworld()  # before anything imports mujoco
 
 from oxygen_core.metaworld.episode import CONTROL_PERIOD_NS  # noqa: E402
 from oxygen_ros.convert import stamp_to_ns  # noqa: E402
-from oxygen_ros.tools import metaworld_sweep  # noqa: E402
+from oxygen_ros.tools import task_sweep  # noqa: E402
 from oxygen_ros.tools.bagio import from_cdr, read_bag  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -37,7 +38,7 @@ def test_a_seam_is_the_largest_arm_delta_jump_at_a_takeover_inside_an_episode():
     c, d = np.zeros((2, 4)), np.ones((2, 4))
     chunks = [(10 * P, a), (12 * P, b), (30 * P, c), (30 * P, d)]
     windows = [range(0, 20 * P), range(20 * P, 40 * P)]
-    assert metaworld_sweep.seam_jumps(chunks, windows) == pytest.approx([0.6])
+    assert task_sweep.seam_jumps(chunks, windows, P, (0, 1, 2)) == pytest.approx([0.6])
 
 
 @pytest.mark.slow
@@ -52,7 +53,7 @@ def test_a_lockstep_cell_runs_every_chunk_exactly_d_steps_after_its_frame(tmp_pa
     out = tmp_path / "sweep"
     args = ["--tasks", "reach-v3", "--episodes", "1", "--camera-size", "32"]
     args += ["--handovers", "replace", "--delays", "1", "--out", str(out)]
-    assert metaworld_sweep.main(args) == 0
+    assert task_sweep.metaworld(args) == 0
     cell = out / "replace-d1"
     report = json.loads((cell / "report.json").read_text())
     assert report["delay_steps"] == 1 and report["overrides"] == {"chunk_handover": "replace"}
@@ -80,6 +81,6 @@ def test_a_lockstep_cell_runs_every_chunk_exactly_d_steps_after_its_frame(tmp_pa
     assert row["success"] == report["success"] and row["seams"] >= 100
     assert "| replace | 1 | 0/1 (0 %, 0-79) |" in (out / "sweep.md").read_text()
     written = (cell / "report.json").stat().st_mtime_ns
-    assert metaworld_sweep.main(args) == 0  # kept: nothing runs again
+    assert task_sweep.metaworld(args) == 0  # kept: nothing runs again
     assert (cell / "report.json").stat().st_mtime_ns == written
     assert json.loads((out / "sweep.json").read_text())["rows"] == [row]
