@@ -41,6 +41,13 @@ def test_a_seam_is_the_largest_arm_delta_jump_at_a_takeover_inside_an_episode():
     assert task_sweep.seam_jumps(chunks, windows, P, (0, 1, 2)) == pytest.approx([0.6])
 
 
+def test_alohas_seam_is_over_both_arms_six_joints_not_the_grippers():
+    pytest.importorskip("gym_aloha")
+    sweep = task_sweep.aloha_sweep()
+    assert (sweep.episode_topic, sweep.control_hz) == ("/aloha/episode", 50.0)
+    assert sweep.arm == (0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12)  # 6 and 13: the grippers
+
+
 @pytest.mark.slow
 def test_a_lockstep_cell_runs_every_chunk_exactly_d_steps_after_its_frame(tmp_path: Path) -> None:
     """One cell (replace, d = 1) with the tiny random model (a frame every 3 ticks, 4

@@ -214,18 +214,28 @@ def run(sweep: SweepWorld, argv: Sequence[str] | None) -> int:
     return 0
 
 
-def metaworld(argv: Sequence[str] | None = None) -> int:
-    """`oxygen-eval sweep --world metaworld` (its evaluation imported here: each world's
-    simulator loads only when it runs)."""
+def metaworld_sweep() -> SweepWorld:
+    """Meta-World's: the seam over the end-effector deltas (its evaluation imported here:
+    each world's simulator loads only when it runs)."""
     from oxygen_ros.tools.metaworld_eval import METAWORLD
 
-    return run(SweepWorld(METAWORLD, (0, 1, 2), "seam jump (dx, dy, dz)"), argv)
+    return SweepWorld(METAWORLD, (0, 1, 2), "seam jump (dx, dy, dz)")
 
 
-def aloha(argv: Sequence[str] | None = None) -> int:
-    """`oxygen-eval sweep --world aloha`: the seam over both arms' six joints."""
+def aloha_sweep() -> SweepWorld:
+    """ALOHA's: the seam over both arms' six joints, not the grippers."""
     from oxygen_core.aloha.episode import ACTION_NAMES
     from oxygen_ros.tools.aloha_eval import ALOHA
 
     arm = tuple(i for i, name in enumerate(ACTION_NAMES) if not name.endswith("_gripper"))
-    return run(SweepWorld(ALOHA, arm, "seam jump (arm joints, rad)"), argv)
+    return SweepWorld(ALOHA, arm, "seam jump (arm joints, rad)")
+
+
+def metaworld(argv: Sequence[str] | None = None) -> int:
+    """`oxygen-eval sweep --world metaworld`."""
+    return run(metaworld_sweep(), argv)
+
+
+def aloha(argv: Sequence[str] | None = None) -> int:
+    """`oxygen-eval sweep --world aloha`."""
+    return run(aloha_sweep(), argv)
