@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 import rclpy
@@ -12,8 +13,9 @@ from rclpy.node import Node
 
 from oxygen_core.engine.types import EngineConfig, is_parameter
 from oxygen_ros import node as oxygen_node
-from oxygen_ros.params import NodeConfig
+from oxygen_ros.params import ConfigError, NodeConfig
 from oxygen_ros.ros_args import parameter_args, ros_value, wants_help
+from oxygen_ros.tools.configure import load_settings
 from oxygen_ros.tools.sim import node as sim_node
 from oxygen_ros.tools.sim.worlds import binding
 
@@ -94,3 +96,15 @@ def test_parameter_args_reach_a_node_as_the_same_values():
 def test_parameter_args_literals():
     args = parameter_args({"autostart": True, "families": ("pick", "put"), "n": "1"})
     assert args == ["-p", "autostart:=true", "-p", "families:=[pick, put]", "-p", 'n:="1"']
+
+
+def test_a_tools_set_values_reach_the_node_settings_as_typed():
+    """`--set` values read as YAML go through the tools' settings reader (load_settings)
+    with the type they were given: the string "off" stays a string (YAML 1.1 would read
+    it unquoted as false), and a mistyped one is one line naming it."""
+    tiny = Path(__file__).resolve().parents[1] / "config" / "tiny.yaml"
+    settings, _ = load_settings(tiny, {"gate_policy": "off", "instruction": "1"})
+    assert (settings.node.gate_policy, settings.node.instruction) == ("off", "1")
+    with pytest.raises(ConfigError, match=r"^bad parameter: .*'autostart'") as error:
+        load_settings(tiny, {"autostart": "maybe"})
+    assert "\n" not in str(error.value)

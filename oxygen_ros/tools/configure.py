@@ -19,10 +19,12 @@ from pathlib import Path
 
 import rclpy
 from rclpy.context import Context
+from rclpy.exceptions import ParameterException
 from rclpy.node import Node
 
 from oxygen_ros import topics
 from oxygen_ros.params import ConfigError, Settings, declare_parameters, read_settings
+from oxygen_ros.ros_args import parameter_args
 
 NODE_NAME = "oxygen"  # the node's name: its `~/` topics resolve under it
 
@@ -72,7 +74,10 @@ def load_settings(
     Raises FileNotFoundError, or params.ConfigError naming a bad or unknown parameter.
     """
     with params_node(params, overrides, namespace) as node:
-        declare_parameters(node)
+        try:
+            declare_parameters(node)
+        except ParameterException as error:  # a mistyped or out-of-range value, as the node
+            raise ConfigError(f"bad parameter: {error}") from None
         # rclpy ignores a -p override of an undeclared name: refuse it instead.
         unknown = [name for name in overrides or {} if not node.has_parameter(name)]
         if unknown:
@@ -90,9 +95,7 @@ def params_node(
     resolve as the node's, topic names in its namespace. FileNotFoundError without the file."""
     if not Path(params).is_file():
         raise FileNotFoundError(f"params file {params} does not exist")
-    args = ["--ros-args", "--params-file", str(params)]
-    for name, value in (overrides or {}).items():
-        args += ["-p", f"{name}:={value if value != '' else repr('')}"]  # rcl: YAML values
+    args = ["--ros-args", "--params-file", str(params), *parameter_args(overrides or {})]
     with own_node(NODE_NAME, namespace, args) as node:
         yield node
 
