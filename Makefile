@@ -21,7 +21,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := $(VENV)/.stamps
 PYTEST_ARGS ?=
-DEMO_ARGS ?= --world tabletop
+DEMO_ARGS ?= --sim
 
 content_hash = $(shell cat $(1) | sha256sum | cut -c1-16)
 REQ_STAMP := $(STAMPS)/requirements-$(call content_hash,requirements.txt)
