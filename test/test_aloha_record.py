@@ -1,7 +1,9 @@
 """oxygen-record --world aloha and `oxygen-train --bags` on its bags: the bag holds the
 scripted expert's targets as one 14-joint trajectory per control step, in the
 controllers' units, and the training records read from it (config/aloha_sim.yaml's
-`training.*` topics, through the node's FrameAssembler) are that episode step by step.
+`training.*` topics, through the node's FrameAssembler) are that episode step by step;
+with DART bursts (a recording's default) the arms run perturbed targets while the bag
+shows the clean ones.
 
 Expected values come from the expert recorded without ROS (`expert.record`): MuJoCo is
 deterministic, so the sim node's episode runs the same targets to the same success step.
@@ -16,13 +18,17 @@ import pytest
 
 pytest.importorskip("gym_aloha")
 
+from oxygen_core.aloha.env import GRIPPERS  # noqa: E402
 from oxygen_core.aloha.episode import (  # noqa: E402
     ACTION_NAMES,
+    ARM_COLUMNS,
     INSTRUCTIONS,
     STATE_NAMES,
+    Replay,
     to_controller,
 )
 from oxygen_core.aloha.expert import Demo, record  # noqa: E402
+from oxygen_core.train.records import ALOHA_DART, Dart, DartNoise  # noqa: E402
 from oxygen_ros.tools.bag_records import bag_records, sources  # noqa: E402
 from oxygen_ros.tools.bagio import from_cdr, read_bag  # noqa: E402
 from oxygen_ros.tools.sim import record as recorder  # noqa: E402
@@ -36,12 +42,16 @@ CAMERA = 56  # the tiny preset's image size: the node's resize leaves the images
 HORIZON = 10  # config/aloha_sim.yaml's action_horizon
 
 
+def _record(out: Path, *flags: str) -> Path:
+    argv = [str(out), "--tasks", TASK, "--episodes", "1", "--first-seed", str(SEED)]
+    assert recorder.aloha([*argv, "--camera-size", str(CAMERA), *flags]) == 0
+    return out
+
+
 @pytest.fixture(scope="module")
 def bag(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("aloha") / "transfer"
-    argv = [str(out), "--tasks", TASK, "--episodes", "1", "--first-seed", str(SEED)]
-    assert recorder.aloha([*argv, "--camera-size", str(CAMERA)]) == 0
-    return out
+    """The clean expert's episode."""
+    return _record(tmp_path_factory.mktemp("aloha") / "transfer", "--noise", "0")
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +92,34 @@ def test_records_from_the_bag_are_the_episode_step_by_step(bag, demo):
         }
     assert len(records[0].obs.images) == 3  # the top and both wrist cameras
     assert records[-1].memory == "handed the cube over"
+
+
+def test_noise_perturbs_what_the_arms_run_never_what_the_bag_shows(tmp_path, demo):
+    """A recording's default DART bursts: the expert topic still holds the clean targets,
+    while the joints the controllers reached differ from the clean run's."""
+    noisy = _record(tmp_path / "noisy")
+    commands = _read(noisy, "/aloha/expert/joint_trajectory")
+    positions = np.array([m.points[0].positions for m in commands])
+    np.testing.assert_allclose(positions, to_controller(demo.targets[: len(positions)]), atol=1e-9)
+    clean = _read(_record(tmp_path / "clean", "--noise", "0"), "/joint_states")
+    steps = min(len(clean), len(commands))
+    moved = [
+        np.abs(np.subtract(a.position, b.position)).max()
+        for a, b in zip(_read(noisy, "/joint_states")[:steps], clean[:steps], strict=True)
+    ]
+    assert max(moved) > 0.005  # the arms ran the bursts
+
+
+def test_a_burst_moves_only_the_arm_joints_and_stays_in_range():
+    rows = np.zeros((5, len(ACTION_NAMES)))
+    limits = np.tile([-0.01, 0.01], (len(ACTION_NAMES), 1))
+    always = Dart(rate=1.0, steps=(5, 5), sigma=1.0, columns=len(ARM_COLUMNS))
+    noise = DartNoise(always, np.random.default_rng(0), len(ARM_COLUMNS))
+    replay = Replay(rows, shown=True, noise=noise, limits=limits)
+    for step in range(5):
+        acts = replay(step, step * 20_000_000)
+        run, shown = acts.command.positions[0], acts.shown.positions[0]
+        np.testing.assert_array_equal(shown, rows[step])  # the expert topic: clean
+        assert np.all(run[list(GRIPPERS)] == 0.0) and np.all(np.abs(run) <= 0.01)
+        assert np.count_nonzero(run[ARM_COLUMNS]) == len(ARM_COLUMNS)
+    assert ALOHA_DART.columns == len(ARM_COLUMNS)

@@ -85,6 +85,7 @@ from oxygen_core.controller.jtc import JtcParams
 from oxygen_core.controller.shaping import Shaped
 from oxygen_core.controller.split import ControllerJoints, split
 from oxygen_core.sim.executor import Trajectory, TrajectoryExecutor
+from oxygen_core.train.records import Dart, DartNoise
 from oxygen_core.worlds import EXTERNAL, Lines, Refused, SimActs, Tally
 
 PERIOD_NS = round(DT * NS_PER_S)  # 20 ms: one env step, one controller update
@@ -106,6 +107,7 @@ PARTS = split(ACTION_NAMES, CONTROLLERS)  # each controller's columns of the 14 
 # The published state's places in the arms' qpos (each arm's joints and its left finger).
 _STATE_QPOS = [*range(7), *range(8, 15)]
 _GRIPPERS = list(GRIPPERS)
+ARM_COLUMNS = [i for i in range(len(ACTION_NAMES)) if i not in GRIPPERS]  # DART's columns
 _GRIPPER_SPAN = PUPPET_GRIPPER_JOINT_OPEN - PUPPET_GRIPPER_JOINT_CLOSE  # rad per unit opening
 
 INSTRUCTIONS = {  # ACT's simulated tasks as its paper describes them (Zhao et al. 2023)
@@ -222,15 +224,24 @@ Policy = Callable[[int, int], SimActs | None]  # (step, t_ns) -> what to send at
 @dataclasses.dataclass(frozen=True)
 class Replay:
     """Recorded targets (controller units), row k at tick k as a one-point trajectory due
-    at its stamp: the controllers run each row as it comes. `shown`: on the expert topic."""
+    at its stamp: the controllers run each row as it comes. `shown`: on the expert topic.
+    `noise` (DART, training data): the controllers run each row plus this tick's burst on
+    the arm joints, kept inside `limits`, while the expert topic shows the clean row."""
 
     rows: np.ndarray
     shown: bool
+    noise: DartNoise | None = None
+    limits: np.ndarray | None = None  # [14, 2] position ranges: the perturbed row's bounds
 
     def __call__(self, step: int, t_ns: int) -> SimActs:
         row = self.rows[min(step, len(self.rows) - 1)]
-        shaped = Shaped(t_ns, np.zeros(1), row[None, :], None)
-        return SimActs(shaped, shown=shaped if self.shown else None)
+        shown = Shaped(t_ns, np.zeros(1), row[None, :], None)
+        if self.noise is None:
+            return SimActs(shown, shown=shown if self.shown else None)
+        perturbed = row.copy()
+        perturbed[ARM_COLUMNS] += self.noise.offset()
+        perturbed = np.clip(perturbed, self.limits[:, 0], self.limits[:, 1])
+        return SimActs(Shaped(t_ns, np.zeros(1), perturbed[None, :], None), shown=shown)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,14 +280,31 @@ def blind_targets(task: str) -> np.ndarray:
     return targets
 
 
+def noise_rng(task: str, seed: int) -> np.random.Generator:
+    """The DART stream of one episode: its own per task and seed, whatever ran before."""
+    return np.random.default_rng([seed, TASKS.index(task)])
+
+
 def sim_policy(
-    policy: str, task: str, seed: int, start: np.ndarray, limits: np.ndarray
+    policy: str,
+    task: str,
+    seed: int,
+    start: np.ndarray,
+    limits: np.ndarray,
+    noise: Dart | None = None,
 ) -> Policy | None:
-    """The sim-run `policy` for an episode starting at `start` (None: external)."""
+    """The sim-run `policy` for an episode starting at `start` (None: external); `noise`
+    perturbs the expert's run (DART), nothing else."""
+    if noise is not None and policy != "expert":
+        raise ValueError(f"noise perturbs the expert's targets, not policy {policy!r}")
     if policy == EXTERNAL:
         return None
     if policy == "expert":
-        return Replay(to_controller(expert_joint_targets(task, seed)), shown=True)
+        rows = to_controller(expert_joint_targets(task, seed))
+        if noise is None:
+            return Replay(rows, shown=True)
+        bursts = DartNoise(noise, noise_rng(task, seed), len(ARM_COLUMNS))
+        return Replay(rows, shown=True, noise=bursts, limits=limits)
     if policy == "blind":
         return Replay(to_controller(blind_targets(task)), shown=False)
     if policy == "hold":
@@ -329,11 +357,13 @@ class Aloha:
     sim_policies = SIM_POLICIES
     episode_names = TASKS
 
-    def __init__(self, camera_size: int = 224) -> None:
-        """camera_size: the images' width; their height is 3/4 of it, gym-aloha's 640 x 480."""
+    def __init__(self, camera_size: int = 224, noise: Dart | None = None) -> None:
+        """camera_size: the images' width; their height is 3/4 of it, gym-aloha's 640 x 480.
+        noise: DART bursts on the expert's arm targets (training data)."""
         if not 16 <= camera_size <= 1024:
             raise ValueError(f"camera_size must be in [16, 1024], got {camera_size}")
         self.camera_shape = (camera_size * 3 // 4, camera_size)
+        self.noise = noise
         self._envs: dict[str, AlohaEnv] = {}
 
     def env(self, task: str) -> AlohaEnv:
@@ -343,7 +373,7 @@ class Aloha:
         return self._envs[task]
 
     def episode(self, name: str, seed: int, policy: str, t_ns: int) -> AlohaEpisode:
-        return AlohaEpisode(self.env(name), seed, policy, self.camera_shape)
+        return AlohaEpisode(self.env(name), seed, policy, self.camera_shape, self.noise)
 
     def close(self) -> None:
         for env in self._envs.values():
@@ -356,7 +386,12 @@ class AlohaEpisode:
     start pose, the sim-run policy."""
 
     def __init__(
-        self, env: AlohaEnv, seed: int, policy: str, camera_shape: tuple[int, int]
+        self,
+        env: AlohaEnv,
+        seed: int,
+        policy: str,
+        camera_shape: tuple[int, int],
+        noise: Dart | None = None,
     ) -> None:
         begin = time.monotonic()
         self.env, self.task, self.seed, self.camera_shape = env, env.task, seed, camera_shape
@@ -374,7 +409,7 @@ class AlohaEpisode:
             )
             for p in PARTS
         }
-        self._policy = sim_policy(policy, env.task, seed, start, limits)
+        self._policy = sim_policy(policy, env.task, seed, start, limits, noise)
         self.reward = 0  # the highest level reached
         self._lines = Lines(PHASES[env.task][0][0])
         self.reset_wall_s = time.monotonic() - begin  # the expert's recording, ~2 s

@@ -224,11 +224,10 @@ def metaworld_sweep() -> SweepWorld:
 
 def aloha_sweep() -> SweepWorld:
     """ALOHA's: the seam over both arms' six joints, not the grippers."""
-    from oxygen_core.aloha.episode import ACTION_NAMES
+    from oxygen_core.aloha.episode import ARM_COLUMNS
     from oxygen_ros.tools.aloha_eval import ALOHA
 
-    arm = tuple(i for i, name in enumerate(ACTION_NAMES) if not name.endswith("_gripper"))
-    return SweepWorld(ALOHA, arm, "seam jump (arm joints, rad)")
+    return SweepWorld(ALOHA, tuple(ARM_COLUMNS), "seam jump (arm joints, rad)")
 
 
 def metaworld(argv: Sequence[str] | None = None) -> int:

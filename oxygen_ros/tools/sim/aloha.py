@@ -37,6 +37,7 @@ from oxygen_core.aloha.episode import (
 )
 from oxygen_core.controller.shaping import Shaped
 from oxygen_core.sim.executor import LimitViolations, Trajectory
+from oxygen_core.train.records import ALOHA_DART
 from oxygen_ros import convert
 from oxygen_ros.convert import ns_to_stamp
 from oxygen_ros.ros_args import ParamDoc
@@ -98,6 +99,12 @@ class AlohaBinding:
             span=(16, 1024),
         ),
         ParamDoc("camera_rate_hz", 10.0, "Camera frames per sim second (50 Hz / a whole number)."),
+        ParamDoc(
+            "expert_noise",
+            0.0,
+            "policy expert: sigma (rad) of DART bursts on the arm joints' targets (training "
+            "data; 0: none).",
+        ),
     )
     command = ParamDoc(
         "controller_topics",
@@ -121,7 +128,11 @@ class AlohaBinding:
     )
 
     def world(self, p: dict[str, Any]) -> Aloha:
-        return Aloha(p["camera_size"])
+        sigma = p["expert_noise"]
+        if sigma < 0 or (sigma > 0 and p["policy"] != "expert"):
+            raise ValueError(f"expert_noise {sigma}: 0 or more, and only for policy expert")
+        noise = dataclasses.replace(ALOHA_DART, sigma=sigma) if sigma > 0 else None
+        return Aloha(p["camera_size"], noise)
 
     def sensor_messages(self, sim: AlohaEpisode, t_ns: int) -> Iterable[tuple[str, Any]]:
         positions, velocities = sim.published()

@@ -7,7 +7,7 @@ straight into a rosbag2 (mcap): the training data of `oxygen-train --bags` and t
     oxygen-record --world metaworld OUT [--tasks reach-v3,push-v3] [--episodes 1]
                       [--first-seed 0] [--camera-size 224] [--camera-rate 20] [--noise 0.5]
     oxygen-record --world aloha OUT [--tasks transfer_cube,insertion] [--episodes 1]
-                      [--first-seed 0] [--camera-size 224] [--camera-rate 10]
+                      [--first-seed 0] [--camera-size 224] [--camera-rate 10] [--noise 0.02]
 
 The world's loop (tools.sim.loop, policy expert) runs as fast as the CPU allows and every
 message it would publish goes into the bag at its sim time, built by the same functions as
@@ -23,15 +23,18 @@ outcomes. Training reads a bag as the node reads its robot (the params file's
 topics and `training:` block), so a policy learns from the images and prompt the node
 will give it, not from a copy of that path.
 
-Noise (Meta-World, DART as the tabletop's trainer injects it, `records.Dart`): the env
-runs the expert's action plus bursts of a constant offset on dx, dy, dz (not the gripper:
-a dropped object is a failed episode, not a recovery lesson), clipped to [-1, 1], while
-the recorded chunk stays the clean action, so the data labels the way back from states the
-expert alone never visits. Each episode draws its own stream (task and seed). `--noise 0`
-records the clean expert. An episode the noise makes fail is recorded with its failed
-outcome and left out by training. The default bursts: a start chance of 0.04 per step, 4
-to 12 steps, sigma 0.5 (half a centimetre per step); on MT10's seeds 0-3 the expert
-succeeded in 39 of 40 episodes with them (40 clean), in 97 steps on average (71 clean).
+Noise (Meta-World and ALOHA, DART as the tabletop's trainer injects it, `records.Dart`):
+the env runs the expert's command plus bursts of a constant offset on the arm's values
+(Meta-World's dx, dy, dz, clipped to [-1, 1]; ALOHA's twelve arm joint targets in rad,
+kept in their ranges; never a gripper: a dropped object is a failed episode, not a
+recovery lesson), while the recorded command stays the clean one, so the data labels the
+way back from states the expert alone never visits. Each episode draws its own stream
+(task and seed). `--noise 0` records the clean expert. An episode the noise makes fail is
+recorded with its failed outcome and left out by training. Meta-World's default bursts: a
+start chance of 0.04 per step, 4 to 12 steps, sigma 0.5 (half a centimetre per step); on
+MT10's seeds 0-3 the expert succeeded in 39 of 40 episodes with them (40 clean), in 97
+steps on average (71 clean). ALOHA's (`records.ALOHA_DART`): 0.02 per step, 8 to 20
+steps, sigma 0.02 rad; 19 of 20 on seeds 0-9 of both tasks (20 clean).
 
 Seeds reaching into the evaluation ranges of oxygen_core.sim.seeds (dev 400000-400999,
 test 500000-500999) are refused, as training must never see the scenes a policy is chosen
@@ -49,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from oxygen_core.sim.seeds import check_not_evaluation
-from oxygen_core.train.records import METAWORLD_DART
+from oxygen_core.train.records import ALOHA_DART, METAWORLD_DART
 from oxygen_core.worlds import World
 from oxygen_ros.tools.bagio import BagWriter
 from oxygen_ros.tools.commands import ALOHA, METAWORLD, TABLETOP, world_argument, world_prog
@@ -61,10 +64,13 @@ NOT_RECORDED = ("clock",)
 # A world's own flags, each for the sim node's parameter of that name where it has one.
 _WORLD_FLAGS = (
     ("--control-rate", "control_rate_hz", "Hz"),
-    ("--noise", "expert_noise", "sigma of the expert's DART bursts on dx, dy, dz (0: none)"),
+    ("--noise", "expert_noise", "sigma of the expert's DART bursts (the sim's expert_noise)"),
 )
-# A recording is training data: Meta-World's expert runs with its DART bursts by default.
-_RECORDING_DEFAULTS = {"expert_noise": METAWORLD_DART.sigma}
+# A recording is training data: the experts run with their DART bursts by default.
+_RECORDING_DEFAULTS = {
+    METAWORLD: {"expert_noise": METAWORLD_DART.sigma},
+    ALOHA: {"expert_noise": ALOHA_DART.sigma},
+}
 
 
 class BagPort:
@@ -152,7 +158,7 @@ def _parser(world: str) -> argparse.ArgumentParser:
     parser.add_argument("--camera-rate", type=float, default=defaults["camera_rate_hz"], help="Hz")
     for flag, name, unit in _WORLD_FLAGS:
         if name in defaults:
-            default = _RECORDING_DEFAULTS.get(name, defaults[name])
+            default = _RECORDING_DEFAULTS.get(world, {}).get(name, defaults[name])
             parser.add_argument(flag, dest=name, type=float, default=default, help=unit)
     return parser
 
