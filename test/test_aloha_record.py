@@ -26,8 +26,9 @@ from oxygen_core.aloha.episode import (  # noqa: E402
     STATE_NAMES,
     Replay,
     to_controller,
+    to_env,
 )
-from oxygen_core.aloha.expert import Demo, record  # noqa: E402
+from oxygen_core.aloha.expert import Demo, record, replay  # noqa: E402
 from oxygen_core.train.records import ALOHA_DART, Dart, DartNoise  # noqa: E402
 from oxygen_ros.tools.bag_records import bag_records, sources  # noqa: E402
 from oxygen_ros.tools.bagio import from_cdr, read_bag  # noqa: E402
@@ -59,13 +60,20 @@ def demo() -> Demo:
     return record(TASK, SEED)
 
 
+@pytest.fixture(scope="module")
+def steps(demo) -> int:
+    """The clean episode's length: it ends at its success, as the sim runs the targets (in
+    the controllers' units, whose round trip can move a contact by a step)."""
+    outcome = replay(TASK, SEED, to_env(to_controller(demo.targets)))
+    assert outcome.success
+    return outcome.success_step + 1
+
+
 def _read(bag: Path, topic: str) -> list:
     return [from_cdr(m.data, m.msgtype) for m in read_bag(bag, [topic])]
 
 
-def test_the_bag_holds_the_experts_targets_in_the_controllers_units(bag, demo):
-    assert demo.outcome.success
-    steps = demo.outcome.success_step + 1  # the episode ends at its success
+def test_the_bag_holds_the_experts_targets_in_the_controllers_units(bag, demo, steps):
     commands = _read(bag, "/aloha/expert/joint_trajectory")
     assert len(commands) == steps
     assert {tuple(m.joint_names) for m in commands} == {ACTION_NAMES}
@@ -74,9 +82,8 @@ def test_the_bag_holds_the_experts_targets_in_the_controllers_units(bag, demo):
     assert len(_read(bag, "/joint_states")) == steps
 
 
-def test_records_from_the_bag_are_the_episode_step_by_step(bag, demo):
+def test_records_from_the_bag_are_the_episode_step_by_step(bag, demo, steps):
     records = bag_records(bag, sources(PARAMS), HORIZON, CAMERA)
-    steps = demo.outcome.success_step + 1
     assert len(records) == steps and len({r.episode for r in records}) == 1
     targets = to_controller(demo.targets[:steps]).astype(np.float32)
     states = _read(bag, "/joint_states")
@@ -100,7 +107,8 @@ def test_noise_perturbs_what_the_arms_run_never_what_the_bag_shows(tmp_path, dem
     noisy = _record(tmp_path / "noisy")
     commands = _read(noisy, "/aloha/expert/joint_trajectory")
     positions = np.array([m.points[0].positions for m in commands])
-    np.testing.assert_allclose(positions, to_controller(demo.targets[: len(positions)]), atol=1e-9)
+    rows = np.minimum(np.arange(len(positions)), len(demo.targets) - 1)  # the last one held
+    np.testing.assert_allclose(positions, to_controller(demo.targets[rows]), atol=1e-9)
     clean = _read(_record(tmp_path / "clean", "--noise", "0"), "/joint_states")
     steps = min(len(clean), len(commands))
     moved = [
@@ -115,9 +123,9 @@ def test_a_burst_moves_only_the_arm_joints_and_stays_in_range():
     limits = np.tile([-0.01, 0.01], (len(ACTION_NAMES), 1))
     always = Dart(rate=1.0, steps=(5, 5), sigma=1.0, columns=len(ARM_COLUMNS))
     noise = DartNoise(always, np.random.default_rng(0), len(ARM_COLUMNS))
-    replay = Replay(rows, shown=True, noise=noise, limits=limits)
+    perturbed = Replay(rows, shown=True, noise=noise, limits=limits)
     for step in range(5):
-        acts = replay(step, step * 20_000_000)
+        acts = perturbed(step, step * 20_000_000)
         run, shown = acts.command.positions[0], acts.shown.positions[0]
         np.testing.assert_array_equal(shown, rows[step])  # the expert topic: clean
         assert np.all(run[list(GRIPPERS)] == 0.0) and np.all(np.abs(run) <= 0.01)
