@@ -61,7 +61,9 @@ from gym_aloha.constants import (
     PUPPET_GRIPPER_JOINT_CLOSE,
     PUPPET_GRIPPER_JOINT_OPEN,
     START_ARM_POSE,
+    normalize_puppet_gripper_joint,
     normalize_puppet_gripper_position,
+    unnormalize_puppet_gripper_joint,
     unnormalize_puppet_gripper_position,
 )
 from scipy.ndimage import gaussian_filter1d
@@ -522,7 +524,11 @@ def smoothed(targets: np.ndarray) -> np.ndarray:
     grippers = list(GRIPPERS)
     ramp = targets[:, grippers]
     ramp = (_rate_limited(ramp) + _rate_limited(ramp[::-1])[::-1]) / 2
-    out[:, grippers] = gaussian_filter1d(ramp, GRIPPER_SMOOTHING, axis=0, mode="nearest")
+    ramp = gaussian_filter1d(ramp, GRIPPER_SMOOTHING, axis=0, mode="nearest")
+    # As the controllers' units give them back (a gripper's joint angle and back, which
+    # moves a value by 1e-16 once, then not): the sim runs these very targets, and an
+    # insertion can turn on a contact that small.
+    out[:, grippers] = normalize_puppet_gripper_joint(unnormalize_puppet_gripper_joint(ramp))
     arms = [i for i in range(len(JOINT_NAMES)) if i not in GRIPPERS]
     out[:, arms] = gaussian_filter1d(targets[:, arms], ARM_SMOOTHING, axis=0, mode="nearest")
     return out
