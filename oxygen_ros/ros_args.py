@@ -53,6 +53,11 @@ def _plain(text: str) -> bool:
         return False
 
 
+def ros_texts(overrides: Mapping[str, object]) -> dict[str, str]:
+    """Typed values as the text `-p name:=value` takes (what `load_settings` reads)."""
+    return {name: ros_value(value) for name, value in overrides.items()}
+
+
 def parameter_args(overrides: Mapping[str, object]) -> list[str]:
     """`-p name:=value` for each override, in order (to follow `--ros-args`)."""
     args: list[str] = []

@@ -14,7 +14,7 @@ from rclpy.node import Node
 from oxygen_core.engine.types import EngineConfig, is_parameter
 from oxygen_ros import node as oxygen_node
 from oxygen_ros.params import ConfigError, NodeConfig
-from oxygen_ros.ros_args import parameter_args, ros_value, wants_help
+from oxygen_ros.ros_args import parameter_args, ros_texts, ros_value, wants_help
 from oxygen_ros.tools.configure import load_settings
 from oxygen_ros.tools.sim import node as sim_node
 from oxygen_ros.tools.sim.worlds import binding
@@ -99,12 +99,14 @@ def test_parameter_args_literals():
 
 
 def test_a_tools_set_values_reach_the_node_settings_as_typed():
-    """`--set` values read as YAML go through the tools' settings reader (load_settings)
-    with the type they were given: the string "off" stays a string (YAML 1.1 would read
-    it unquoted as false), and a mistyped one is one line naming it."""
+    """`--set` values read as YAML go through the tools' settings reader as the text `-p`
+    takes (`ros_texts`), with the type they were given: the string "off" stays a string
+    (YAML 1.1 would read it unquoted as false), and a mistyped one is one line naming it."""
     tiny = Path(__file__).resolve().parents[1] / "config" / "tiny.yaml"
-    settings, _ = load_settings(tiny, {"gate_policy": "off", "instruction": "1"})
+    typed = {"gate_policy": "off", "instruction": "1", "autostart": True}
+    settings, _ = load_settings(tiny, ros_texts(typed))
     assert (settings.node.gate_policy, settings.node.instruction) == ("off", "1")
+    assert settings.node.autostart is True
     with pytest.raises(ConfigError, match=r"^bad parameter: .*'autostart'") as error:
-        load_settings(tiny, {"autostart": "maybe"})
+        load_settings(tiny, ros_texts({"autostart": "maybe"}))
     assert "\n" not in str(error.value)

@@ -24,7 +24,6 @@ from rclpy.node import Node
 
 from oxygen_ros import topics
 from oxygen_ros.params import ConfigError, Settings, declare_parameters, read_settings
-from oxygen_ros.ros_args import parameter_args
 
 NODE_NAME = "oxygen"  # the node's name: its `~/` topics resolve under it
 
@@ -69,7 +68,8 @@ def load_settings(
 ) -> tuple[Settings, TopicNames]:
     """The node's settings and topics from its params YAML, read by the node's own code.
 
-    overrides: parameter values as `-p name:=value` would set them (e.g. seed, engine_mode).
+    overrides: parameter values as the text `-p name:=value` takes (YAML: "0" is an int;
+    a typed value goes through `ros_args.ros_texts` first).
     namespace: the node's namespace (launch's `namespace:=`): relative topics resolve in it.
     Raises FileNotFoundError, or params.ConfigError naming a bad or unknown parameter.
     """
@@ -95,7 +95,9 @@ def params_node(
     resolve as the node's, topic names in its namespace. FileNotFoundError without the file."""
     if not Path(params).is_file():
         raise FileNotFoundError(f"params file {params} does not exist")
-    args = ["--ros-args", "--params-file", str(params), *parameter_args(overrides or {})]
+    args = ["--ros-args", "--params-file", str(params)]
+    for name, value in (overrides or {}).items():
+        args += ["-p", f"{name}:={value if value != '' else repr('')}"]  # rcl: YAML values
     with own_node(NODE_NAME, namespace, args) as node:
         yield node
 

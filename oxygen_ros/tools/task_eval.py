@@ -56,7 +56,7 @@ from oxygen_core.sim.success import SuccessRate
 from oxygen_ros import topics
 from oxygen_ros.convert import msgtype
 from oxygen_ros.params import Settings
-from oxygen_ros.ros_args import override, ros_value
+from oxygen_ros.ros_args import override, ros_texts, ros_value
 from oxygen_ros.tools.closed_loop import (
     ClosedLoopRun,
     Collector,
@@ -219,7 +219,7 @@ def load_checked(
     world: TaskWorld, params: Path, overrides: Mapping[str, object]
 ) -> tuple[Settings, TopicNames]:
     """The node's settings and topics, checked against the world (one-line ValueError)."""
-    settings, names = load_settings(params, overrides)
+    settings, names = load_settings(params, ros_texts(overrides))
     try:
         world.check(settings, names)
     except ValueError as error:

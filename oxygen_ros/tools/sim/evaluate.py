@@ -50,6 +50,7 @@ from oxygen_core.sim.tasks import FAMILIES, TIME_LIMITS
 from oxygen_ros import topics
 from oxygen_ros.convert import msgtype
 from oxygen_ros.params import Settings
+from oxygen_ros.ros_args import ros_texts
 from oxygen_ros.tools.closed_loop import (
     ClosedLoopRun,
     Collector,
@@ -190,7 +191,7 @@ def check_params(names: TopicNames, joint_names: Sequence[str], trajectory: bool
 
 def load_checked(params: Path, overrides: Mapping[str, object]) -> tuple[Settings, TopicNames]:
     """The node's settings and topics, checked against the sim (one-line ValueError)."""
-    settings, names = load_settings(params, overrides)
+    settings, names = load_settings(params, ros_texts(overrides))
     check_params(names, settings.node.joint_names, settings.node.joint_trajectory)
     return settings, names
 
