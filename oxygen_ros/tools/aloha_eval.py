@@ -81,6 +81,7 @@ ALOHA = TaskWorld(
         outcome=lambda msg: json.loads(msg.data),  # AlohaOutcome as JSON
         success=lambda outcome: outcome["success"],
         line=lambda outcome: BINDING.outcome_line(AlohaOutcome(**outcome)),
+        index=lambda outcome: outcome["index"],
     ),
     title="ALOHA",
     sim_topics=TOPICS,

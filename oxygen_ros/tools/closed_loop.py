@@ -65,6 +65,7 @@ class World:
     outcome: Callable[[Any], Any]  # an `episode` message -> the outcome the report reads
     success: Callable[[Any], bool]  # whether an outcome is a success
     line: Callable[[Any], str]  # an outcome in one line (--echo)
+    index: Callable[[Any], int]  # an outcome's number in its sim's run, from 0
 
 
 class Collector:
@@ -97,6 +98,9 @@ class Collector:
         self._gif_episodes = gif_episodes
         self.gif_period_ns = gif_period_ns
         self.outcomes: list[Any] = []
+        # Outcomes out of this run's order: another sim on the same ROS domain publishes
+        # its episodes there too, and they must not count as this run's.
+        self.foreign = 0
         self.chunks: list[tuple[int, bool]] = []  # (stamp, deadline_met)
         self.language: list[tuple[int, str, str, bool]] = []  # (stamp, stream, text, finished)
         self.expert: list[tuple[int, str, str]] = []  # (sim time, stream, line)
@@ -108,8 +112,12 @@ class Collector:
     def on_output(self, message: BagMessage, msg: Any) -> None:
         topic = message.topic
         if topic == self._sim["episode"]:
-            self.outcomes.append(self._world.outcome(msg))
-            self._say(self._world.line(self.outcomes[-1]))
+            outcome = self._world.outcome(msg)
+            if self._world.index(outcome) != len(self.outcomes):
+                self.foreign += 1
+                return
+            self.outcomes.append(outcome)
+            self._say(self._world.line(outcome))
             self._said.clear()
         elif topic == self._chunk_topic:
             self.chunks.append((stamp_to_ns(msg.header.stamp), msg.deadline_met))
@@ -253,6 +261,12 @@ def wait_for_episodes(
     def done() -> bool:
         if node is not None and node.poll() is not None:
             raise RuntimeError(f"the oxygen node exited; see {out / 'node.log'}")
+        if collector.foreign:
+            domain = os.environ.get("ROS_DOMAIN_ID", "0")
+            raise RuntimeError(
+                f"an episode outcome out of this run's order arrived: another simulator "
+                f"publishes on ROS_DOMAIN_ID {domain}; give each evaluation its own domain"
+            )
         if sim.poll() is not None and len(collector.outcomes) < episodes:
             with contextlib.suppress(TimeoutError):  # the last outcomes may be in flight
                 wait_until(lambda: len(collector.outcomes) >= episodes, 5.0, "outcomes")

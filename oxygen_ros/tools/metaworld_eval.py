@@ -76,6 +76,7 @@ METAWORLD = TaskWorld(
         outcome=lambda msg: json.loads(msg.data),  # MetaWorldEpisode.outcome's JSON
         success=lambda outcome: outcome["success"],
         line=outcome_line,
+        index=lambda outcome: outcome["index"],
     ),
     title="Meta-World",
     sim_topics=TOPICS,

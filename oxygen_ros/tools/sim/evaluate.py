@@ -125,6 +125,7 @@ TABLETOP = World(
     outcome=lambda msg: msg,  # the EpisodeOutcome itself (sim.messages.outcome_of reads it)
     success=lambda msg: msg.success,
     line=outcome_line,
+    index=lambda msg: msg.index,
 )
 
 

@@ -34,7 +34,7 @@ recorded with its failed outcome and left out by training. Meta-World's default 
 start chance of 0.04 per step, 4 to 12 steps, sigma 0.5 (half a centimetre per step); on
 MT10's seeds 0-3 the expert succeeded in 39 of 40 episodes with them (40 clean), in 97
 steps on average (71 clean). ALOHA's (`records.ALOHA_DART`): 0.02 per step, 8 to 20
-steps, sigma 0.02 rad; 19 of 20 on seeds 0-9 of both tasks (20 clean).
+steps, sigma 0.02 rad; 16 of 20 on seeds 0-9 of both tasks (19 clean).
 
 Seeds reaching into the evaluation ranges of oxygen_core.sim.seeds (dev 400000-400999,
 test 500000-500999) are refused, as training must never see the scenes a policy is chosen
