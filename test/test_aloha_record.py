@@ -18,10 +18,9 @@ import pytest
 
 pytest.importorskip("gym_aloha")
 
-from oxygen_core.aloha.env import GRIPPERS  # noqa: E402
+from oxygen_core.aloha.env import ARM_COLUMNS, GRIPPERS  # noqa: E402
 from oxygen_core.aloha.episode import (  # noqa: E402
     ACTION_NAMES,
-    ARM_COLUMNS,
     INSTRUCTIONS,
     STATE_NAMES,
     Replay,

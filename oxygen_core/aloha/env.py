@@ -35,7 +35,14 @@ from typing import Any
 import mujoco
 import numpy as np
 from dm_control.mujoco import Physics
-from gym_aloha.constants import ASSETS_DIR, DT, JOINTS, START_ARM_POSE
+from gym_aloha.constants import (
+    ASSETS_DIR,
+    DT,
+    JOINTS,
+    PUPPET_GRIPPER_JOINT_CLOSE,
+    PUPPET_GRIPPER_JOINT_OPEN,
+    START_ARM_POSE,
+)
 from gym_aloha.tasks.sim import InsertionTask, TransferCubeTask
 from gym_aloha.utils import sample_box_pose, sample_insertion_pose
 
@@ -44,6 +51,8 @@ from oxygen_core.mujoco_view import offscreen_renderer
 TASKS = ("transfer_cube", "insertion")
 JOINT_NAMES = tuple(JOINTS)
 GRIPPERS = (6, 13)  # the grippers' places in JOINT_NAMES; the rest are arm joints (rad)
+ARM_COLUMNS = [i for i in range(len(JOINT_NAMES)) if i not in GRIPPERS]
+GRIPPER_SPAN = PUPPET_GRIPPER_JOINT_OPEN - PUPPET_GRIPPER_JOINT_CLOSE  # rad per unit opening
 # The cameras scene.xml, vx300s_left.xml and vx300s_right.xml define (gym-aloha's
 # observations use "top"; ACT's sim datasets use "top" and "angle").
 CAMERAS = (

@@ -66,6 +66,8 @@ from gym_aloha.constants import (
 from gym_aloha.tasks.sim import TransferCubeTask
 
 from oxygen_core.aloha.env import (
+    ARM_COLUMNS,
+    GRIPPER_SPAN,
     GRIPPERS,
     TASKS,
     AlohaEnv,
@@ -107,8 +109,6 @@ PARTS = split(ACTION_NAMES, CONTROLLERS)  # each controller's columns of the 14 
 # The published state's places in the arms' qpos (each arm's joints and its left finger).
 _STATE_QPOS = [*range(7), *range(8, 15)]
 _GRIPPERS = list(GRIPPERS)
-ARM_COLUMNS = [i for i in range(len(ACTION_NAMES)) if i not in GRIPPERS]  # DART's columns
-_GRIPPER_SPAN = PUPPET_GRIPPER_JOINT_OPEN - PUPPET_GRIPPER_JOINT_CLOSE  # rad per unit opening
 
 INSTRUCTIONS = {  # ACT's simulated tasks as its paper describes them (Zhao et al. 2023)
     "transfer_cube": "pick up the red cube with the right arm and hand it over to the left arm",
@@ -165,7 +165,7 @@ def to_env(targets: np.ndarray) -> np.ndarray:
 def measured(physics: Physics) -> tuple[np.ndarray, np.ndarray]:
     """The controllers' state: positions and velocities of ACTION_NAMES (rad, rad/s)."""
     velocities = TransferCubeTask.get_qvel(physics)  # grippers: opening per second
-    velocities[_GRIPPERS] *= _GRIPPER_SPAN
+    velocities[_GRIPPERS] *= GRIPPER_SPAN
     return to_controller(joint_state(physics)), velocities
 
 

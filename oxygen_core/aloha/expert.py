@@ -58,8 +58,6 @@ import numpy as np
 from dm_control.mujoco import Physics
 from gym_aloha.constants import (
     DT,
-    PUPPET_GRIPPER_JOINT_CLOSE,
-    PUPPET_GRIPPER_JOINT_OPEN,
     START_ARM_POSE,
     normalize_puppet_gripper_joint,
     normalize_puppet_gripper_position,
@@ -69,7 +67,9 @@ from gym_aloha.constants import (
 from scipy.ndimage import gaussian_filter1d
 
 from oxygen_core.aloha.env import (
+    ARM_COLUMNS,
     ARM_QPOS,
+    GRIPPER_SPAN,
     GRIPPERS,
     JOINT_NAMES,
     AlohaEnv,
@@ -489,7 +489,7 @@ def record_scene(task: str, objects: np.ndarray, steps: int | None = None) -> De
     commands = {side: (*scene.mocap(side), START_GRIP) for side in SIDES}
     paths: Paths = {}
     stages = dict(SCRIPTS[task])
-    arms = [i for i in range(len(JOINT_NAMES)) if i not in GRIPPERS]
+    arms = ARM_COLUMNS
     correction, targets = np.zeros(len(JOINT_NAMES)), []
     # Inside the joints' ranges: the correction carries the wrist rolls past pi at times,
     # which MuJoCo clamps anyway (the same motion), but a robot's controller refuses.
@@ -529,14 +529,14 @@ def smoothed(targets: np.ndarray) -> np.ndarray:
     # moves a value by 1e-16 once, then not): the sim runs these very targets, and an
     # insertion can turn on a contact that small.
     out[:, grippers] = normalize_puppet_gripper_joint(unnormalize_puppet_gripper_joint(ramp))
-    arms = [i for i in range(len(JOINT_NAMES)) if i not in GRIPPERS]
+    arms = ARM_COLUMNS
     out[:, arms] = gaussian_filter1d(targets[:, arms], ARM_SMOOTHING, axis=0, mode="nearest")
     return out
 
 
 def _rate_limited(grips: np.ndarray) -> np.ndarray:
     """Gripper openings (steps x 2, normalised) moving at most GRIPPER_SPEED of the joint."""
-    step = GRIPPER_SPEED * DT / (PUPPET_GRIPPER_JOINT_OPEN - PUPPET_GRIPPER_JOINT_CLOSE)
+    step = GRIPPER_SPEED * DT / GRIPPER_SPAN
     out = grips.copy()
     for k in range(1, len(out)):
         out[k] = out[k - 1] + np.clip(grips[k] - out[k - 1], -step, step)

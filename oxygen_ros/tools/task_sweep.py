@@ -224,7 +224,7 @@ def metaworld_sweep() -> SweepWorld:
 
 def aloha_sweep() -> SweepWorld:
     """ALOHA's: the seam over both arms' six joints, not the grippers."""
-    from oxygen_core.aloha.episode import ARM_COLUMNS
+    from oxygen_core.aloha.env import ARM_COLUMNS
     from oxygen_ros.tools.aloha_eval import ALOHA
 
     return SweepWorld(ALOHA, tuple(ARM_COLUMNS), "seam jump (arm joints, rad)")

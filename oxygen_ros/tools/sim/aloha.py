@@ -42,6 +42,7 @@ from oxygen_ros import convert
 from oxygen_ros.convert import ns_to_stamp
 from oxygen_ros.ros_args import ParamDoc
 from oxygen_ros.tools.sim import messages
+from oxygen_ros.tools.sim.worlds import expert_noise
 from oxygen_ros.tools.sim_host import INSTRUCTION, SimTopic
 
 # config/aloha.yaml's camera_topics, in the preset's slot order (top, left and right wrist).
@@ -128,11 +129,7 @@ class AlohaBinding:
     )
 
     def world(self, p: dict[str, Any]) -> Aloha:
-        sigma = p["expert_noise"]
-        if sigma < 0 or (sigma > 0 and p["policy"] != "expert"):
-            raise ValueError(f"expert_noise {sigma}: 0 or more, and only for policy expert")
-        noise = dataclasses.replace(ALOHA_DART, sigma=sigma) if sigma > 0 else None
-        return Aloha(p["camera_size"], noise)
+        return Aloha(p["camera_size"], expert_noise(p, ALOHA_DART))
 
     def sensor_messages(self, sim: AlohaEpisode, t_ns: int) -> Iterable[tuple[str, Any]]:
         positions, velocities = sim.published()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import array
 import collections
-import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -29,6 +28,7 @@ from oxygen_ros import convert
 from oxygen_ros.convert import ns_to_stamp, stamp_to_ns
 from oxygen_ros.msg import ActionChunk
 from oxygen_ros.ros_args import ParamDoc
+from oxygen_ros.tools.sim.worlds import expert_noise
 from oxygen_ros.tools.sim_host import INSTRUCTION, SimTopic
 
 _PERIOD_TOLERANCE_NS = 1_000  # a chunk's control_period may differ by rounding only
@@ -137,11 +137,7 @@ class MetaWorldBinding:
     )
 
     def world(self, p: dict[str, Any]) -> MetaWorld:
-        sigma = p["expert_noise"]
-        if sigma < 0 or (sigma > 0 and p["policy"] != "expert"):
-            raise ValueError(f"expert_noise {sigma}: 0 or more, and only for policy expert")
-        noise = dataclasses.replace(METAWORLD_DART, sigma=sigma) if sigma > 0 else None
-        return MetaWorld(p["camera_size"], noise)
+        return MetaWorld(p["camera_size"], expert_noise(p, METAWORLD_DART))
 
     def sensor_messages(self, sim: MetaWorldEpisode, t_ns: int) -> Iterable[tuple[str, Any]]:
         stamp = ns_to_stamp(t_ns)

@@ -9,10 +9,12 @@ loads MuJoCo.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from oxygen_core.train.records import Dart
 from oxygen_core.worlds import Refused, World, WorldEpisode
 from oxygen_ros.ros_args import ParamDoc
 from oxygen_ros.tools.commands import ALOHA, METAWORLD, TABLETOP
@@ -85,3 +87,12 @@ def binding(name: str) -> Binding:
     if name not in _MODULES:
         raise ValueError(f"unknown world {name!r}; choose one of {', '.join(WORLDS)}")
     return importlib.import_module(_MODULES[name]).BINDING
+
+
+def expert_noise(p: dict[str, Any], dart: Dart) -> Dart | None:
+    """The expert's DART bursts the sim node's `expert_noise` sigma asks for (None: 0), in
+    the world's `dart` otherwise; ValueError for a negative sigma or one on another policy."""
+    sigma = p["expert_noise"]
+    if sigma < 0 or (sigma > 0 and p["policy"] != "expert"):
+        raise ValueError(f"expert_noise {sigma}: 0 or more, and only for policy expert")
+    return dataclasses.replace(dart, sigma=sigma) if sigma > 0 else None
