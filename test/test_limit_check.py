@@ -76,7 +76,7 @@ def test_known_violations_are_counted_exactly_and_the_worst_named(tmp_path, caps
     args = [str(_bag(tmp_path)), *_files(tmp_path), "--json"]
     assert limit_check.main(args) == 0  # counting: never a failure by itself
     report = json.loads(capsys.readouterr().out)
-    assert (report["trajectories"], report["points"], report["topic"]) == (2, 6, TRAJECTORY)
+    assert (report["trajectories"], report["points"], report["topics"]) == (2, 6, [TRAJECTORY])
     assert report["counts"] == {"position": 1, "velocity": 2, "acceleration": 3, "jump": 1}
     worst = report["worst"]
     assert worst["position"] == [
@@ -145,6 +145,35 @@ def test_the_params_give_the_topic_the_urdf_and_the_block(tmp_path, capsys, monk
     report = json.loads(capsys.readouterr().out)
     assert report["counts"] == {"position": 1, "velocity": 0, "acceleration": 0, "jump": 0}
     assert report["limits"] == "config/robots/sim_arm.urdf + joint_limits"
+
+
+def test_each_controllers_topic_is_checked_on_its_own_joints_and_seams(tmp_path, capsys):
+    """Commands split over two controllers (a on one topic, b on the other): each topic is
+    a trajectory stream of its own, its seams measured against its own previous command;
+    the totals add up, and config/aloha.yaml's four controllers are its default topics."""
+    bag = tmp_path / "split"
+    rows = {"a": [[0.0], [0.1], [1.5]], "b": [[0.0], [0.1], [0.2]]}  # a: past 1, 14 /s
+    with BagWriter(bag, split_s=None) as writer:
+        _state(writer, 900 * MS, 0.0)
+        for joint, topic in (("a", "/arm_a/joint_trajectory"), ("b", "/arm_b/joint_trajectory")):
+            msg = trajectory_msg((joint,), np.array(rows[joint]), [0.0, 0.1, 0.2],
+                                 stamp=ns_to_stamp(1000 * MS))  # fmt: skip
+            writer.write_ros(topic, 1000 * MS, msg)
+    args = ["--topic", "/arm_a/joint_trajectory", "--topic", "/arm_b/joint_trajectory"]
+    assert limit_check.main([str(bag), *_files(tmp_path), *args, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["topics"] == ["/arm_a/joint_trajectory", "/arm_b/joint_trajectory"]
+    a, b = (report["by_topic"][t]["counts"] for t in report["topics"])
+    assert a == {"position": 1, "velocity": 1, "acceleration": 1, "jump": 0}
+    assert b == dict.fromkeys(limit_check.KINDS, 0)
+    assert report["counts"] == a and (report["trajectories"], report["points"]) == (2, 6)
+    root = Path(__file__).resolve().parents[1]
+    trajectories, states = limit_check.resolved_topics(root / "config" / "aloha.yaml")
+    assert [t.split("/")[1] for t in trajectories] == [
+        "left_arm_controller", "left_gripper_controller",
+        "right_arm_controller", "right_gripper_controller",
+    ]  # fmt: skip
+    assert states == "/joint_states"
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):

@@ -4,6 +4,10 @@
     oxygen-bag limit-check BAG --urdf robot.urdf --limits joint_limits.yaml [--topic T]
     oxygen-bag limit-check BAG --params config/sim.yaml --controller jtc [--update-rate HZ]
 
+Every trajectory topic the node publishes is checked (one per controller where the params
+split the commands over controllers, as config/aloha.yaml's two arms and two grippers),
+each on its own: its joints, its seams. `--topic` (repeatable) names others.
+
 An independent check of the controller output (the node's ~/joint_trajectory): it reads
 the limits as the node does (the URDF, then the params' `joint_limits` block, merged by
 `oxygen_core.safety.limits`) but computes every violation with its own arithmetic here,
@@ -153,6 +157,10 @@ def _jump(traj: Commanded, limits: JointLimits) -> list[Finding]:
     return over("jump", traj.index, 0, int(traj.times_ns[0]), gap, limits.jump[known], names)
 
 
+def _severity(f: Finding) -> float:
+    return abs(f.value - f.limit) if f.kind == "position" else abs(f.value) / f.limit
+
+
 @dataclasses.dataclass(frozen=True)
 class Summary:
     """Counts per kind and the worst findings of each (largest |value| / limit)."""
@@ -164,15 +172,23 @@ class Summary:
 
     @classmethod
     def of(cls, trajectories: Sequence[Commanded], findings: Sequence[Finding], top: int):
-        def severity(f: Finding) -> float:
-            return abs(f.value - f.limit) if f.kind == "position" else abs(f.value) / f.limit
-
         by_kind = {k: [f for f in findings if f.kind == k] for k in KINDS}
         return cls(
             trajectories=len(trajectories),
             points=sum(len(t.times_ns) for t in trajectories),
             counts={k: len(fs) for k, fs in by_kind.items()},
-            worst={k: sorted(fs, key=severity, reverse=True)[:top] for k, fs in by_kind.items()},
+            worst={k: sorted(fs, key=_severity, reverse=True)[:top] for k, fs in by_kind.items()},
+        )
+
+    @classmethod
+    def total(cls, parts: Sequence[Summary], top: int) -> Summary:
+        """The sums of several topics' summaries, the worst of all of them."""
+        worst = {k: [f for part in parts for f in part.worst[k]] for k in KINDS}
+        return cls(
+            trajectories=sum(p.trajectories for p in parts),
+            points=sum(p.points for p in parts),
+            counts={k: sum(p.counts[k] for p in parts) for k in KINDS},
+            worst={k: sorted(fs, key=_severity, reverse=True)[:top] for k, fs in worst.items()},
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -259,24 +275,25 @@ def _arrival(traj: Commanded, controller: str) -> Arrival:
     )
 
 
-def resolved_topics(params: Path | None) -> tuple[str, str]:
-    """(trajectory topic, joint state topic) as the node with these params resolves them."""
+def resolved_topics(params: Path | None) -> tuple[list[str], str]:
+    """(trajectory topics, joint state topic) as the node with these params resolves them:
+    one per controller where the commands are split over controllers."""
     if params is None:
-        return DEFAULT_TOPICS
+        return [DEFAULT_TOPICS[0]], DEFAULT_TOPICS[1]
     from oxygen_ros.tools.configure import load_settings  # starts an rclpy context
 
     _, names = load_settings(params)
-    trajectory = names.output(topics.JOINT_TRAJECTORY)
-    if trajectory is None:
+    trajectories = list(names.per_stream(topics.JOINT_TRAJECTORY).values())
+    if not trajectories:
         raise ValueError(f"{params}: the node publishes no joint_trajectory with these params")
-    return trajectory, names.joint_state
+    return trajectories, names.joint_state
 
 
 # --------------------------------------------------------------------------- output
 
 
 def table(bag: Path, topic: str, limits: JointLimits, summary: Summary) -> str:
-    """The counts and worst cases for people."""
+    """The counts and worst cases of one topic, for people."""
     lines = [
         f"{bag}: {summary.trajectories} trajectories, {summary.points} points on {topic}; "
         f"limits from {limits.source}",
@@ -312,7 +329,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--params", type=Path, help="the node's params YAML: topics, URDF, block")
     parser.add_argument("--urdf", type=Path, help="the robot's URDF (instead of the params')")
     parser.add_argument("--limits", type=Path, help="a joint_limits YAML (instead of the params')")
-    parser.add_argument("--topic", help="JointTrajectory topic (default: as the node resolves it)")
+    parser.add_argument(
+        "--topic",
+        action="append",
+        help="JointTrajectory topic, repeatable (default: every one the node publishes)",
+    )
     parser.add_argument("--joint-state-topic", help="JointState topic (default: as the node's)")
     parser.add_argument(
         "--reset-topic",
@@ -343,26 +364,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.params is None and args.urdf is None and args.limits is None:
         parser.error("give --params, or --urdf and/or --limits")
     try:
-        summary, topic, limits = _run(args)
+        checked = _run(args)
     except (ValueError, OSError, BagReadError, yaml.YAMLError) as error:
         print(f"oxygen-bag limit-check: {error}", file=sys.stderr)
         return 2
+    total = Summary.total([summary for _, summary, _ in checked], args.top)
     if args.json:
-        print(json.dumps({"bag": str(args.bag), "topic": topic, "limits": limits.source,
-                          **summary.as_dict()}, indent=1))  # fmt: skip
+        by_topic = {topic: summary.as_dict() for topic, summary, _ in checked}
+        print(json.dumps({"bag": str(args.bag), "topics": list(by_topic),
+                          "limits": checked[0][2].source, **total.as_dict(),
+                          "by_topic": by_topic}, indent=1))  # fmt: skip
     else:
-        print(table(args.bag, topic, limits, summary))
-    return int(args.fail_on_violation and any(summary.counts.values()))
+        print("\n\n".join(table(args.bag, t, limits, summary) for t, summary, limits in checked))
+        if len(checked) > 1:
+            counts = ", ".join(f"{k} {n}" for k, n in total.counts.items())
+            print(f"\nall {len(checked)} topics: {counts}")
+    return int(args.fail_on_violation and any(total.counts.values()))
 
 
-def _run(args: argparse.Namespace) -> tuple[Summary, str, JointLimits]:
+def _run(args: argparse.Namespace) -> list[tuple[str, Summary, JointLimits]]:
+    """(topic, summary, limits) of every trajectory topic checked."""
     if not args.bag.exists():
         raise ValueError(f"bag {args.bag} does not exist")
     if (args.topic is None or args.joint_state_topic is None) and args.params is not None:
-        topic, state_topic = resolved_topics(args.params)
+        trajectory_topics, state_topic = resolved_topics(args.params)
     else:
-        topic, state_topic = DEFAULT_TOPICS
-    topic, state_topic = args.topic or topic, args.joint_state_topic or state_topic
+        trajectory_topics, state_topic = resolved_topics(None)
+    trajectory_topics = args.topic or trajectory_topics
+    state_topic = args.joint_state_topic or state_topic
+    return [_run_topic(args, topic, state_topic) for topic in trajectory_topics]
+
+
+def _run_topic(
+    args: argparse.Namespace, topic: str, state_topic: str
+) -> tuple[str, Summary, JointLimits]:
     trajectories = read_trajectories(args.bag, topic, state_topic, args.reset_topic or None)
     joints = list(dict.fromkeys(n for t in trajectories for n in t.joint_names))
     for t in trajectories:
@@ -372,13 +407,13 @@ def _run(args: argparse.Namespace) -> tuple[Summary, str, JointLimits]:
             )
     limits = limits_from_files(joints, args.params, args.urdf, args.limits)
     if args.controller == "points":
-        return Summary.of(trajectories, check(trajectories, limits), args.top), topic, limits
+        return topic, Summary.of(trajectories, check(trajectories, limits), args.top), limits
     if not args.update_rate > 0:
         raise ValueError(f"--update-rate must be > 0, got {args.update_rate}")
     received = arrivals(trajectories, args.controller)
     samples, updates = sampled(received, limits, args.controller, args.update_rate)
     summary = Summary.of(trajectories, samples, args.top)
-    return dataclasses.replace(summary, points=updates), topic, limits
+    return topic, dataclasses.replace(summary, points=updates), limits
 
 
 if __name__ == "__main__":
