@@ -7,6 +7,10 @@ YAML literal of the same type: `true`/`false` (Python's `True` would be the stri
 start a node or the simulator as a child process call it. `override` reads a tool's
 `--set NAME=VALUE` option back into a typed value.
 
+rcl drops one kind of `-p` silently: a value YAML reads as a string (`control_rate_hz:=fast`)
+for a parameter of another type that a params file also sets; the node would run on the
+file's value. `unapplied` finds those in a node's command line once it is built.
+
 The nodes take their options as ROS parameters, which rclpy parses and argparse never
 sees, so `--help` is handled here before `rclpy.init`: `wants_help` finds it among the
 arguments before `--ros-args`, and `help_text` lists the parameters (default, range or
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import sys
 import textwrap
@@ -82,6 +87,52 @@ def wants_help(args: Sequence[str] | None = None) -> bool:
     if "--ros-args" in argv:
         argv = argv[: argv.index("--ros-args")]
     return any(a in HELP_FLAGS for a in argv)
+
+
+_PARAM_FLAGS = ("-p", "--param")
+_ROS_TYPES = {bool: "bool", int: "integer", float: "double"}
+
+
+def _listed(value: Any) -> Any:
+    """A parameter's value with rclpy's array.array as a list."""
+    return value if isinstance(value, bool | int | float | list) else list(value)
+
+
+def cli_parameters(args: Sequence[str], node_name: str) -> dict[str, str]:
+    """name -> value text of every `-p [node:]name:=value` in the --ros-args sections of a
+    full argv that applies to the node `node_name` (the last one given wins, as in rcl)."""
+    found: dict[str, str] = {}
+    ros = False
+    for flag, value in itertools.pairwise(list(args)):
+        if flag in ("--ros-args", "--"):
+            ros = flag == "--ros-args"
+        elif ros and flag in _PARAM_FLAGS and ":=" in value:
+            name, _, text = value.partition(":=")
+            node, _, param = name.rpartition(":")
+            if node in ("", node_name):
+                found[param] = text
+    return found
+
+
+def unapplied(cli: Mapping[str, str], values: Mapping[str, Any]) -> list[str]:
+    """The `-p` overrides rcl dropped: a string for a declared parameter of another type
+    that still holds another value. `values`: the node's declared parameters' values."""
+    lines = []
+    for name, text in cli.items():
+        value = values.get(name)
+        if value is None or isinstance(value, str):
+            continue
+        try:
+            parsed = yaml.safe_load(text)
+        except yaml.YAMLError:
+            parsed = text
+        if isinstance(parsed, str):
+            kind = _ROS_TYPES.get(type(value), "array")
+            lines.append(
+                f"-p {name}:={text} was not applied: {name} takes a {kind}, not a string "
+                f"(it is still {ros_value(_listed(value))})"
+            )
+    return lines
 
 
 @dataclasses.dataclass(frozen=True)

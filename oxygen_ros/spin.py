@@ -47,6 +47,8 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from oxygen_ros import ros_args
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _POLL_S = 0.05  # longest wait in rcl between two checks for a stop or `done`
 
@@ -128,6 +130,7 @@ def run_node(prog: str, build: Callable[[], Hosted], args: Sequence[str] | None 
     try:
         rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
         hosted = build()
+        _check_overrides(hosted.node, sys.argv if args is None else args)
         stop.on_repeat = hosted.hold
         executor = SingleThreadedExecutor()
         executor.add_node(hosted.node)
@@ -146,6 +149,17 @@ def run_node(prog: str, build: Callable[[], Hosted], args: Sequence[str] | None 
         rclpy.try_shutdown()
         stop.ignore()  # the process is ending
     return status
+
+
+def _check_overrides(node: Node, args: Sequence[str]) -> None:
+    """CannotStart (status 2, as a mistyped value rclpy refuses) for a `-p` that rcl
+    dropped without a word (ros_args.unapplied): the node must not run on a value its
+    operator thinks they replaced."""
+    cli = ros_args.cli_parameters(args, node.get_name())
+    values = {n: node.get_parameter(n).value for n in cli if node.has_parameter(n)}
+    lines = ros_args.unapplied(cli, values)
+    if lines:
+        raise CannotStart("bad parameter: " + "; ".join(lines), status=2)
 
 
 def _started(start: Callable[[], None], stop: StopRequest) -> bool:

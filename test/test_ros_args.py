@@ -14,7 +14,14 @@ from rclpy.node import Node
 from oxygen_core.engine.types import EngineConfig, is_parameter
 from oxygen_ros import node as oxygen_node
 from oxygen_ros.params import ConfigError, NodeConfig
-from oxygen_ros.ros_args import parameter_args, ros_texts, ros_value, wants_help
+from oxygen_ros.ros_args import (
+    cli_parameters,
+    parameter_args,
+    ros_texts,
+    ros_value,
+    unapplied,
+    wants_help,
+)
 from oxygen_ros.tools.configure import load_settings
 from oxygen_ros.tools.sim import node as sim_node
 from oxygen_ros.tools.sim.worlds import binding
@@ -110,3 +117,31 @@ def test_a_tools_set_values_reach_the_node_settings_as_typed():
     with pytest.raises(ConfigError, match=r"^bad parameter: .*'autostart'") as error:
         load_settings(tiny, ros_texts({"autostart": "maybe"}))
     assert "\n" not in str(error.value)
+
+
+def test_the_command_lines_overrides_are_read_as_rcl_applies_them():
+    argv = [
+        "oxygen-node", "-p", "outside:=1", "--ros-args", "--params-file", "f.yaml",
+        "-p", "control_rate_hz:=20.0", "--param", "oxygen:instruction:=go",
+        "-p", "other_node:instruction:=no", "-r", "a:=b", "-p", "control_rate_hz:=fast",
+        "--", "-p", "after:=1",
+    ]  # fmt: skip
+    assert cli_parameters(argv, "oxygen") == {"control_rate_hz": "fast", "instruction": "go"}
+
+
+def test_a_string_rcl_dropped_for_a_typed_parameter_is_named_with_the_value_kept():
+    values = {"control_rate_hz": 20.0, "instruction": "go", "batch_buckets": [1, 2]}
+    cli = {"control_rate_hz": "fast", "instruction": "5", "batch_buckets": "[1, 4]"}
+    assert unapplied(cli, values) == [
+        "-p control_rate_hz:=fast was not applied: control_rate_hz takes a double, not a "
+        "string (it is still 20.0)"
+    ]
+    assert unapplied({"control_rate_hz": "20.0", "unknown": "x"}, values) == []
+
+
+def test_the_tools_settings_reader_refuses_a_string_for_a_typed_parameter():
+    """The tools read a params file through a node of their own: a `--set` string for a
+    double the file sets must not leave the file's value standing without a word."""
+    tiny = Path(__file__).resolve().parents[1] / "config" / "tiny.yaml"
+    with pytest.raises(ConfigError, match="control_rate_hz"):
+        load_settings(tiny, {"control_rate_hz": "fast"})

@@ -24,6 +24,7 @@ from rclpy.node import Node
 
 from oxygen_ros import topics
 from oxygen_ros.params import ConfigError, Settings, declare_parameters, read_settings
+from oxygen_ros.ros_args import unapplied
 
 NODE_NAME = "oxygen"  # the node's name: its `~/` topics resolve under it
 
@@ -82,6 +83,11 @@ def load_settings(
         unknown = [name for name in overrides or {} if not node.has_parameter(name)]
         if unknown:
             raise ConfigError(f"{unknown[0]!r} is not a parameter of the node")
+        texts = {name: str(value) for name, value in (overrides or {}).items()}
+        values = {name: node.get_parameter(name).value for name in texts}
+        dropped = unapplied(texts, values)  # rcl kept the file's value without a word
+        if dropped:
+            raise ConfigError(f"bad parameter: {dropped[0]}")
         settings = read_settings(node)
         return settings, _topic_names(node, settings)
 
