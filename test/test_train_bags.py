@@ -169,6 +169,9 @@ def test_a_few_steps_on_a_bag_write_a_checkpoint_the_policy_loads(bag, src, tmp_
     [episodes] = work.glob(f"bags-*-{CAMERA}.npz")
     assert meta["episodes"] == str(episodes) and meta["train"]["steps"] == 2
     assert meta["action_horizon"] == HORIZON  # the horizon the node checks it is run at
+    # What the bags were recorded at (not oxygen-train's sim default), the bags, no sim seeds.
+    assert (meta["camera_size"], meta["bags"]) == (CAMERA, [str(bag)])
+    assert not {"families", "seeds", "first_seed", "dart"} & set(meta)
     steps = len(bag_records(bag, src, HORIZON, CAMERA))
     assert meta["train_steps"] + meta["val_steps"] == steps and meta["val_steps"] > 0
     policy = load_policy("tiny", "sim", out, out / TOKENIZER_FILE)

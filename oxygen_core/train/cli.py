@@ -142,15 +142,19 @@ def run_fields(args: argparse.Namespace) -> dict:
     """The train_config.json fields that record a run's data and starting point (its
     optimisation settings are `train_config(args)`)."""
     robot = robot_of(args)
+    # Bags were recorded elsewhere: the sim's families, seeds and noise are not theirs.
+    expert = {} if args.bags else {
+        "families": list(args.families),
+        "seeds": args.seeds,
+        "first_seed": args.first_seed,
+        "dart": args.dart,
+    }  # fmt: skip
     return {
         "preset": args.preset,
         "robot": args.robot,
         "robot_declaration": None if robot.name in ROBOT_PRESETS else declaration(robot),
         "camera_size": args.camera_size,
-        "families": list(args.families),
-        "seeds": args.seeds,
-        "first_seed": args.first_seed,
-        "dart": args.dart,
+        **({"bags": args.bags} if args.bags else expert),
         "grounding_rows": args.grounding_rows,
         "ground_steps": args.ground_steps,
         "ground_scenes": args.ground_scenes,
@@ -254,6 +258,7 @@ def _train_parser(
         "sim_grip: grip-point actions; sim: joint actions",
     )
     p.set_defaults(robot_config=None)  # a RobotConfig declared as data (`robot_of`)
+    p.set_defaults(bags=None)  # the rosbag2 folders of `oxygen-train --bags` (oxygen_ros)
     p.add_argument("--episodes", help="episodes .npz collected elsewhere instead of the sim")
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     p.add_argument("--seeds", type=int, default=120, help="sim seeds per family")

@@ -28,8 +28,10 @@ from pathlib import Path
 from oxygen_core.config import RobotConfig, robot_preset
 from oxygen_core.train import cli
 from oxygen_core.train import dataset as D
+from oxygen_ros.convert import image_to_rgb
 from oxygen_ros.params import ConfigError
 from oxygen_ros.tools.bag_records import BagError, Sources, bag_records, sources
+from oxygen_ros.tools.bagio import from_cdr, read_bag
 
 DEFAULT_PARAMS = "config/sim.yaml"  # oxygen-record's topics
 
@@ -54,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         robot, cfg = cli.presets(args)
         _check_no_grounding(args, robot)
         args.episodes = str(episodes_file(ours.bags, src, cfg, robot, Path(args.work)))
+        args.bags = [str(bag) for bag in ours.bags]
+        args.camera_size = recorded_camera_size(ours.bags, src)
     except (BagError, ConfigError, FileNotFoundError, ValueError) as error:
         raise SystemExit(f"oxygen-train: {error}") from None
     if args.episodes_only:
@@ -98,6 +102,17 @@ def episodes_file(bags: Sequence[Path], src: Sources, cfg, robot, work: Path) ->
     work.mkdir(parents=True, exist_ok=True)
     data.save(path)
     return path
+
+
+def recorded_camera_size(bags: Sequence[Path], src: Sources) -> int:
+    """The height of the first image on the params' first camera: the size the cameras were
+    rendered or recorded at before the model's resize, which train_config.json records as
+    the camera size the policy's evaluations render (not the sim default)."""
+    topic = src.names.cameras[0]
+    for bag in bags:
+        for message in read_bag(bag, [topic]):
+            return image_to_rgb(from_cdr(message.data, message.msgtype)).shape[0]
+    raise BagError(f"no image on {topic} in {', '.join(map(str, bags))}")
 
 
 def _digest(bags: Sequence[Path], params: Path, horizon: int) -> str:
