@@ -3,10 +3,12 @@
     make demo            # = .venv/bin/oxygen-demo --sim: the trained policy, closed loop
     .venv/bin/oxygen-demo [--bag data/demo_bag] [--params config/tiny.yaml] [--rate 2]
 
-With --sim the node runs the policy trained here (data/policy/sim_demo) on the simulated
-tabletop, one held-out episode per task family, through `oxygen-eval node`: the terminal
-shows the node's narration and memory lines as they change and each episode's outcome,
-then where the report and the animation are. Without it:
+With --sim (or --world tabletop) the node runs the policy trained here
+(data/policy/sim_demo) on the simulated tabletop, one held-out episode per task family;
+with --world aloha the ALOHA policy trained here (data/policy/aloha_sim) on gym-aloha's
+bimanual ALOHA at 50 Hz, one held-out episode per task. Both go through
+`oxygen-eval node`: the terminal shows the node's narration and memory lines as they change
+and each episode's outcome, then where the report is. Without either:
 
 The real node (`python -m oxygen_ros.node`, the `oxygen-node` executable) starts as its
 own process with config/tiny.yaml, `autostart` and `use_sim_time`, exactly as on a robot:
@@ -26,13 +28,15 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import datetime
+import importlib
 import os
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -46,13 +50,40 @@ from oxygen_ros.tools.node_process import start_node, stop_node
 from oxygen_ros.tools.package_share import resource
 from oxygen_ros.tools.replay import summary
 from oxygen_ros.tools.replay_job import Job
-from oxygen_ros.tools.sim import evaluate
 
 # share/oxygen_ros after `colcon build`, else the checkout (oxygen_ros.tools.package_share)
 DEMO_BAG = resource("data/demo_bag")
 DEMO_PARAMS = resource("config/tiny.yaml")
-SIM_DEMO_PARAMS = resource("config/sim_demo.yaml")
-SIM_DEMO_CAMERA = 128  # the trained policy's camera size (config/sim_demo.yaml)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorldDemo:
+    """A world's closed-loop demo: its `oxygen-eval node` tool on the params of the policy
+    trained here for it, at the camera size that policy was trained on."""
+
+    tool: str  # the module whose main(argv) is `oxygen-eval node --world <world>`
+    params: Path
+    camera_size: int
+    first_seed: int  # held out from training
+    what: str  # what the terminal is told runs
+
+
+WORLD_DEMOS: Mapping[str, WorldDemo] = {
+    "tabletop": WorldDemo(
+        "oxygen_ros.tools.sim.evaluate",
+        resource("config/sim_demo.yaml"),
+        128,
+        100_000,
+        "drives the simulated arm, one held-out episode per task family",
+    ),
+    "aloha": WorldDemo(
+        "oxygen_ros.tools.aloha_eval",
+        resource("config/aloha_sim.yaml"),
+        64,
+        400_000,  # the first dev seed (oxygen_core.sim.seeds)
+        "drives gym-aloha's two arms at 50 Hz, one held-out episode per task",
+    ),
+}
 _STATUS_PERIOD_S = 1.0  # wall seconds between status lines
 
 
@@ -123,12 +154,15 @@ def _parser() -> argparse.ArgumentParser:
         "--wait-s", type=float, default=300.0, help="how long the node may take to activate"
     )
     parser.add_argument(
-        "--sim",
-        action="store_true",
-        help="instead of a bag: the trained policy (config/sim_demo.yaml) closed loop in the "
-        "sim, one episode per task family",
+        "--world",
+        choices=sorted(WORLD_DEMOS),
+        help="instead of a bag: the policy trained for this world closed loop in its sim, one "
+        "episode per task",
     )
-    parser.add_argument("--first-seed", type=int, default=100_000, help="--sim: the episodes'")
+    parser.add_argument("--sim", action="store_true", help="--world tabletop")
+    parser.add_argument(
+        "--first-seed", type=int, help="--world: the episodes' (default: held out from training)"
+    )
     parser.add_argument(
         "--foxglove",
         action="store_true",
@@ -149,8 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # node and player share a host
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = args.out or Path("out") / "demo" / stamp
-    if args.sim:
-        return sim_demo(args.first_seed, out, args.wait_s)
+    world = "tabletop" if args.sim and args.world is None else args.world
+    if world is not None:
+        return world_demo(WORLD_DEMOS[world], args.first_seed, out, args.wait_s)
     try:
         job = Job.load(args.bag, args.params, out)
     except (OSError, ValueError) as error:
@@ -192,17 +227,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def sim_demo(seed: int, out: Path, wait_s: float) -> int:
-    """The trained policy driving the simulated arm over ROS topics: `oxygen-eval node` on
-    config/sim_demo.yaml with its texts and outcomes echoed, one held-out episode per
-    family; the run's report paths at the end."""
+def world_demo(demo: WorldDemo, seed: int | None, out: Path, wait_s: float) -> int:
+    """The policy trained here in closed loop over ROS topics: the world's `oxygen-eval
+    node` on its params with the texts and outcomes echoed; the run's report at the end."""
     print(
-        "the oxygen node drives the simulated arm with the policy trained here "
-        f"({SIM_DEMO_PARAMS}); it narrates and remembers as it goes"
+        f"the oxygen node {demo.what}, with the policy trained here ({demo.params}); "
+        "it narrates and remembers as it goes"
     )
-    return evaluate.main(
-        ["--params", str(SIM_DEMO_PARAMS), "--episodes", "1", "--first-seed", str(seed),
-         "--rtf", "1", "--camera-size", str(SIM_DEMO_CAMERA), "--wait-s", str(wait_s),
+    first_seed = demo.first_seed if seed is None else seed
+    run = importlib.import_module(demo.tool).main
+    return run(
+        ["--params", str(demo.params), "--episodes", "1", "--first-seed", str(first_seed),
+         "--rtf", "1", "--camera-size", str(demo.camera_size), "--wait-s", str(wait_s),
          "--echo", "--out", str(out)]
     )  # fmt: skip
 
