@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from oxygen_core.clock import NS_PER_S
+from oxygen_core.sim.seeds import DEV
 from oxygen_ros import topics
 from oxygen_ros.convert import stamp_to_ns
 from oxygen_ros.tools import child_processes
@@ -80,7 +81,7 @@ WORLD_DEMOS: Mapping[str, WorldDemo] = {
         "oxygen_ros.tools.aloha_eval",
         resource("config/aloha_sim.yaml"),
         64,
-        400_000,  # the first dev seed (oxygen_core.sim.seeds)
+        DEV.start,
         "drives gym-aloha's two arms at 50 Hz, one held-out episode per task",
     ),
 }
