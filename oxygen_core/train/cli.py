@@ -143,7 +143,7 @@ def run_fields(args: argparse.Namespace) -> dict:
     optimisation settings are `train_config(args)`)."""
     robot = robot_of(args)
     # Bags were recorded elsewhere: the sim's families, seeds and noise are not theirs.
-    expert = {} if args.bags else {
+    data = {"bags": args.bags} if args.bags else {
         "families": list(args.families),
         "seeds": args.seeds,
         "first_seed": args.first_seed,
@@ -154,7 +154,7 @@ def run_fields(args: argparse.Namespace) -> dict:
         "robot": args.robot,
         "robot_declaration": None if robot.name in ROBOT_PRESETS else declaration(robot),
         "camera_size": args.camera_size,
-        **({"bags": args.bags} if args.bags else expert),
+        **data,
         "grounding_rows": args.grounding_rows,
         "ground_steps": args.ground_steps,
         "ground_scenes": args.ground_scenes,

@@ -30,7 +30,6 @@ import argparse
 import collections
 import dataclasses
 import datetime
-import importlib
 import os
 import subprocess
 import sys
@@ -44,7 +43,7 @@ from oxygen_core.clock import NS_PER_S
 from oxygen_core.sim.seeds import DEV
 from oxygen_ros import topics
 from oxygen_ros.convert import stamp_to_ns
-from oxygen_ros.tools import child_processes
+from oxygen_ros.tools import child_processes, commands
 from oxygen_ros.tools.configure import TopicNames
 from oxygen_ros.tools.live import replay_live
 from oxygen_ros.tools.node_process import start_node, stop_node
@@ -59,10 +58,9 @@ DEMO_PARAMS = resource("config/tiny.yaml")
 
 @dataclasses.dataclass(frozen=True)
 class WorldDemo:
-    """A world's closed-loop demo: its `oxygen-eval node` tool on the params of the policy
-    trained here for it, at the camera size that policy was trained on."""
+    """A world's closed-loop demo: `oxygen-eval node --world <world>` on the params of the
+    policy trained here for it, at the camera size that policy was trained on."""
 
-    tool: str  # the module whose main(argv) is `oxygen-eval node --world <world>`
     params: Path
     camera_size: int
     first_seed: int  # held out from training
@@ -70,15 +68,13 @@ class WorldDemo:
 
 
 WORLD_DEMOS: Mapping[str, WorldDemo] = {
-    "tabletop": WorldDemo(
-        "oxygen_ros.tools.sim.evaluate",
+    commands.TABLETOP: WorldDemo(
         resource("config/sim_demo.yaml"),
         128,
         100_000,
         "drives the simulated arm, one held-out episode per task family",
     ),
-    "aloha": WorldDemo(
-        "oxygen_ros.tools.aloha_eval",
+    commands.ALOHA: WorldDemo(
         resource("config/aloha_sim.yaml"),
         64,
         DEV.start,
@@ -184,9 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # node and player share a host
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = args.out or Path("out") / "demo" / stamp
-    world = "tabletop" if args.sim and args.world is None else args.world
+    world = commands.TABLETOP if args.sim and args.world is None else args.world
     if world is not None:
-        return world_demo(WORLD_DEMOS[world], args.first_seed, out, args.wait_s)
+        return world_demo(world, args.first_seed, out, args.wait_s)
     try:
         job = Job.load(args.bag, args.params, out)
     except (OSError, ValueError) as error:
@@ -228,20 +224,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def world_demo(demo: WorldDemo, seed: int | None, out: Path, wait_s: float) -> int:
-    """The policy trained here in closed loop over ROS topics: the world's `oxygen-eval
-    node` on its params with the texts and outcomes echoed; the run's report at the end."""
+def world_demo(world: str, seed: int | None, out: Path, wait_s: float) -> int:
+    """The policy trained here in closed loop over ROS topics: `oxygen-eval node --world
+    <world>` on its params with the texts and outcomes echoed; the run's report at the end."""
+    demo = WORLD_DEMOS[world]
     print(
         f"the oxygen node {demo.what}, with the policy trained here ({demo.params}); "
         "it narrates and remembers as it goes"
     )
     first_seed = demo.first_seed if seed is None else seed
-    run = importlib.import_module(demo.tool).main
-    return run(
-        ["--params", str(demo.params), "--episodes", "1", "--first-seed", str(first_seed),
-         "--rtf", "1", "--camera-size", str(demo.camera_size), "--wait-s", str(wait_s),
-         "--echo", "--out", str(out)]
-    )  # fmt: skip
+    argv = ["node", "--world", world, "--params", str(demo.params), "--episodes", "1",
+            "--first-seed", str(first_seed), "--rtf", "1", "--camera-size", str(demo.camera_size),
+            "--wait-s", str(wait_s), "--echo", "--out", str(out)]  # fmt: skip
+    return commands.evaluate(argv) or 0
 
 
 if __name__ == "__main__":
