@@ -152,14 +152,20 @@ class Policy:
         return padded
 
     def noise(
-        self, seed: int | tuple[int, ...], batch: int = 1, given: np.ndarray | None = None
+        self,
+        seed: int | tuple[int, ...],
+        batch: int = 1,
+        given: np.ndarray | None = None,
+        scale: float = 1.0,
     ) -> np.ndarray:
-        """Flow-matching start noise float32 [batch, H, A], a pure function of the seed;
-        or `given` ([H, A] or [batch, H, A]) checked against those shapes, so a
-        comparison with another runtime can feed both the same draw."""
+        """Flow-matching start noise float32 [batch, H, A], a pure function of the seed,
+        times `scale` (EngineConfig.start_noise_scale); or `given` ([H, A] or [batch, H,
+        A]) as it is, checked against those shapes, so a comparison with another runtime
+        can feed both the same draw."""
         shape = (batch, self.config.action_horizon, self.config.action_dim)
         if given is None:
-            return np.random.default_rng(seed).standard_normal(shape, np.float32)
+            draw = np.random.default_rng(seed).standard_normal(shape, np.float32)
+            return draw * np.float32(scale)
         given = np.asarray(given, np.float32)
         if given.shape not in (shape, shape[1:]):
             raise ValueError(f"noise of shape {given.shape}, expected {shape[1:]} or {shape}")

@@ -531,6 +531,23 @@ def test_verify_cli_rejects_a_zero_k(capsys):
     assert "--k must be at least 1, got 0" in capsys.readouterr().err
 
 
+def test_start_noise_scale_scales_the_seeded_draw_and_at_zero_acts_on_the_mean_path(
+    policy, observations
+):
+    """start_noise_scale s: the frame acts as on s times its seeded draw, given; at 0 every
+    seed gives the same chunk, the flow's path from the zero start."""
+    half = make_engine(policy, engine_config(start_noise_scale=0.5))
+    given = make_engine(policy, engine_config())
+    draw = policy.noise((given.cfg.seed, given.frame + 1))
+    np.testing.assert_array_equal(
+        half.act(observations[0]).actions, given.act(observations[0], noise=draw[0] * 0.5).actions
+    )
+    zero = [make_engine(policy, engine_config(start_noise_scale=0.0, seed=s)) for s in (0, 7)]
+    first, second = (engine.act(observations[0]).actions for engine in zero)
+    np.testing.assert_array_equal(first, second)
+    assert not np.allclose(first, make_engine(policy, engine_config()).act(observations[0]).actions)
+
+
 def test_given_noise_replaces_the_seeded_draw_and_bad_noise_is_refused(policy, observations):
     """Engine.act(noise=...), as openpi's Policy.infer takes it: the seeded draw passed in
     acts exactly as no noise does; another draw acts otherwise; a misshapen one is refused

@@ -133,11 +133,14 @@ class Engine(abc.ABC):
         plan_answer: the plan to act on instead of the VLM's answer (evaluation with the
         true answer: `Policy.action_cache`); ValueError for a robot without a plan stage.
         noise: the denoiser's start [H, A] or [1, H, A] instead of the frame's seeded draw
-        (as openpi's `Policy.infer(obs, noise=...)`): an outside check feeds both the same.
+        (as openpi's `Policy.infer(obs, noise=...)`): an outside check feeds both the same;
+        used as given (cfg.start_noise_scale scales the seeded draw only).
         """
         inputs = self.policy.prefix_inputs(obs)
         # Drawn for the frame about to start, and checked before it counts as started.
-        start = self.policy.noise((self.cfg.seed, self.frame + 1), given=noise)
+        start = self.policy.noise(
+            (self.cfg.seed, self.frame + 1), given=noise, scale=self.cfg.start_noise_scale
+        )
         delay, meet = handover_overlap(self.cfg, self.delay, self.policy, handover)
         mode = self.cfg.chunk_handover if meet is not None else "replace"
         self.frame += 1

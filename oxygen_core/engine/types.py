@@ -110,6 +110,13 @@ class EngineConfig:
         1, "k that 'auto' keeps while the pool keeps up, even with no time left.", (1, 1024)
     )
     denoise_steps: int = parameter(10, "Flow-matching Euler steps (S).", (1, 100))
+    start_noise_scale: float = parameter(
+        1.0,
+        "Scale of the denoiser's seeded start noise: 1 samples the policy as trained "
+        "(openpi); nearer 0 nearer its mean path, whose rows are smoother where a small "
+        "policy leaves noise in its chunks.",
+        (0.0, 1.0),
+    )
     max_active_requests: int = parameter(
         32, "Rows of the preallocated KV pool (active requests).", (1, 1024)
     )
