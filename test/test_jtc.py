@@ -103,6 +103,20 @@ def test_first_points_already_past_start_mid_segment():
     np.testing.assert_array_equal(ex.last_takeover.jumps, [1.75, 17.5])
 
 
+def test_take_overs_with_a_point_already_due_are_counted_until_the_reset():
+    ex = _jtc()
+    ex.replace(_traj(0.0, [0.0], [0.0]), now=0.0)
+    ex.command(0.0, measured=np.zeros(2))
+    ex.replace(_traj(1.0, [0.125, 0.25], [1.0, 2.0]), now=1.0)  # in time
+    ex.command(1.0, measured=np.zeros(2))
+    assert ex.late_takeovers == 0
+    ex.replace(_traj(1.0, [0.125, 0.25, 1.0], [1.0, 2.0, 3.0]), now=1.2)  # point 0 was due
+    ex.command(1.25, measured=np.zeros(2))
+    assert (ex.late_takeovers, ex.last_takeover.skipped) == (1, 1)  # 1.125 past, 1.25 now
+    ex.reset(np.zeros(2))
+    assert ex.late_takeovers == 0
+
+
 def test_velocities_make_cubic_segments():
     ex = _jtc()
     # (p, v): (0, 2) at 1.0, (1, 0) at 2.0, (1, 0) at 3.0. Hermite cubic on [1, 2], h = 1,

@@ -340,6 +340,7 @@ class AlohaOutcome:
     accepted: int
     rejected: dict[str, int]
     limits: dict[str, dict[str, int]]  # per controller: LimitViolations.as_dict()
+    late_takeovers: dict[str, int]  # per controller: TrajectoryExecutor.late_takeovers
     renders: int
     render_wall_s: float
     lockstep_timeouts: int
@@ -492,6 +493,7 @@ class AlohaEpisode:
             accepted=tally.accepted,
             rejected=tally.rejected,
             limits={n: e.violations.as_dict() for n, e in self.executors.items()},
+            late_takeovers={n: e.late_takeovers for n, e in self.executors.items()},
             renders=tally.renders,
             render_wall_s=tally.render_wall_s,
             lockstep_timeouts=tally.lockstep_timeouts,

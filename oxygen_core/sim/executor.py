@@ -206,6 +206,9 @@ class TrajectoryExecutor:
         self._last_time = time
         self.last_takeover: Takeover | None = None
         self.violations = LimitViolations()  # since the reset
+        # Trajectories taken over with a point already due (since the reset): the message
+        # reached the controller after the time its sender meant a point for.
+        self.late_takeovers = 0
 
     def replace(self, trajectory: Trajectory, now: float) -> Refused | None:
         """Hand `trajectory` to the controller at sim time `now` (its arrival). Returns None
@@ -262,6 +265,7 @@ class TrajectoryExecutor:
             self.last_takeover = Takeover(t, self._last.copy(), first, skipped)
         self._run = run
         self.violations += counted
+        self.late_takeovers += skipped > 0
 
     def _linear(self, goal: Goal, t: float) -> tuple[Spline, np.ndarray, int, LimitViolations]:
         absolute = goal.start + goal.times

@@ -170,7 +170,8 @@ class AlohaBinding:
         )
 
     def summary(self, outcomes: Sequence[AlohaOutcome]) -> str:
-        """Success per task, rejections, points over the joints' ranges, renders."""
+        """Success per task, rejections, points over the joints' ranges, trajectories
+        taken over late, renders."""
         per_task: dict[str, list[bool]] = collections.defaultdict(list)
         rejected: collections.Counter[str] = collections.Counter()
         for o in outcomes:
@@ -180,12 +181,14 @@ class AlohaBinding:
         limits = sum(
             (LimitViolations(**v) for o in outcomes for v in o.limits.values()), LimitViolations()
         )
+        late = sum(n for o in outcomes for n in o.late_takeovers.values())
         renders = sum(o.renders for o in outcomes)
         render_s = sum(o.render_wall_s for o in outcomes)
         return (
             f"success {success}; trajectories accepted {sum(o.accepted for o in outcomes)}, "
             f"rejected {dict(rejected)}; points outside the joints' ranges: {limits.position} "
-            f"(in {limits.trajectories} trajectories); {renders} renders at "
+            f"(in {limits.trajectories} trajectories); taken over with a point already due: "
+            f"{late}; {renders} renders at "
             f"{renders / render_s if render_s else 0:.0f}/s"
         )
 
