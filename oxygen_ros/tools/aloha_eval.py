@@ -93,7 +93,7 @@ ALOHA = TaskWorld(
     cameras="top and wrist cameras",
     check_params=check_params,
     topic_parameters=topic_parameters,
-    episode_keys=("max_steps", "reward", "success_step", "limits"),
+    episode_keys=("max_steps", "reward", "success_step", "limits", "late_takeovers"),
     counts=("accepted",),
     rejected="rejected",
 )
