@@ -24,8 +24,8 @@ the robot's clock (the node clock, bag time in replay, step * period in process)
    reported with its reason.
 5. `skipped(tick_ns)`: a frame that sends nothing (an input outage, an overrun): the
    watchdog.
-6. `held()` (any thread): a hold went out; `stop(positions, velocities)` is the hold's
-   trajectory from the measured state.
+6. `held()` (any thread): a hold went out; `stop(positions, velocities, age_s)` is the
+   hold's trajectory from the measured state.
 
 The watchdog holds the robot once per outage: when no chunk goes out and the running
 chunk's last row comes before the next frame's chunk could arrive (the next tick plus one
@@ -272,17 +272,25 @@ class ControlStep:
         with self._lock:
             return self._standing
 
-    def stop(self, positions: np.ndarray | None, velocities: np.ndarray | None) -> Shaped | None:
-        """The hold's trajectory: a stop from `positions` and `velocities` within the gate's
-        limits (oxygen_core.controller.shaping.stop); positions None (no usable joint
-        state): where the last frame measured the robot, without velocities; None when no
-        frame did either."""
+    def stop(
+        self,
+        positions: np.ndarray | None,
+        velocities: np.ndarray | None,
+        age_s: float = 0.0,
+    ) -> Shaped | None:
+        """The hold's trajectory: a stop within the gate's limits from where the robot will
+        be when the controller takes it over (oxygen_core.controller.shaping.stop): the
+        measured `positions` moved on at `velocities` for the measurement's `age_s` now (at
+        most one control period: an older joint state is a gap, whose velocity says little
+        about now) and `lead_s` more. positions None (no usable joint state): where the
+        last frame measured the robot, without velocities; None when no frame did either."""
         if positions is None:
             last = self._measured
             if last is None:
                 return None
             positions, velocities = last.positions, None
-        return shaping.stop(positions, velocities, self._limits, self._period_s)
+        ahead_s = min(max(age_s, 0.0), self._period_s) + self._lead_ns / NS_PER_S
+        return shaping.stop(positions, velocities, self._limits, self._period_s, ahead_s)
 
     def _watchdog(self, tick_ns: int, reason: str) -> str | None:
         last = self.timeline.last_row_ns()

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 
@@ -58,7 +59,7 @@ from oxygen_ros.convert import (
     stop_chunk_msg,
 )
 from oxygen_ros.diagnostics import NodeStats
-from oxygen_ros.inputs import SKIP_REASONS, FrameAssembler, Skip
+from oxygen_ros.inputs import JOINT_STATE, SKIP_REASONS, FrameAssembler, Skip
 from oxygen_ros.motion import MotionAuthority, Outgoing
 from oxygen_ros.params import ChunkLayout, NodeConfig
 from oxygen_ros.throttle import KeyedThrottle
@@ -105,6 +106,7 @@ class FrameLoop:
         layout: ChunkLayout,
         logger: FrameLogger,
         clock: Callable[[], float] = time.monotonic,
+        now_ns: Callable[[], int] | None = None,
         gate: ChunkGate | None = None,
         max_rejections: int = 3,
         latency_scale: float = 1.0,
@@ -112,7 +114,9 @@ class FrameLoop:
     ) -> None:
         """motion: the outputs, through the authority that decides what reaches the
         controller and sends the holds (this loop says what a hold is). clock: the steady
-        clock Tick.start_s and deadline_s are on (seconds). gate: the
+        clock Tick.start_s and deadline_s are on (seconds). now_ns: the node's clock (bag
+        time in replay), against which a hold reads its joint state's age (None: taken as
+        fresh). gate: the
         chunk gate over `layout.action_names`, which the assembler must read from the joint
         state as its `commanded_names` (None: chunks go out unchecked, reported as an
         ERROR). max_rejections: rejected chunks in
@@ -129,6 +133,7 @@ class FrameLoop:
         self._layout = layout
         self._log = logger
         self._clock = clock
+        self._now_ns = now_ns
         self._origins: collections.OrderedDict[int, Time] = collections.OrderedDict()
         self._texts: dict[str, str] = {}
         self._throttle = KeyedThrottle(clock=clock)
@@ -175,11 +180,11 @@ class FrameLoop:
     def hold_messages(self, reason: str) -> list[Outgoing]:
         """A hold on each controller output the node has (for the motion authority, any
         thread): a trajectory controller gets a stop stamped zero (on arrival) from the
-        latest measured joint positions and velocities, decelerating within the joints'
-        acceleration limits (ControlStep.stop; a JointState without velocities: the one
-        point at the positions; one that is not finite: the last frame's measured state,
-        where the robot last was known to be); a ~/command_chunk controller a chunk of 0
-        rows (stop). [] when there is nothing to hold at."""
+        latest measured joint positions and velocities, moved on for the JointState's age,
+        decelerating within the joints' acceleration limits (ControlStep.stop; a JointState
+        without velocities: the one point at the positions; one that is not finite: the last
+        frame's measured state, where the robot last was known to be); a ~/command_chunk
+        controller a chunk of 0 rows (stop). [] when there is nothing to hold at."""
         names, messages = self._layout.action_names, []
         if self._cfg.command_chunk:
             stop = stop_chunk_msg(names, len(names), control_period_s=self._cfg.control_period_s)
@@ -187,12 +192,20 @@ class FrameLoop:
         if self._cfg.joint_trajectory:
             positions = self._assembler.measured_positions(names)
             velocities = self._assembler.measured_velocities(names)
-            stop = self._step.stop(positions, velocities)
+            stop = self._step.stop(positions, velocities, self._joint_state_age_s())
             if stop is None:
                 self._warn(f"no hold {reason}", f"cannot hold ({reason}): no finite joint state")
             else:
                 messages.extend(self._trajectories(stop))
         return messages
+
+    def _joint_state_age_s(self) -> float:
+        """How old the latest JointState is by its stamp on the node's clock (0 without
+        the clock or before the first one)."""
+        if self._now_ns is None:
+            return 0.0
+        age = self._assembler.freshness(self._now_ns() / NS_PER_S)[JOINT_STATE]
+        return age if math.isfinite(age) else 0.0
 
     def _trajectories(self, shaped: Shaped) -> list[Outgoing]:
         """(output, JointTrajectory, controller) of `shaped` for each trajectory controller

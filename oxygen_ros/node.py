@@ -199,6 +199,7 @@ class OxygenNode(LifecycleNode):
             velocity_cap=pipeline.settings.velocity_cap,
             max_rejections=cfg.gate_max_rejections,
             logger=self.get_logger(),
+            now_ns=lambda: self.get_clock().now().nanoseconds,
         )
         router = InputRouter(
             assembler=assembler,

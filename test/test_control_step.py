@@ -157,7 +157,12 @@ def test_the_hold_stops_from_the_measured_state_or_the_last_frame():
     last = control.stop(None, None)
     assert last.stamp_ns == 0 and last.positions.tolist() == [[0.25, 0.25]]
     moving = control.stop(np.zeros(2), np.full(2, 1.0))  # 1 rad/s, at most 1e4 rad/s^2
-    assert moving.velocities[0].tolist() == [1.0, 1.0] and moving.velocities[-1].tolist() == [0, 0]
+    assert moving.velocities[-1].tolist() == [0, 0] and moving.times[0] == PERIOD_S
+    # A joint state 5 ms old is moved on 5 ms; one older than a period only a period.
+    fresh = control.stop(np.zeros(2), np.full(2, 1.0), age_s=0.005).positions[0]
+    np.testing.assert_allclose(fresh - moving.positions[0], 0.005)
+    gap = control.stop(np.zeros(2), np.full(2, 1.0), age_s=10.0).positions[0]
+    np.testing.assert_allclose(gap - moving.positions[0], PERIOD_S)
 
 
 def test_a_stamp_before_the_last_says_why():

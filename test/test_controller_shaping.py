@@ -117,10 +117,30 @@ def test_the_hold_is_a_stop_from_the_measured_velocity_or_one_point_without_one(
     assert len(still.positions) == 1
     moving = shaping.stop(np.array([0.0, 0.0]), np.array([1.0, 0.0]), _limits(4.0), PERIOD)
     assert moving.stamp_ns == 0 and moving.tail == 3
-    np.testing.assert_allclose(
-        moving.positions[:, 0], [0.0, 0.1 - 0.01 / 0.6, 0.2 - 0.04 / 0.6, 0.15]
-    )
-    np.testing.assert_allclose(moving.velocities[:, 0], [1.0, 2 / 3, 1 / 3, 0.0])
+    np.testing.assert_allclose(moving.times, [0.1, 0.2, 0.3])  # from a period after arrival
+    np.testing.assert_allclose(moving.positions[:, 0], [0.1 - 0.01 / 0.6, 0.2 - 0.04 / 0.6, 0.15])
+    np.testing.assert_allclose(moving.velocities[:, 0], [2 / 3, 1 / 3, 0.0])
+    # Measured 0.05 s before the take-over: the same stop from where the joint is by then.
+    ahead = shaping.stop(np.zeros(2), np.array([1.0, 0.0]), _limits(4.0), PERIOD, ahead_s=0.05)
+    np.testing.assert_allclose(ahead.positions[:, 0], moving.positions[:, 0] + 0.05)
+
+
+def test_a_hold_taken_over_after_the_robot_moved_on_stays_within_the_acceleration_limit():
+    """The controller starts the hold from the state it measures at the take-over, 30 ms
+    after the joint state the hold was built from: 1 rad/s, 0.03 rad further on. Its first
+    segment is the stop's own deceleration (4 rad/s^2); a hold built as if the joint were
+    still where it was measured would pull it back (over 10 rad/s^2)."""
+    limits, velocity = _limits(4.0, joints=1), np.array([1.0])
+    at_takeover = np.array([0.03])
+    for ahead_s, bound in ((0.03, 4.0 + 1e-9), (0.0, None)):
+        hold = shaping.stop(np.zeros(1), velocity, limits, PERIOD, ahead_s=ahead_s)
+        _, acceleration = shaping.segment_peaks(
+            at_takeover, velocity, hold.positions[0], hold.velocities[0], hold.times[0]
+        )
+        if bound is not None:
+            assert acceleration[0] <= bound
+        else:
+            assert acceleration[0] > 10.0
 
 
 def test_segment_peaks_are_exact():

@@ -199,6 +199,7 @@ def rig(
     cfg: NodeConfig = CFG,
     velocity_cap: VelocityCap | None = None,
     parts: tuple = (),
+    now_ns=None,
 ) -> Rig:
     clock = FakeClock()
     engine = FakeEngine(clock, act_s, handover=handover, delays=list(delays))
@@ -226,6 +227,7 @@ def rig(
         layout=ChunkLayout(horizon=HORIZON, action_names=JOINTS, parts=parts),
         logger=log,
         clock=clock,
+        now_ns=now_ns,
         gate=chunk_gate,
         max_rejections=max_rejections,
         velocity_cap=velocity_cap,
@@ -896,7 +898,10 @@ def test_jtc_refuses_a_chunk_no_row_of_which_can_be_met_within_the_limits():
 
 
 def test_a_hold_from_a_moving_joint_state_decelerates_within_the_limits():
-    r = rig(act_s=[0.03], cfg=JTC, chunk_gate=chunk_gate(acceleration=10.0))
+    now_ns = [10_010 * MS]  # the node's clock: the joint state below is 10 ms old
+    r = rig(
+        act_s=[0.03], cfg=JTC, chunk_gate=chunk_gate(acceleration=10.0), now_ns=lambda: now_ns[0]
+    )
     r.assembler.on_instruction("stack")
     r.feed()
     header = Header(stamp=seconds_to_stamp(10.0))
@@ -905,9 +910,11 @@ def test_a_hold_from_a_moving_joint_state_decelerates_within_the_limits():
     assert r.motion.hold("e-stop")
     (hold,) = _sent(r, topics.JOINT_TRAJECTORY)
     assert _ns(hold.header.stamp) == 0
-    # a at 0.1 rad/s stops in 10 ms at 10 rad/s^2: one 20 ms period, at 5 rad/s^2.
-    np.testing.assert_allclose(_points(hold), [(0.5, 0.1, 0), (0.501, 0.0, 20)])
-    np.testing.assert_allclose([p.positions[1] for p in hold.points], [-0.5, -0.5])
+    # a at 0.1 rad/s stops in 10 ms at 10 rad/s^2: one 20 ms period, at 5 rad/s^2, from
+    # where it is when the controller takes the hold over: 10 ms of age and the 5 ms lead
+    # on from 0.5, 0.5015; the one point a period later.
+    np.testing.assert_allclose(_points(hold), [(0.5025, 0.0, 20)])
+    np.testing.assert_allclose([p.positions[1] for p in hold.points], [-0.5])
 
 
 def test_each_trajectory_controller_gets_its_joints_with_the_same_stamp():

@@ -28,9 +28,15 @@ trajectory controller does with them depends on which one it is (`ControllerMode
 - "jtc_replacement" (master's `allow_trajectory_replacement`) and "none" (a topic the
   user's own code reads): the rows as released, positions only, stamped with row 0's time.
 
-A hold is a stop, not a step (`stop`): from the measured positions and velocities, the
-same stopping tail, stamped zero (on arrival). Without measured velocities it is the one
-point at the measured positions: the controller stops in one update.
+A hold is a stop, not a step (`stop`): the same stopping tail, stamped zero (on arrival),
+from where the robot will be when the controller takes it over, the measured positions
+moved on at the measured velocities for as long as the measurement is old by then. Its
+first point is one period after the take-over, so the controller's segment from the state
+it measures then is the tail's first period. A point at the measured positions due at
+once would be a step back by the distance travelled since the measurement (Jazzy samples
+a point already due mid-segment): at 1 rad/s and 30 ms, 30 mrad, 75 rad/s^2 in one 20 ms
+update. Without measured velocities it is the one point at the measured positions: the
+controller stops in one update.
 
 `segment_peaks` gives the exact largest velocity and acceleration of each cubic segment
 the controller runs, for the gate and for screening the segment from the state at arrival
@@ -322,16 +328,23 @@ def stop(
     velocity: np.ndarray | None,
     limits: JointLimits | None,
     period_s: float,
+    ahead_s: float = 0.0,
 ) -> Shaped:
-    """The hold: from the measured `position` and `velocity`, the stopping tail, stamped
-    zero (on arrival). Without a velocity (or one not finite): the one point at `position`."""
+    """The hold, stamped zero (on arrival): the stopping tail from `position` moved on at
+    the measured `velocity` for `ahead_s` (the measurement's age when the controller takes
+    the hold over), its points one period apart from one period after the take-over.
+    Without a velocity (or one not finite, or zero): the one point at `position`, due at
+    once."""
     position = np.asarray(position, np.float64)
     if velocity is None or not np.all(np.isfinite(velocity)) or not np.any(velocity):
         return Shaped(0, np.zeros(1), position[None], None)
-    tail, tail_velocities = stopping_tail(position, velocity, limits, period_s)
-    positions = np.vstack([position, tail])
-    velocities = np.vstack([np.asarray(velocity, np.float64), tail_velocities])
-    return Shaped(0, np.arange(len(positions)) * period_s, positions, velocities, tail=len(tail))
+    velocity = np.asarray(velocity, np.float64)
+    start = position + velocity * ahead_s
+    if limits is not None:
+        start = np.clip(start, limits.lower, limits.upper)
+    tail, tail_velocities = stopping_tail(start, velocity, limits, period_s)
+    times = np.arange(1, len(tail) + 1) * period_s
+    return Shaped(0, times, tail, tail_velocities, tail=len(tail))
 
 
 def segment_peaks(

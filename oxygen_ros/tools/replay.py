@@ -211,6 +211,7 @@ class OfflineReplay:
             velocity_cap=pipeline.settings.velocity_cap,
             max_rejections=cfg.gate_max_rejections,
             logger=self.log,
+            now_ns=self._now_ns,
             latency_scale=0.0 if rate is None else rate,
         )
         self.router = InputRouter(
