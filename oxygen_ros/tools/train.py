@@ -105,13 +105,14 @@ def episodes_file(bags: Sequence[Path], src: Sources, cfg, robot, work: Path) ->
 
 
 def recorded_camera_size(bags: Sequence[Path], src: Sources) -> int:
-    """The height of the first image on the params' first camera: the size the cameras were
+    """The width of the first image on the params' first camera: the size the cameras were
     rendered or recorded at before the model's resize, which train_config.json records as
-    the camera size the policy's evaluations render (not the sim default)."""
+    the camera size the policy's evaluations render (not the sim default; every world's
+    camera size is the image's width, ALOHA's 4:3 images too)."""
     topic = src.names.cameras[0]
     for bag in bags:
         for message in read_bag(bag, [topic]):
-            return image_to_rgb(from_cdr(message.data, message.msgtype)).shape[0]
+            return image_to_rgb(from_cdr(message.data, message.msgtype)).shape[1]
     raise BagError(f"no image on {topic} in {', '.join(map(str, bags))}")
 
 
