@@ -305,14 +305,20 @@ class RobotConfig:
         return SPACES[self.space].model_dims or self.action_dim
 
     def apply(self, model: ModelConfig) -> ModelConfig:
-        """The model preset with this robot's horizon and prompt budget."""
+        """The model preset with this robot's horizon and prompt budget, and an image slot
+        for each of its cameras: a preset sized for fewer cameras (demo's two) would drop
+        the last ones without a word; the slots past a robot's cameras stay masked, as
+        openpi runs pi05 for a robot with two."""
         if self.model_dims > model.action_dim:
             raise ValueError(
                 f"robot {self.name!r} has {self.model_dims} action dimensions in the model's "
                 f"space, more than model preset {model.name!r}'s {model.action_dim}"
             )
         changes = {"action_horizon": self.action_horizon, "max_token_len": self.max_token_len}
-        return dataclasses.replace(model, **{k: v for k, v in changes.items() if v is not None})
+        changes = {k: v for k, v in changes.items() if v is not None}
+        return dataclasses.replace(
+            model, num_images=max(model.num_images, len(self.cameras)), **changes
+        )
 
 
 # The openpi checkpoints' training settings (openpi training/config.py): pi05_libero

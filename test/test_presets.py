@@ -31,6 +31,7 @@ from oxygen_core.model import weights as P
 from oxygen_core.model.checkpoint import EMBEDDING, save_checkpoint
 from oxygen_core.model.info import main
 from oxygen_core.model.normalize import NormStats, identity_stats, write_norm_stats
+from oxygen_core.policy import model_images
 
 GEMMA_2B_PUBLISHED = 2_506_172_416  # 256k vocab; PaliGemma adds 1,152 tokens x 2048
 PI05_VLM = GEMMA_2B_PUBLISHED + (257_152 - 256_000) * 2048
@@ -81,6 +82,17 @@ def test_robot_overrides_horizon_and_prompt_budget():
     assert robot_preset("libero").cameras == IMAGE_SLOTS[:2]
     dims = {name: robot_preset(name).action_dim for name in ("libero", "droid", "aloha")}
     assert dims == {"libero": 7, "droid": 8, "aloha": 14}
+
+
+def test_every_camera_of_the_robot_gets_an_image_slot():
+    demo = model_preset("demo")  # two slots: the tabletop's base and wrist cameras
+    aloha = robot_preset("aloha").apply(demo)
+    assert (demo.num_images, aloha.num_images) == (2, 3)
+    images = {slot: np.full((48, 64, 3), i + 1, np.uint8) for i, slot in enumerate(IMAGE_SLOTS)}
+    out, mask = model_images(aloha, images)
+    assert mask.all() and [int(im.max()) for im in out] == [1, 2, 3]  # the right wrist kept
+    assert robot_preset("sim").apply(demo).num_images == 2
+    assert robot_preset("libero").apply(model_preset("pi05")).num_images == 3  # one masked
 
 
 def test_unknown_names_list_the_choices():

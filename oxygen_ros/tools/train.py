@@ -5,8 +5,8 @@
 oxygen_core must not read bags (it runs without ROS), so the bags are read here: each
 bag's records (`bag_records`, the node's topics and conversions from --params) become the
 trainer's episodes file under --work, `bags-<digest>-<size>.npz` (the digest is of the bag
-folders, their metadata.yaml, the params file and the chunk horizon, so a rerun with the
-same arguments reads no bag and resumes), which the run trains on as it would train on
+folders, their metadata.yaml, the params file, the chunk horizon and the image slots, so a
+rerun with the same arguments reads no bag and resumes), which the run trains on as on
 `--episodes FILE`: norm stats and tokenizer fitted on it, the same checkpoint written.
 Every other flag is oxygen-train's; with --episodes-only the file is written and printed
 (another run's --add-episodes). The robot trained is the params file's `robot`, a preset
@@ -93,7 +93,7 @@ def episodes_file(bags: Sequence[Path], src: Sources, cfg, robot, work: Path) ->
             f"{robot.name} has state_dim {robot.state_dim} and action_dim {robot.action_dim}"
         )
     size, horizon = cfg.vision.image_size, cfg.action_horizon
-    path = work / f"bags-{_digest(bags, src.params, horizon)}-{size}.npz"
+    path = work / f"bags-{_digest(bags, src.params, horizon, cfg.num_images)}-{size}.npz"
     if path.exists():
         return path
     records = [r for bag in bags for r in bag_records(bag, src, horizon, size)]
@@ -116,9 +116,10 @@ def recorded_camera_size(bags: Sequence[Path], src: Sources) -> int:
     raise BagError(f"no image on {topic} in {', '.join(map(str, bags))}")
 
 
-def _digest(bags: Sequence[Path], params: Path, horizon: int) -> str:
+def _digest(bags: Sequence[Path], params: Path, horizon: int, images: int) -> str:
     """What the episodes file depends on: the bags (folder and metadata.yaml, which lists
-    its files and message counts), the params file and the chunk horizon."""
+    its files and message counts), the params file, the chunk horizon and the model's image
+    slots."""
     for bag in bags:
         if not (bag / "metadata.yaml").is_file():
             raise BagError(f"{bag} is no rosbag2 folder (no metadata.yaml)")
@@ -126,6 +127,7 @@ def _digest(bags: Sequence[Path], params: Path, horizon: int) -> str:
         "bags": [[str(b.resolve()), (b / "metadata.yaml").read_text()] for b in bags],
         "params": params.read_text(),
         "horizon": horizon,
+        "images": images,
     }
     return hashlib.sha256(json.dumps(content).encode()).hexdigest()[:16]
 
