@@ -22,6 +22,7 @@ from std_msgs.msg import String
 from oxygen_ros.convert import joint_state_msg, ns_to_stamp, trajectory_msg
 from oxygen_ros.tools import limit_check
 from oxygen_ros.tools.bagio import BagWriter
+from oxygen_ros.tools.limit_sampling import STATE_MAX_AGE_S, JointSample, MeasuredStates
 
 pytestmark = pytest.mark.ros
 
@@ -200,13 +201,15 @@ def test_the_check_computes_with_its_own_code_not_the_gates():
 
 
 def test_the_jtc_controller_model_counts_what_it_commands_update_by_update(tmp_path, capsys):
-    """At 10 Hz, from the joint state's 0: trajectory 0 takes over at 1.0 s and commands a
+    """At 10 Hz, with no joint state to read (another topic), so the arm follows its
+    command: trajectory 0 takes over at 1.0 s from its first point, 0, and commands a
     period ahead, 0.1 then 0.2 (1 /s). Trajectory 1 arrives at 1.15 s and takes over at 1.2
     s, its point 0 (1.15 s) already past: mid-segment, 0.95 (between 0.6 at 1.25 s and 1.3
     at 1.35 s, at 1.3 s), a step of 7.5 /s and 65 /s^2; then it holds 1.3, outside [-1, 1],
     stepping 3.5 /s into it. Five updates, to the last point's time plus one."""
     bag = str(_bag(tmp_path))
     args = [bag, *_files(tmp_path), "--json", "--controller", "jtc", "--update-rate", "10"]
+    args += ["--joint-state-topic", "/no_states"]
     assert limit_check.main(args) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["trajectories"], report["points"]) == (2, 5)
@@ -251,3 +254,54 @@ def test_under_jtc_a_run_starts_from_the_joint_state_before_its_first_trajectory
     args[0] = str(bag)
     assert limit_check.main(args) == 0
     assert json.loads(capsys.readouterr().out)["counts"]["velocity"] == 0
+
+
+def test_under_jtc_a_take_over_starts_from_the_measured_state(tmp_path, capsys):
+    """The controller takes a trajectory over from the joint state it reads, not from its
+    last command. At 10 Hz trajectory 0 (a: 0, 0.15, 0.3 from 1.0 s) has the command at
+    0.3 for 1.2 s; trajectory 1 (a: 0.05 at 1.3 s) arrives at 1.15 s and takes over at 1.2
+    s. The arm lagged: the state at 1.15 s has a at 0.02 moving at 0.6 /s, so 0.05 at 1.2
+    s, where trajectory 1 wants it: nothing over. Taking the arm to follow its command
+    (no state to read) the segment runs from 0.3 to 0.05 in one period: -2.5 /s, over 2."""
+    bag = tmp_path / "bag"
+    with BagWriter(bag, split_s=None) as writer:
+        _state(writer, 900 * MS, 0.0)
+        _trajectory(writer, 1000 * MS, ("a", "b"), [[0.0, 0.0], [0.15, 0.0], [0.3, 0.0]])
+        lagging = joint_state_msg(
+            ("a", "b"),
+            np.array([0.02, 0.0]),
+            stamp=ns_to_stamp(1150 * MS),
+            frame_id="",
+            velocities=np.array([0.6, 0.0]),
+        )
+        writer.write_ros(STATES, 1150 * MS, lagging)
+        msg = trajectory_msg(
+            ("a", "b"), np.array([[0.05, 0.0]]), [0.0], stamp=ns_to_stamp(1300 * MS)
+        )
+        writer.write_ros(TRAJECTORY, 1150 * MS, msg)
+    args = [str(bag), *_files(tmp_path), "--json", "--controller", "jtc", "--update-rate", "10"]
+    assert limit_check.main(args) == 0
+    assert json.loads(capsys.readouterr().out)["counts"]["velocity"] == 0
+    assert limit_check.main([*args, "--joint-state-topic", "/no_states"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["counts"]["velocity"] == 1
+    assert report["worst"]["velocity"][0]["value"] == pytest.approx(-2.5)
+
+
+def test_the_measured_state_is_moved_on_at_its_velocity_and_trusted_only_while_fresh():
+    """A state is the arm's at a later update moved on at its velocities; older than
+    STATE_MAX_AGE_S, or lacking a joint of the topic, it is none."""
+    samples = [
+        JointSample(1000 * MS, {"a": 0.1, "b": 0.0, "c": 9.0}, {"a": 2.0, "b": 0.0, "c": 0.0}),
+        JointSample(2000 * MS, {"a": 0.5}, {"a": 0.0}),  # lacks b: not the topic's state
+    ]
+    states = MeasuredStates(samples, ("a", "b"))
+    position, velocity = states.at(1050 * MS)
+    np.testing.assert_allclose(position, [0.2, 0.0])
+    np.testing.assert_allclose(velocity, [2.0, 0.0])
+    assert states.at(999 * MS) is None
+    assert states.at(1000 * MS + round(STATE_MAX_AGE_S * 1e9) + 1) is None
+    still = MeasuredStates([JointSample(1000 * MS, {"a": 0.1, "b": 0.0}, {})], ("a", "b"))
+    position, velocity = still.at(1200 * MS)
+    np.testing.assert_allclose(position, [0.1, 0.0])
+    assert velocity is None

@@ -64,7 +64,7 @@ from oxygen_ros import topics
 from oxygen_ros.convert import stamp_to_ns
 from oxygen_ros.tools.bagio import BagReadError, from_cdr, read_bag
 from oxygen_ros.tools.limit_findings import Finding, outside, over
-from oxygen_ros.tools.limit_sampling import Arrival, sampled
+from oxygen_ros.tools.limit_sampling import Arrival, JointSample, sampled
 
 KINDS = ("position", "velocity", "acceleration", "jump")
 DEFAULT_TOPICS = ("/oxygen/joint_trajectory", "/joint_states")  # the node's defaults
@@ -205,12 +205,12 @@ class Summary:
 
 def read_trajectories(
     bag: Path, topic: str, state_topic: str, reset_topic: str | None = None
-) -> list[Commanded]:
+) -> tuple[list[Commanded], list[JointSample]]:
     """The trajectories on `topic` in log-time order, each with the latest joint state
     stamped at or before its stamp and whether a message on `reset_topic` came since the
-    trajectory before. ValueError when the topic has none."""
+    trajectory before; and every joint state. ValueError when the topic has none."""
     trajectories: list[Commanded] = []
-    states: list[tuple[int, dict[str, float]]] = []  # (stamp, name -> position)
+    states: list[JointSample] = []
     reset = False
     for message in read_bag(bag, [topic, state_topic, reset_topic]):
         if message.topic == reset_topic:
@@ -219,18 +219,30 @@ def read_trajectories(
         msg = from_cdr(message.data, message.msgtype)
         stamp = stamp_to_ns(msg.header.stamp) or message.time_ns  # zero: "now"
         if message.topic == state_topic:
-            states.append((stamp, dict(zip(msg.name, msg.position, strict=False))))
+            states.append(_sample(msg, stamp))
         elif msg.points:
             commanded = _commanded(len(trajectories), msg, stamp, states, reset)
             trajectories.append(_arrived(commanded, msg, message.time_ns))
             reset = False
     if not trajectories:
         raise ValueError(f"bag {bag} has no JointTrajectory with points on {topic}")
-    return trajectories
+    return trajectories, states
 
 
-def _commanded(index: int, msg: Any, stamp: int, states: list, after_reset: bool) -> Commanded:
-    measured = [s for t, s in states if t <= stamp]
+def _sample(msg: Any, stamp: int) -> JointSample:
+    """A JointState as a sample; its velocities only where it has one per joint."""
+    velocities = list(msg.velocity) if len(msg.velocity) == len(msg.name) else []
+    return JointSample(
+        stamp,
+        dict(zip(msg.name, msg.position, strict=False)),
+        dict(zip(msg.name, velocities, strict=False)),
+    )
+
+
+def _commanded(
+    index: int, msg: Any, stamp: int, states: list[JointSample], after_reset: bool
+) -> Commanded:
+    measured = [s.positions for s in states if s.stamp_ns <= stamp]
     return Commanded(
         index=index,
         stamp_ns=stamp,
@@ -398,7 +410,7 @@ def _run(args: argparse.Namespace) -> list[tuple[str, Summary, JointLimits]]:
 def _run_topic(
     args: argparse.Namespace, topic: str, state_topic: str
 ) -> tuple[str, Summary, JointLimits]:
-    trajectories = read_trajectories(args.bag, topic, state_topic, args.reset_topic or None)
+    trajectories, states = read_trajectories(args.bag, topic, state_topic, args.reset_topic or None)
     joints = list(dict.fromkeys(n for t in trajectories for n in t.joint_names))
     for t in trajectories:
         if sorted(t.joint_names) != sorted(joints):
@@ -411,7 +423,7 @@ def _run_topic(
     if not args.update_rate > 0:
         raise ValueError(f"--update-rate must be > 0, got {args.update_rate}")
     received = arrivals(trajectories, args.controller)
-    samples, updates = sampled(received, limits, args.controller, args.update_rate)
+    samples, updates = sampled(received, limits, args.controller, args.update_rate, states)
     summary = Summary.of(trajectories, samples, args.top)
     return topic, dataclasses.replace(summary, points=updates), limits
 

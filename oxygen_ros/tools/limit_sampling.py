@@ -12,8 +12,18 @@ outside the limits:
 
 So the segment the controller runs from the state at each arrival, and the stop at the
 end of a trajectory, are counted with the rest, which the per-point count cannot see.
-The arm is taken to follow its command (the measured state at an update is the previous
-command, its velocity the last step's). Each run of trajectories between two resets
+
+Where the trajectory starts. Under "jtc" the controller takes a trajectory over from the
+measured joints (oxygen_core.controller.jtc): where the bag logs joint states naming every
+joint of the topic, the latest one at or before the take-over update (at most
+STATE_MAX_AGE_S old), its positions moved on at its velocities for its age, and its
+velocities (none logged: the controller starts at rest). The differences at that update
+are taken from that state, not from the last command: the step between the two is the
+tracking error, which the controller, not the sender, turns into a command (the node
+plans each trajectory from the measured state as the controller will run it). Without
+such a state (none logged, or it lacks a joint, as a gripper whose state is a finger's
+opening) the arm is taken to follow its command: the state at an update is the previous
+command, its velocity the last step's. Each run of trajectories between two resets
 (see limit_check) starts with its first trajectory that is not a hold (stamped zero),
 from the arm at rest at the joint state logged last before that trajectory (its first
 point when the bag has no joint state naming every joint): there is no previous command
@@ -39,6 +49,19 @@ from oxygen_core.safety.limits import JointLimits
 from oxygen_core.sim.executor import Controller, Trajectory, TrajectoryExecutor
 from oxygen_ros.tools.limit_findings import Finding, outside, over
 
+# A logged joint state older than this at a take-over is not taken for the arm's: the
+# node's own stale_timeout_s default, past which it does not trust a state either.
+STATE_MAX_AGE_S = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class JointSample:
+    """One logged joint state: positions and velocities by joint name."""
+
+    stamp_ns: int
+    positions: dict[str, float]
+    velocities: dict[str, float]  # empty when the message carries none
+
 
 @dataclasses.dataclass(frozen=True)
 class Arrival:
@@ -52,17 +75,53 @@ class Arrival:
     measured: dict[str, float] | None = None  # the last joint state logged before it
 
 
+class MeasuredStates:
+    """The logged joint states that name every joint of a topic, in time order, as the
+    controller would read them at a take-over (module docstring)."""
+
+    def __init__(self, samples: Sequence[JointSample], names: Sequence[str]) -> None:
+        kept = sorted(
+            (s for s in samples if all(n in s.positions for n in names)),
+            key=lambda s: s.stamp_ns,
+        )
+        self._stamps = np.array([s.stamp_ns for s in kept], np.int64)
+        self._positions = np.array([[s.positions[n] for n in names] for s in kept], np.float64)
+        moving = [s for s in kept if all(n in s.velocities for n in names)]
+        self._velocities = (
+            np.array([[s.velocities[n] for n in names] for s in kept], np.float64)
+            if kept and len(moving) == len(kept)
+            else None
+        )
+
+    def at(self, t_ns: int) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """(position, velocity or None) of the arm at `t_ns`; None when no state is logged
+        at or before it within STATE_MAX_AGE_S."""
+        i = int(np.searchsorted(self._stamps, t_ns, side="right")) - 1
+        if i < 0 or t_ns - self._stamps[i] > STATE_MAX_AGE_S * NS_PER_S:
+            return None
+        if self._velocities is None:
+            return self._positions[i].copy(), None
+        age_s = (t_ns - self._stamps[i]) / NS_PER_S
+        return self._positions[i] + self._velocities[i] * age_s, self._velocities[i].copy()
+
+
 def sampled(
-    arrivals: Sequence[Arrival], limits: JointLimits, controller: Controller, rate_hz: float
+    arrivals: Sequence[Arrival],
+    limits: JointLimits,
+    controller: Controller,
+    rate_hz: float,
+    states: Sequence[JointSample] = (),
 ) -> tuple[list[Finding], int]:
-    """The samples over a limit, and how many updates were sampled (module docstring)."""
+    """The samples over a limit, and how many updates were sampled (module docstring).
+    states: the bag's joint states, from which "jtc" takes trajectories over."""
     dt_ns = round(NS_PER_S / rate_hz)
     runs = _runs(arrivals)
+    measured = MeasuredStates(states if controller == "jtc" else (), limits.names)
     found: list[Finding] = []
     updates = 0
     for k, run in enumerate(runs):
         stop_ns = runs[k + 1][0].arrival_ns if k + 1 < len(runs) else None
-        run_found, run_updates = _run(run, stop_ns, limits, controller, dt_ns)
+        run_found, run_updates = _run(run, stop_ns, limits, controller, dt_ns, measured)
         found += run_found
         updates += run_updates
     return found, updates
@@ -85,6 +144,7 @@ def _run(
     limits: JointLimits,
     controller: Controller,
     dt_ns: int,
+    measured: MeasuredStates,
 ) -> tuple[list[Finding], int]:
     """One run's samples over a limit and its number of updates: from the first update at
     or after its first arrival to the end of its last trajectory, or to the next run."""
@@ -104,11 +164,19 @@ def _run(
     found: list[Finding] = []
     running, since, updates = -1, 0, 0
     while t_ns <= end_ns + dt_ns:
+        took_over = False
         while pending and pending[0].arrival_ns <= t_ns:
             arrival = pending.popleft()
             if executor.replace(arrival.trajectory, now=t_ns / NS_PER_S) is None:
-                running, since = arrival.index, 0
-        now = executor.command(t_ns / NS_PER_S, command, velocity)
+                running, since, took_over = arrival.index, 0, True
+        state = measured.at(t_ns)
+        if state is None:  # the arm follows its command
+            now = executor.command(t_ns / NS_PER_S, command, velocity)
+        else:
+            now = executor.command(t_ns / NS_PER_S, *state)
+            if took_over:  # the controller's own step to the measured state is not counted
+                command = state[0]
+                velocity = np.zeros_like(command) if state[1] is None else state[1]
         step = (now - command) / dt
         acceleration = (step - velocity) / dt
         found += outside(running, since, t_ns, now, limits)

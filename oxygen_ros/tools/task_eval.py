@@ -73,7 +73,10 @@ from oxygen_ros.tools.sim.record import comma_list
 from oxygen_ros.tools.sim_host import SimTopic
 
 ROOT = Path(__file__).resolve().parents[2]  # oxygen_ros/tools/task_eval.py
-_RECORDED_KEYS = ("episode", "narration", "memory")
+# The world's topics recorded beside the node's outputs: its outcomes and lines, and the
+# joint states of a world whose controllers take joint trajectories (ALOHA), from which
+# `oxygen-bag limit-check --controller jtc` takes each trajectory over as the controller does.
+_RECORDED_KEYS = ("episode", "narration", "memory", "joint_states")
 # The slack on an episode's sim time: the world's reset (Meta-World's about 1 s) and a sim
 # slower than its real-time factor.
 _EPISODE_SLACK_S = 30.0
