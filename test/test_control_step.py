@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from oxygen_core.control_step import ControlStep, Measured
+from oxygen_core.controller import shaping
 from oxygen_core.engine.types import ActionResult, EngineConfig, Handover
 from oxygen_core.model.rtc import DelayEstimator
 from oxygen_core.observation import Observation
@@ -157,7 +158,8 @@ def test_the_hold_stops_from_the_measured_state_or_the_last_frame():
     last = control.stop(None, None)
     assert last.stamp_ns == 0 and last.positions.tolist() == [[0.25, 0.25]]
     moving = control.stop(np.zeros(2), np.full(2, 1.0))  # 1 rad/s, at most 1e4 rad/s^2
-    assert moving.velocities[-1].tolist() == [0, 0] and moving.times[0] == PERIOD_S
+    assert moving.velocities[-1].tolist() == [0, 0]
+    assert moving.times[0] == pytest.approx(shaping.HOLD_MIN_PERIODS * PERIOD_S)
     # A joint state 5 ms old is moved on 5 ms; one older than a period only a period.
     fresh = control.stop(np.zeros(2), np.full(2, 1.0), age_s=0.005).positions[0]
     np.testing.assert_allclose(fresh - moving.positions[0], 0.005)

@@ -115,21 +115,48 @@ def test_the_hold_is_a_stop_from_the_measured_velocity_or_one_point_without_one(
     np.testing.assert_array_equal(one.positions, [[0.5, 1.0]])
     still = shaping.stop(np.array([0.5, 1.0]), np.zeros(2), _limits(4.0), PERIOD)
     assert len(still.positions) == 1
+    # 1 rad/s at 4 rad/s^2: a stop of three periods, its first point the third (0.3 s).
     moving = shaping.stop(np.array([0.0, 0.0]), np.array([1.0, 0.0]), _limits(4.0), PERIOD)
-    assert moving.stamp_ns == 0 and moving.tail == 3
-    np.testing.assert_allclose(moving.times, [0.1, 0.2, 0.3])  # from a period after arrival
-    np.testing.assert_allclose(moving.positions[:, 0], [0.1 - 0.01 / 0.6, 0.2 - 0.04 / 0.6, 0.15])
-    np.testing.assert_allclose(moving.velocities[:, 0], [2 / 3, 1 / 3, 0.0])
+    assert moving.stamp_ns == 0 and moving.tail == 1
+    np.testing.assert_allclose(moving.times, [0.3])
+    np.testing.assert_allclose(moving.positions[:, 0], [0.15])
+    np.testing.assert_allclose(moving.velocities[:, 0], [0.0])
+    # 1 rad/s at 2 rad/s^2: five periods, its points from the third on.
+    longer = shaping.stop(np.zeros(2), np.array([1.0, 0.0]), _limits(2.0), PERIOD)
+    np.testing.assert_allclose(longer.times, [0.3, 0.4, 0.5])
+    np.testing.assert_allclose(longer.positions[:, 0], [0.3 - 0.09, 0.4 - 0.16, 0.25])
     # Measured 0.05 s before the take-over: the same stop from where the joint is by then.
     ahead = shaping.stop(np.zeros(2), np.array([1.0, 0.0]), _limits(4.0), PERIOD, ahead_s=0.05)
     np.testing.assert_allclose(ahead.positions[:, 0], moving.positions[:, 0] + 0.05)
+
+
+def test_a_slow_hold_spans_three_periods_so_a_start_off_the_estimate_stays_within_limits():
+    """At 50 Hz, 0.2 rad/s under 20 rad/s^2 stops in 10 ms; the hold still lasts
+    HOLD_MIN_PERIODS periods, its first point the last. From the estimate its segment is
+    the stop's parabola (0.2 rad/s to rest over 60 ms: 3.3 rad/s^2); from a state 5 mrad
+    off it stays within 20 rad/s^2, where a first point one period out (the stop without a
+    minimum) would pass 70."""
+    period, limits, velocity = 0.02, _limits(20.0, joints=1), np.array([0.2])
+    hold = shaping.stop(np.zeros(1), velocity, limits, period)
+    np.testing.assert_allclose(hold.times, [shaping.HOLD_MIN_PERIODS * period])
+    np.testing.assert_allclose(hold.velocities, [[0.0]])
+    for start, bound in ((0.0, 0.2 / 0.06 + 1e-9), (0.005, 20.0)):
+        _, acceleration = shaping.segment_peaks(
+            np.array([start]), velocity, hold.positions[0], hold.velocities[0], hold.times[0]
+        )
+        assert acceleration[0] <= bound
+    tail, tail_velocities = shaping.stopping_tail(np.zeros(1), velocity, limits, period)
+    _, one_period = shaping.segment_peaks(
+        np.array([0.005]), velocity, tail[0], tail_velocities[0], period
+    )
+    assert one_period[0] > 70.0
 
 
 def test_a_hold_taken_over_after_the_robot_moved_on_stays_within_the_acceleration_limit():
     """The controller starts the hold from the state it measures at the take-over, 30 ms
     after the joint state the hold was built from: 1 rad/s, 0.03 rad further on. Its first
     segment is the stop's own deceleration (4 rad/s^2); a hold built as if the joint were
-    still where it was measured would pull it back (over 10 rad/s^2)."""
+    still where it was measured would pull it back (5.3 rad/s^2, over the limit)."""
     limits, velocity = _limits(4.0, joints=1), np.array([1.0])
     at_takeover = np.array([0.03])
     for ahead_s, bound in ((0.03, 4.0 + 1e-9), (0.0, None)):
@@ -140,7 +167,7 @@ def test_a_hold_taken_over_after_the_robot_moved_on_stays_within_the_acceleratio
         if bound is not None:
             assert acceleration[0] <= bound
         else:
-            assert acceleration[0] > 10.0
+            assert acceleration[0] > 5.0
 
 
 def test_segment_peaks_are_exact():

@@ -910,10 +910,10 @@ def test_a_hold_from_a_moving_joint_state_decelerates_within_the_limits():
     assert r.motion.hold("e-stop")
     (hold,) = _sent(r, topics.JOINT_TRAJECTORY)
     assert _ns(hold.header.stamp) == 0
-    # a at 0.1 rad/s stops in 10 ms at 10 rad/s^2: one 20 ms period, at 5 rad/s^2, from
-    # where it is when the controller takes the hold over: 10 ms of age and the 5 ms lead
-    # on from 0.5, 0.5015; the one point a period later.
-    np.testing.assert_allclose(_points(hold), [(0.5025, 0.0, 20)])
+    # a at 0.1 rad/s stops in 10 ms at 10 rad/s^2; a hold lasts three 20 ms periods: at
+    # 1.7 rad/s^2 from where it is when the controller takes the hold over (10 ms of age
+    # and the 5 ms lead on from 0.5, 0.5015), to 0.5045, its one point 60 ms later.
+    np.testing.assert_allclose(_points(hold), [(0.5045, 0.0, 60)])
     np.testing.assert_allclose([p.positions[1] for p in hold.points], [-0.5])
 
 

@@ -30,9 +30,15 @@ trajectory controller does with them depends on which one it is (`ControllerMode
 
 A hold is a stop, not a step (`stop`): the same stopping tail, stamped zero (on arrival),
 from where the robot will be when the controller takes it over, the measured positions
-moved on at the measured velocities for as long as the measurement is old by then. Its
-first point is one period after the take-over, so the controller's segment from the state
-it measures then is the tail's first period. A point at the measured positions due at
+moved on at the measured velocities for as long as the measurement is old by then. It
+lasts at least HOLD_MIN_PERIODS periods, and its first point is that many periods after
+the take-over (or its last, if a position bound shortens it): the controller's cubic
+segment from the state it measures then to that point is the tail's parabola when the
+estimate is right (a cubic through two points of a parabola is the parabola), and spreads
+what it is off over those periods when it is not: the state the controller reads is not
+quite the estimate (the arm's tracking, the take-over's exact instant), and a segment of
+duration T turns a start off by e into 6 e / T^2 more acceleration: over one 20 ms period
+1.3 mrad is 20 rad/s^2, over three 12 mrad. A point at the measured positions due at
 once would be a step back by the distance travelled since the measurement (Jazzy samples
 a point already due mid-segment): at 1 rad/s and 30 ms, 30 mrad, 75 rad/s^2 in one 20 ms
 update. Without measured velocities it is the one point at the measured positions: the
@@ -129,6 +135,9 @@ def for_controller(
         tail=len(tail),
     )
 
+
+# The shortest hold, in control periods (module docstring).
+HOLD_MIN_PERIODS = 3
 
 # Arrival instants screened between the earliest and the latest, at most this far apart:
 # the first segment's peaks are not monotone in its duration (a start velocity away from
@@ -282,19 +291,23 @@ def grid_velocities(rows: np.ndarray, period_s: float, before: np.ndarray | None
 
 
 def stopping_tail(
-    position: np.ndarray, velocity: np.ndarray, limits: JointLimits | None, period_s: float
+    position: np.ndarray,
+    velocity: np.ndarray,
+    limits: JointLimits | None,
+    period_s: float,
+    min_periods: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Points [n, D] and their velocities after (position, velocity), one period apart, that
     bring every joint to rest together with one constant deceleration each, in whole
-    periods (at least one): no joint faster than its acceleration limit, unless stopping
-    so would carry it past its position range, which comes first (the stop is shortened
-    until it ends inside). A cubic segment between points of a parabola is that parabola,
-    so the controller decelerates exactly so. limits None: one period."""
+    periods (at least `min_periods`): no joint faster than its acceleration limit, unless
+    stopping so would carry it past its position range, which comes first (the stop is
+    shortened until it ends inside). A cubic segment between points of a parabola is that
+    parabola, so the controller decelerates exactly so. limits None: `min_periods`."""
     velocity = np.asarray(velocity, np.float64)
-    duration = period_s
+    duration = min_periods * period_s
     if limits is not None:
         speed = np.abs(velocity)
-        duration = np.max(speed / limits.acceleration, initial=0.0)
+        duration = max(np.max(speed / limits.acceleration, initial=0.0), duration)
         room = np.where(velocity > 0, limits.upper - position, position - limits.lower)
         with np.errstate(divide="ignore", invalid="ignore"):
             reach = np.where(speed > 0, 2 * np.maximum(room, 0.0) / speed, np.inf)
@@ -332,7 +345,8 @@ def stop(
 ) -> Shaped:
     """The hold, stamped zero (on arrival): the stopping tail from `position` moved on at
     the measured `velocity` for `ahead_s` (the measurement's age when the controller takes
-    the hold over), its points one period apart from one period after the take-over.
+    the hold over), its points one period apart from HOLD_MIN_PERIODS periods after the
+    take-over (module docstring).
     Without a velocity (or one not finite, or zero): the one point at `position`, due at
     once."""
     position = np.asarray(position, np.float64)
@@ -342,9 +356,10 @@ def stop(
     start = position + velocity * ahead_s
     if limits is not None:
         start = np.clip(start, limits.lower, limits.upper)
-    tail, tail_velocities = stopping_tail(start, velocity, limits, period_s)
-    times = np.arange(1, len(tail) + 1) * period_s
-    return Shaped(0, times, tail, tail_velocities, tail=len(tail))
+    tail, tail_velocities = stopping_tail(start, velocity, limits, period_s, HOLD_MIN_PERIODS)
+    first = min(HOLD_MIN_PERIODS, len(tail)) - 1  # the points the first segment spans
+    times = np.arange(first + 1, len(tail) + 1) * period_s
+    return Shaped(0, times, tail[first:], tail_velocities[first:], tail=len(tail) - first)
 
 
 def segment_peaks(
