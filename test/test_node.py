@@ -201,6 +201,8 @@ def test_norm_stats_that_cannot_be_chosen_fail_configure_in_one_line(rig, tmp_pa
 def test_configure_succeeds_once_the_parameter_is_fixed(rig):
     assert rig.probe.transition("configure", timeout_s=300) is True
     assert rig.probe.state() == "inactive"
+    # The loaded engine is out of the collector's full walks (a frame paid up to 200 ms).
+    assert gc.get_freeze_count() > 0
 
 
 def test_random_weights_start_in_a_dry_run_despite_start_enabled(rig):
@@ -568,6 +570,7 @@ def test_deactivate_mid_frame_publishes_nothing_after(rig):
 def test_shutdown_from_inactive_finalizes(rig):
     assert rig.probe.transition("shutdown_inactive") is True
     assert rig.probe.state() == "finalized"
+    assert gc.get_freeze_count() == 0  # the released engine is the collector's again
 
 
 def test_on_simulated_time_the_frame_timer_and_stamps_follow_the_clock_topic(rig):
