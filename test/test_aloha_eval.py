@@ -29,6 +29,7 @@ from oxygen_core.aloha.expert import record, replay  # noqa: E402
 from oxygen_core.sim.seeds import DEV  # noqa: E402
 from oxygen_ros.tools import aloha_eval  # noqa: E402
 from oxygen_ros.tools.closed_loop import success_entry  # noqa: E402
+from oxygen_ros.tools.task_eval import TaskEvalSpec, load_checked, sim_parameters  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = ROOT / "config" / "sim.yaml"
@@ -53,6 +54,16 @@ def test_the_sim_params_wire_the_robot_as_config_aloha_yaml_with_the_sims_ranges
         assert (mine["min_position"], mine["max_position"]) == pytest.approx((low, high))
         bounds = ("max_velocity", "max_acceleration", "max_jump")
         assert {k: mine[k] for k in bounds} == {k: theirs[k] for k in bounds}
+
+
+def test_the_node_is_switched_off_around_every_reset_and_a_baseline_is_not():
+    """As on the tabletop: the sim switches the node's ~/enable off before each reset and
+    on after the settle, so no chunk of one episode runs in the next."""
+    settings, names = load_checked(aloha_eval.ALOHA, aloha_eval.ALOHA_SIM_PARAMS, {})
+    model = sim_parameters(TaskEvalSpec(aloha_eval.ALOHA), names, settings)
+    assert model["policy_enable_service"] == names.enable == "/oxygen/enable"
+    hold = sim_parameters(TaskEvalSpec(aloha_eval.ALOHA, policy="hold"), names, settings)
+    assert hold["policy_enable_service"] == ""
 
 
 @pytest.mark.parametrize(

@@ -162,6 +162,14 @@ class ClosedLoopRun:
     camera: str | None = None  # a camera whose frames go to Collector.on_frame
 
 
+def policy_switch(names: TopicNames, model: bool) -> dict[str, str]:
+    """The sim's `policy_enable_service`, for every world: the node's ~/enable when the node
+    drives, so that the sim switches it off before each reset and on once the new world's
+    sensors have gone out (no chunk computed for one episode runs in the next, and the
+    first chunk of an episode hands over from nothing); none for a policy the sim runs."""
+    return {"policy_enable_service": names.enable if model else ""}
+
+
 def run_episodes(run: ClosedLoopRun, collector: Collector, out: Path) -> Recording:
     """Start the processes, record until every outcome is in, stop them (the sim first);
     the node's outputs as the report reads them. Logs: out/node.log, out/sim.log.

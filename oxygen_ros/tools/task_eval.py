@@ -63,6 +63,7 @@ from oxygen_ros.tools.closed_loop import (
     World,
     node_figures,
     node_report,
+    policy_switch,
     run_episodes,
     run_from_cli,
     success_entry,
@@ -262,6 +263,7 @@ def sim_parameters(spec: TaskEvalSpec, names: TopicNames, settings: Settings) ->
             "wait_for_peers_s": float(spec.wait_s),
             "instruction_topic": names.instruction,
         }
+        | policy_switch(names, spec.policy == "model")
     )
 
 

@@ -55,6 +55,7 @@ from oxygen_ros.tools.closed_loop import (
     ClosedLoopRun,
     Collector,
     World,
+    policy_switch,
     run_episodes,
     run_from_cli,
 )
@@ -174,9 +175,9 @@ def sim_parameters(spec: SimEvalSpec, names: TopicNames, settings: Settings) -> 
         "joint_state_topic": names.joint_state,
         "instruction_topic": names.instruction,
         "trajectory_topic": names.output(topics.JOINT_TRAJECTORY) or "",
-        "policy_enable_service": names.enable if spec.policy == "model" else "",
         "wait_for_peers_s": float(spec.wait_s),
         **cameras,
+        **policy_switch(names, spec.policy == "model"),
     }
 
 
