@@ -21,8 +21,8 @@ velocities (none logged: the controller starts at rest). The differences at that
 are taken from that state, not from the last command: the step between the two is the
 tracking error, which the controller, not the sender, turns into a command (the node
 plans each trajectory from the measured state as the controller will run it). Without
-such a state (none logged, or it lacks a joint, as a gripper whose state is a finger's
-opening) the arm is taken to follow its command: the state at an update is the previous
+such a state (none logged, or none within STATE_MAX_AGE_S, or one that lacks a joint of
+the topic) the arm is taken to follow its command: the state at an update is the previous
 command, its velocity the last step's. Each run of trajectories between two resets
 (see limit_check) starts with its first trajectory that is not a hold (stamped zero),
 from the arm at rest at the joint state logged last before that trajectory (its first
