@@ -40,7 +40,12 @@ from oxygen_core.config import (
 from oxygen_core.image import resize_with_pad, scale_images
 from oxygen_core.model import plan
 from oxygen_core.model import weights as P
-from oxygen_core.model.checkpoint import check_horizon, find_norm_stats, load_params
+from oxygen_core.model.checkpoint import (
+    check_horizon,
+    check_image_slots,
+    find_norm_stats,
+    load_params,
+)
 from oxygen_core.model.normalize import NormStats, identity_stats
 from oxygen_core.model.pi05 import PrefixCache, PrefixInputs
 from oxygen_core.model.tokenizer import Tokenizer, load_tokenizer
@@ -227,6 +232,7 @@ def load_policy(
     tokenizer = load_tokenizer(tokenizer_path)
     if checkpoint_dir:
         check_horizon(Path(checkpoint_dir), config, robot_cfg.name)
+        check_image_slots(Path(checkpoint_dir), config, robot_cfg.name)
         tree = load_params(Path(checkpoint_dir), config, tokenizer)
         norm = find_norm_stats(Path(checkpoint_dir), asset_id, norm_stats_missing)
     else:

@@ -46,6 +46,7 @@ def test_the_mean_of_two_stages_loads_as_their_mean_with_the_parents_io(tmp_path
     assert {k: meta[k] for k in average.SHARED} == {k: shipped.get(k) for k in average.SHARED}
     assert [x["checkpoint"] for x in meta["average_of"]] == [str(a), str(b)]
     assert meta["action_horizon"] == checkpoints.trained_policy(PARENT)[0].config.action_horizon
+    assert meta["image_slots"] == shipped["image_slots"] == 2
     assert (out / TOKENIZER_FILE).read_bytes() == (PARENT / TOKENIZER_FILE).read_bytes()
     mean_policy, _ = checkpoints.trained_policy(out)
     assert average.same_norm_stats(mean_policy.norm, checkpoints.trained_policy(PARENT)[0].norm)

@@ -399,6 +399,18 @@ def test_a_horizon_the_checkpoint_was_not_trained_with_fails(checkpoints, tmp_pa
     )
 
 
+def test_image_slots_the_checkpoint_was_not_trained_with_fail(checkpoints, tmp_path):
+    recorded = tmp_path / "recorded"
+    shutil.copytree(checkpoints["libero"], recorded)
+    (recorded / TRAIN_CONFIG).write_text(json.dumps({"image_slots": 5}))
+    settings, _ = load_settings(params_file(tmp_path, CASES["libero"], recorded))
+    with pytest.raises(ValueError) as error:
+        make_pipeline(settings)
+    line = one_line(error.value)
+    assert "was trained with 5 image slots, but robot 'libero_200' on preset" in line
+    assert line.endswith("run it with the preset and cameras it was trained with")
+
+
 def test_a_gripper_in_other_units_skips_the_frame_in_one_line(checkpoints, tmp_path):
     """ALOHA's finger position sent in radians (the gripper joint's) instead of metres."""
     case = CASES["aloha"]

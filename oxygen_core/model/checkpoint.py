@@ -111,16 +111,27 @@ def trained_horizon(ckpt_dir: Path) -> int | None:
     """The action horizon the checkpoint records (`TRAIN_CONFIG`'s action_horizon), or
     None when it records none: openpi's checkpoints and ones trained here before it was
     recorded. openpi's configs train pi05_aloha at 50, pi05_droid at 15, pi05_libero at 10."""
-    path = Path(ckpt_dir) / TRAIN_CONFIG
+    return _recorded(Path(ckpt_dir), "action_horizon")
+
+
+def trained_image_slots(ckpt_dir: Path) -> int | None:
+    """The image slots the model was trained with (`TRAIN_CONFIG`'s image_slots), or None
+    when the checkpoint records none (openpi's, and ones trained here before it was)."""
+    return _recorded(Path(ckpt_dir), "image_slots")
+
+
+def _recorded(ckpt_dir: Path, key: str) -> int | None:
+    """A positive integer `TRAIN_CONFIG` records under `key`; None without one."""
+    path = ckpt_dir / TRAIN_CONFIG
     if not path.is_file():
         return None
     try:
-        horizon = json.loads(path.read_text()).get("action_horizon")
+        value = json.loads(path.read_text()).get(key)
     except (OSError, ValueError, AttributeError) as error:
         raise ValueError(f"cannot read {path}: {error}") from None
-    if horizon is not None and not (isinstance(horizon, int) and horizon >= 1):
-        raise ValueError(f"{path}: action_horizon {horizon!r} is not a positive integer")
-    return horizon
+    if value is not None and not (isinstance(value, int) and value >= 1):
+        raise ValueError(f"{path}: {key} {value!r} is not a positive integer")
+    return value
 
 
 def check_horizon(ckpt_dir: Path, config: ModelConfig, robot_name: str) -> None:
@@ -132,6 +143,20 @@ def check_horizon(ckpt_dir: Path, config: ModelConfig, robot_name: str) -> None:
             f"checkpoint {ckpt_dir} was trained with action_horizon {trained}, but robot "
             f"{robot_name!r} runs the model at {config.action_horizon}: set the robot's "
             f"action_horizon to {trained}"
+        )
+
+
+def check_image_slots(ckpt_dir: Path, config: ModelConfig, robot_name: str) -> None:
+    """A checkpoint that records its image slots runs with as many: cameras fill the slots
+    in order and a slot past them is masked, so with another count the model would see
+    its cameras where it learned others, or none where it learned one (the demo preset
+    once gave ALOHA's three cameras two slots and dropped the right wrist's)."""
+    trained = trained_image_slots(ckpt_dir)
+    if trained is not None and trained != config.num_images:
+        raise ValueError(
+            f"checkpoint {ckpt_dir} was trained with {trained} image slots, but robot "
+            f"{robot_name!r} on preset {config.name!r} runs the model with "
+            f"{config.num_images}: run it with the preset and cameras it was trained with"
         )
 
 

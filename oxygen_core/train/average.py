@@ -88,6 +88,7 @@ def average(paths: list[Path], out: Path, recipe: dict | None = None) -> None:
     summary = {
         **{k: metas[0].get(k) for k in SHARED},
         "action_horizon": first.config.action_horizon,
+        "image_slots": first.config.num_images,
         "average_of": [{"checkpoint": str(p), "train_config": m} for p, m in inputs],
         "recipe": recipe,
     }

@@ -127,6 +127,7 @@ def run_training(args: argparse.Namespace, recipe: dict | None = None) -> None:
     summary = {
         **run_fields(args),
         "action_horizon": cfg.action_horizon,  # what the node checks it is run at
+        "image_slots": cfg.num_images,  # and this
         "train_steps": len(train_set),
         "val_steps": len(val_set),
         "train": dataclasses.asdict(tc),
