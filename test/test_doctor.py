@@ -259,7 +259,13 @@ def test_trained_checkpoint_is_checked_from_its_metadata(capsys, monkeypatch):
     code, lines = doctor(capsys, "config/sim_demo.yaml", "--offline")
     assert code == 0, "\n".join(lines)
     checks = {line.split(":")[0] for line in lines}
-    assert {"ok checkpoint", "ok norm_stats", "ok horizon", "ok tokenizer"} <= checks
+    assert {
+        "ok checkpoint",
+        "ok norm_stats",
+        "ok horizon",
+        "ok image_slots",
+        "ok tokenizer",
+    } <= checks
     code, lines = doctor(capsys, "config/sim_demo.yaml", "--offline", "-p", "tokenizer_path:=")
     assert code == 0
     assert "warn tokenizer: data/policy/sim_demo/tokenizer.model goes unused" in "\n".join(lines)

@@ -6,7 +6,8 @@ None decides anything itself; each asks the module that decides it for the node:
   params.fit_to_model and check_delay against the preset as the robot applies it, and a
   FrameAssembler built from them (its configure-time checks: joint_names per state dim);
 - checkpoint: model.checkpoint (stored_arrays, find_norm_stats, check_horizon,
-  check_vocabulary) and weights.check_shapes, fed shape-only stand-ins for the arrays;
+  check_image_slots, check_vocabulary) and weights.check_shapes, fed shape-only stand-ins
+  for the arrays;
 - limits: Settings.limits and velocity_cap (limits_source resolved them); ~/enable:
   NodeConfig.starts_enabled; the cache: where compile_cache.use_compile_cache writes;
 - joint states: convert.joint_positions (how the assembler reads them by name) and the
@@ -44,10 +45,12 @@ from oxygen_core.model.checkpoint import (
     ArrayInfo,
     asset_ids,
     check_horizon,
+    check_image_slots,
     check_vocabulary,
     find_norm_stats,
     stored_arrays,
     trained_horizon,
+    trained_image_slots,
 )
 from oxygen_core.model.tokenizer import load_tokenizer
 from oxygen_ros import topics
@@ -176,7 +179,13 @@ def checkpoint(setup: Setup, allow_random: bool) -> list[Finding]:
         "(metadata only: configure loads the weights)"
     )
     found = Finding("ok", "checkpoint", what)
-    return [found, norm_stats(cfg, ckpt), horizon(setup, ckpt), tokenizer(cfg, ckpt, arrays)]
+    return [
+        found,
+        norm_stats(cfg, ckpt),
+        horizon(setup, ckpt),
+        image_slots(setup, ckpt),
+        tokenizer(cfg, ckpt, arrays),
+    ]
 
 
 def _stand_ins(arrays: Mapping[str, ArrayInfo]) -> dict[str, np.ndarray]:
@@ -212,6 +221,20 @@ def horizon(setup: Setup, ckpt: Path) -> Finding:
         what = f"{ckpt} records no horizon: {model.action_horizon} (the robot's) is unchecked"
         return Finding("ok", "horizon", what)
     return Finding("ok", "horizon", f"trained and run at action_horizon {trained}")
+
+
+def image_slots(setup: Setup, ckpt: Path) -> Finding:
+    robot, model = setup.settings.robot, setup.model
+    try:
+        check_image_slots(ckpt, model, robot.name)
+    except ValueError as error:
+        fix = f"run it with the preset and the cameras robot {robot.name} was trained with"
+        return Finding("FAIL", "image_slots", str(error), fix)
+    trained = trained_image_slots(ckpt)
+    if trained is None:
+        what = f"{ckpt} records no image slots: {model.num_images} (the preset's) is unchecked"
+        return Finding("ok", "image_slots", what)
+    return Finding("ok", "image_slots", f"trained and run with {trained} image slots")
 
 
 def tokenizer(
