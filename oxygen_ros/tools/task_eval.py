@@ -241,10 +241,8 @@ def frame_ticks(world: TaskWorld, settings: Settings) -> int:
 
 def sim_parameters(spec: TaskEvalSpec, names: TopicNames, settings: Settings) -> dict:
     """The sim node's parameters: the run's episodes and the node's topics, a camera
-    frame per node frame, lockstep on the node's frames with --delay-steps; the node
-    switched off around each reset, but not in lockstep: its frame accounting did not
-    survive the switch (a sweep cell with the tiny random model waited out its timeout
-    on every tick after the switch-on)."""
+    frame per node frame, lockstep on the node's frames with --delay-steps, the node
+    switched off around each reset."""
     world = spec.world
     lockstep = {}
     if spec.delay_steps is not None:
@@ -266,7 +264,7 @@ def sim_parameters(spec: TaskEvalSpec, names: TopicNames, settings: Settings) ->
             "wait_for_peers_s": float(spec.wait_s),
             "instruction_topic": names.instruction,
         }
-        | policy_switch(names, spec.policy == "model" and spec.delay_steps is None)
+        | policy_switch(names, spec.policy == "model")
     )
 
 

@@ -247,8 +247,12 @@ class SimLoop:
             ep.sim.step(t)
 
     def _settle(self, ep: _Episode, t: int) -> None:
-        """A reset tick (step 1): drop what arrived; after the last one switch the policy
-        on and begin the episode at the next tick."""
+        """A reset tick (step 1): in lockstep, wait for the node's frame as every tick does
+        (unwaited, the sim's clock ran ahead of the switched-off node's frame timer, whose
+        frames fell off the grid lockstep had learned, and every tick after waited out its
+        timeout); then drop what arrived; after the last one switch the policy on and
+        begin the episode at the next tick."""
+        self._await_frame(ep, t)
         self._drain_inbox(ep, t, drop=True)
         ep.settling -= 1
         if ep.settling:
