@@ -169,14 +169,15 @@ def _run(
             arrival = pending.popleft()
             if executor.replace(arrival.trajectory, now=t_ns / NS_PER_S) is None:
                 running, since, took_over = arrival.index, 0, True
-        state = measured.at(t_ns)
+        # The controller reads the state only when it takes a trajectory over, which is
+        # at this update for one accepted now.
+        state = measured.at(t_ns) if took_over else None
         if state is None:  # the arm follows its command
             now = executor.command(t_ns / NS_PER_S, command, velocity)
-        else:
+        else:  # the controller's own step to the measured state is not counted
             now = executor.command(t_ns / NS_PER_S, *state)
-            if took_over:  # the controller's own step to the measured state is not counted
-                command = state[0]
-                velocity = np.zeros_like(command) if state[1] is None else state[1]
+            command = state[0]
+            velocity = np.zeros_like(command) if state[1] is None else state[1]
         step = (now - command) / dt
         acceleration = (step - velocity) / dt
         found += outside(running, since, t_ns, now, limits)
