@@ -17,8 +17,10 @@ the robot's clock (the node clock, bag time in replay, step * period in process)
    robot's bounds, and shaped for the trajectory controller as it will run them from the
    state at arrival (`shaping.for_release`; arrival between tick + elapsed and `lead_s`
    later; under "jtc" the state is also where the controller's command has the robot, from
-   the trajectories sent since the last hold, `expected.ExpectedCommand`); a chunk none of
-   which the controller can meet is refused like a rejection.
+   the trajectories sent since the last hold, `expected.ExpectedCommand`; a controller that
+   interpolates from its desired state starts from its command only, so the measured state
+   is then screened from only when the node knows no command); a chunk none of which the
+   controller can meet is refused like a rejection.
 4. `sent(decision, latency_s)`: the rows went out: they are what runs, the latency
    (robot seconds) feeds the delay estimate d, and a stamp earlier than the last one's is
    reported with its reason.
@@ -143,12 +145,15 @@ class ControlStep:
         controller: ControllerModel | None = None,
         lead_s: float = 0.0,
         velocity_cap: VelocityCap | None = None,
+        from_desired: bool = False,
     ) -> None:
         """actor: the engine, or what sits in its seat. gate: judges every chunk from the measured
         joints (None: chunks go out unchecked). controller: the trajectory controller's
         model the rows are shaped for (None: no trajectory goes out). lead_s: the
         controller's latest take-over after the send (its update period, the transport).
-        velocity_cap: a velocity robot's speed bounds, every row scaled into them."""
+        velocity_cap: a velocity robot's speed bounds, every row scaled into them.
+        from_desired: the "jtc" controller starts each trajectory from its last command
+        (its `interpolate_from_desired_state`), not from the measured joints."""
         self._actor = actor
         self.timeline = ChunkTimeline(
             control_period_s, actor.cfg.chunk_handover, actor.delay, horizon
@@ -162,6 +167,7 @@ class ControlStep:
         self._controller = controller
         self._lead_ns = round(lead_s * NS_PER_S)
         self._velocity_cap = velocity_cap
+        self._from_desired = from_desired
         # Under "jtc" the trajectories sent, run as the controller runs them: a start to screen.
         self.expected = (
             ExpectedCommand((0, self._lead_ns)) if controller == "jtc" and gate else None
@@ -277,13 +283,19 @@ class ControlStep:
         positions: np.ndarray | None,
         velocities: np.ndarray | None,
         age_s: float = 0.0,
+        now_ns: int | None = None,
     ) -> Shaped | None:
         """The hold's trajectory: a stop within the gate's limits from where the robot will
         be when the controller takes it over (oxygen_core.controller.shaping.stop): the
         measured `positions` moved on at `velocities` for the measurement's `age_s` now (at
         most one control period: an older joint state is a gap, whose velocity says little
         about now) and `lead_s` more. positions None (no usable joint state): where the
-        last frame measured the robot, without velocities; None when no frame did either."""
+        last frame measured the robot, without velocities; None when no frame did either.
+        A controller that starts from its command (`from_desired`) stops from where the
+        command is `lead_s` after `now_ns` (robot clock), when the node knows it."""
+        command = self._command(now_ns)
+        if command is not None:
+            return shaping.stop(*command, self._limits, self._period_s, 0.0)
         if positions is None:
             last = self._measured
             if last is None:
@@ -291,6 +303,18 @@ class ControlStep:
             positions, velocities = last.positions, None
         ahead_s = min(max(age_s, 0.0), self._period_s) + self._lead_ns / NS_PER_S
         return shaping.stop(positions, velocities, self._limits, self._period_s, ahead_s)
+
+    def _command(self, now_ns: int | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """Under `from_desired`, the controller's command `lead_s` after `now_ns` as the
+        trajectories sent have it (the expected command, else the running rows); None when
+        not known or the controller starts from the measured joints."""
+        if not self._from_desired or now_ns is None:
+            return None
+        at_ns = now_ns + self._lead_ns
+        expected = [] if self.expected is None else self.expected.states(at_ns)
+        if expected:
+            return expected[0]
+        return shaping.planned_state(self.timeline.running, at_ns, self._period_s)
 
     def _watchdog(self, tick_ns: int, reason: str) -> str | None:
         last = self.timeline.last_row_ns()
@@ -311,6 +335,7 @@ class ControlStep:
             measured=acted.measured.state(),
             limits=self._limits,
             commanded=None if self.expected is None else self.expected.states,
+            from_desired=self._from_desired,
         )
 
     def _capped(self, release: Release, notes: list[Note]) -> Release:

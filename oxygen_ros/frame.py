@@ -149,6 +149,7 @@ class FrameLoop:
             controller=cfg.controller_model if cfg.joint_trajectory else None,
             lead_s=cfg.controller_lead_s,
             velocity_cap=velocity_cap,
+            from_desired=cfg.interpolate_from_desired_state,
         )
         self._latency_scale = latency_scale
         if gate is not None:
@@ -183,7 +184,8 @@ class FrameLoop:
         latest measured joint positions and velocities, moved on for the JointState's age,
         decelerating within the joints' acceleration limits (ControlStep.stop; a JointState
         without velocities: the one point at the positions; one that is not finite: the last
-        frame's measured state, where the robot last was known to be); a ~/command_chunk
+        frame's measured state, where the robot last was known to be; a controller that
+        interpolates from its desired state: from its command, where known); a ~/command_chunk
         controller a chunk of 0 rows (stop). [] when there is nothing to hold at."""
         names, messages = self._layout.action_names, []
         if self._cfg.command_chunk:
@@ -192,7 +194,8 @@ class FrameLoop:
         if self._cfg.joint_trajectory:
             positions = self._assembler.measured_positions(names)
             velocities = self._assembler.measured_velocities(names)
-            stop = self._step.stop(positions, velocities, self._joint_state_age_s())
+            now_ns = None if self._now_ns is None else self._now_ns()
+            stop = self._step.stop(positions, velocities, self._joint_state_age_s(), now_ns)
             if stop is None:
                 self._warn(f"no hold {reason}", f"cannot hold ({reason}): no finite joint state")
             else:

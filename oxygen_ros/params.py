@@ -136,6 +136,16 @@ class NodeConfig:
         "only, for the user's own code).",
         choices=CONTROLLER_MODELS,
     )
+    interpolate_from_desired_state: bool = parameter(
+        False,
+        "As the trajectory controllers are configured (ros2_controllers' parameter of that "
+        "name, jtc): true, each trajectory starts from the controller's last command, which "
+        "the node then shapes its trajectories and holds from; false, from the measured "
+        "joints. Position-controlled grippers that squeeze what they hold lag their command "
+        "by design, and a chunk stream is a reference sent over many messages: true suits "
+        "both.",
+        read_only=True,
+    )
     controller_names: tuple[str, ...] = parameter(
         (),
         "Trajectory controllers the action joints are split over, one trajectory each with "
@@ -235,6 +245,13 @@ class NodeConfig:
     )
     gate_max_stretch: float = parameter(
         10.0, "Largest factor gate_policy slow may stretch a chunk's duration by.", (1.0, 1000.0)
+    )
+    gate_seam_easing: float = parameter(
+        0.0,
+        "Share of each joint's max_acceleration the gate may use to fade a new chunk's "
+        "disagreement with the rows the robot runs out over its first rows, before judging "
+        "it (oxygen_core.safety.seam); 0: chunks are judged as the model made them.",
+        (0.0, 1.0),
     )
     gate_max_rejections: int = parameter(
         3,

@@ -70,7 +70,14 @@ def chunk_gate(settings: Settings) -> ChunkGate | None:
     if limits is None:
         return None
     segments = shaping.segments(cfg.controller_model) if cfg.joint_trajectory else "linear"
-    return ChunkGate(limits, cfg.gate_policy, cfg.control_period_s, cfg.gate_max_stretch, segments)
+    return ChunkGate(
+        limits,
+        cfg.gate_policy,
+        cfg.control_period_s,
+        cfg.gate_max_stretch,
+        segments,
+        cfg.gate_seam_easing,
+    )
 
 
 def restart_pipeline(pipeline: Pipeline) -> Pipeline:

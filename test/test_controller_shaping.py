@@ -356,3 +356,25 @@ def test_the_first_segment_is_screened_from_the_controllers_command_too():
     assert shaping.for_release("jtc", release, **common).dropped == 1
     assert shaping.for_release("jtc", release, commanded=commanded, **common).dropped == 2
     assert asked == [-20 * MS]
+
+
+def test_from_the_desired_state_the_measured_state_is_screened_only_without_a_command():
+    # The rows above, taken over at -20 ms. The frame measured the arm 0.5 rad behind
+    # them (a gripper squeezing what it holds): from there no row is met within 8 rad/s^2.
+    # A controller that starts from its command (0 at -1 rad/s, as the rows run) meets row 1.
+    rows = np.array([[-0.025], [-0.125], [-0.225]])
+    release = Release(0, rows, 0, False, RunningChunk(rows, 0, 0), True, None)
+    command = [(np.zeros(1), -np.ones(1))]
+    common = dict(
+        running=None,
+        period_s=PERIOD,
+        arrival_ns=-20 * MS,
+        measured=(np.full(1, 0.5), np.zeros(1)),
+        limits=_limits(8.0, velocity=2.0, joints=1),
+        commanded=lambda at_ns: command,
+    )
+    assert isinstance(shaping.for_release("jtc", release, **common), str)
+    assert shaping.for_release("jtc", release, from_desired=True, **common).dropped == 1
+    # No command known (nothing sent since the last hold): the measured state is the start.
+    command.clear()
+    assert isinstance(shaping.for_release("jtc", release, from_desired=True, **common), str)

@@ -273,3 +273,42 @@ def test_a_velocity_state_interface_starts_the_segment_at_the_measured_velocity(
     moving = np.array([2.0, 20.0])
     ex.command(1.0, measured=np.zeros(2), measured_velocity=moving)
     np.testing.assert_array_equal(ex.command(1.125, measured=np.zeros(2)), [0.4375, 4.375])
+
+
+def test_from_the_desired_state_a_take_over_continues_the_command_not_the_arm():
+    """interpolate_from_desired_state: the new trajectory starts from where the command
+    is at the take-over (its value and velocity), whatever the arm measures."""
+    ex = _jtc(initial=(0.4, 4.0), interpolate_from_desired_state=True)
+    ex.replace(_traj(1.0, [0.5], [1.0]), now=1.0)
+    # Nothing ran: from the last command 0.4 at rest, to 1.0 at 1.5, sampled at 1.125.
+    np.testing.assert_allclose(ex.command(1.0, measured=np.zeros(2)), [0.55, 5.5])
+    np.testing.assert_allclose(ex.command(1.125, measured=np.zeros(2)), [0.7, 7.0])
+    # At 1.25 the running trajectory has the command at 0.7, moving at 1.2 per second; a
+    # trajectory to 1.9 at 2.25 (the same speed) takes over there and runs on from 0.7:
+    # the update at 1.25 commands 0.85, the arm's 9.0 ignored.
+    np.testing.assert_allclose(ex.desired(1.25)[0], [0.7, 7.0])
+    np.testing.assert_allclose(ex.desired(1.25)[1], [1.2, 12.0])
+    ex.replace(_traj(1.5, [0.75], [1.9]), now=1.2)
+    np.testing.assert_allclose(ex.command(1.25, measured=np.full(2, 9.0)), [0.85, 8.5])
+
+
+def test_from_the_desired_state_a_resent_cubic_trajectory_runs_on_unchanged():
+    """With velocities (cubic segments) the take-over carries the command's velocity too:
+    the same trajectory sent again mid-way commands what the first would have."""
+    times, values, velocities = [0.25, 0.5, 0.75], [0.2, 0.5, 0.6], [1.0, 0.8, 0.0]
+    once = _jtc(interpolate_from_desired_state=True)
+    twice = _jtc(interpolate_from_desired_state=True)
+    for ex in (once, twice):
+        ex.replace(_traj(1.0, times, values, velocities), now=1.0)
+        ex.command(1.0, measured=np.zeros(2))
+    twice.replace(_traj(1.0, times[1:], values[1:], velocities[1:]), now=1.2)
+    for t in (1.25, 1.375, 1.5, 1.625, 1.875):
+        np.testing.assert_allclose(
+            twice.command(t, measured=np.full(2, 5.0)), once.command(t, measured=np.zeros(2))
+        )
+    # Without the flag the resent trajectory starts from the measured 5.0 instead.
+    measured = _jtc()
+    measured.replace(_traj(1.0, times, values, velocities), now=1.0)
+    measured.command(1.0, measured=np.zeros(2))
+    measured.replace(_traj(1.0, times[1:], values[1:], velocities[1:]), now=1.2)
+    assert measured.command(1.25, measured=np.full(2, 5.0))[0] > 1.0

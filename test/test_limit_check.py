@@ -19,10 +19,16 @@ import numpy as np
 import pytest
 from std_msgs.msg import String
 
+from oxygen_core.safety.limits import limits_from_files
 from oxygen_ros.convert import joint_state_msg, ns_to_stamp, trajectory_msg
 from oxygen_ros.tools import limit_check
 from oxygen_ros.tools.bagio import BagWriter
-from oxygen_ros.tools.limit_sampling import STATE_MAX_AGE_S, JointSample, MeasuredStates
+from oxygen_ros.tools.limit_sampling import (
+    STATE_MAX_AGE_S,
+    JointSample,
+    MeasuredStates,
+    sampled,
+)
 
 pytestmark = pytest.mark.ros
 
@@ -169,12 +175,12 @@ def test_each_controllers_topic_is_checked_on_its_own_joints_and_seams(tmp_path,
     assert b == dict.fromkeys(limit_check.KINDS, 0)
     assert report["counts"] == a and (report["trajectories"], report["points"]) == (2, 6)
     root = Path(__file__).resolve().parents[1]
-    trajectories, states = limit_check.resolved_topics(root / "config" / "aloha.yaml")
-    assert [t.split("/")[1] for t in trajectories] == [
+    wiring = limit_check.resolved(root / "config" / "aloha.yaml")
+    assert [t.split("/")[1] for t in wiring.trajectory_topics] == [
         "left_arm_controller", "left_gripper_controller",
         "right_arm_controller", "right_gripper_controller",
     ]  # fmt: skip
-    assert states == "/joint_states"
+    assert wiring.joint_state_topic == "/joint_states" and wiring.from_desired
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
@@ -256,13 +262,9 @@ def test_under_jtc_a_run_starts_from_the_joint_state_before_its_first_trajectory
     assert json.loads(capsys.readouterr().out)["counts"]["velocity"] == 0
 
 
-def test_under_jtc_a_take_over_starts_from_the_measured_state(tmp_path, capsys):
-    """The controller takes a trajectory over from the joint state it reads, not from its
-    last command. At 10 Hz trajectory 0 (a: 0, 0.15, 0.3 from 1.0 s) has the command at
-    0.3 for 1.2 s; trajectory 1 (a: 0.05 at 1.3 s) arrives at 1.15 s and takes over at 1.2
-    s. The arm lagged: the state at 1.15 s has a at 0.02 moving at 0.6 /s, so 0.05 at 1.2
-    s, where trajectory 1 wants it: nothing over. Taking the arm to follow its command
-    (no state to read) the segment runs from 0.3 to 0.05 in one period: -2.5 /s, over 2."""
+def _lagging_bag(tmp_path: Path) -> Path:
+    """Trajectory 0 (a: 0, 0.15, 0.3 from 1.0 s); the arm lagging at 1.15 s (a 0.02 moving
+    at 0.6 /s); trajectory 1 (a: 0.05 at 1.3 s) arriving at 1.15 s."""
     bag = tmp_path / "bag"
     with BagWriter(bag, split_s=None) as writer:
         _state(writer, 900 * MS, 0.0)
@@ -279,6 +281,17 @@ def test_under_jtc_a_take_over_starts_from_the_measured_state(tmp_path, capsys):
             ("a", "b"), np.array([[0.05, 0.0]]), [0.0], stamp=ns_to_stamp(1300 * MS)
         )
         writer.write_ros(TRAJECTORY, 1150 * MS, msg)
+    return bag
+
+
+def test_under_jtc_a_take_over_starts_from_the_measured_state(tmp_path, capsys):
+    """The controller takes a trajectory over from the joint state it reads, not from its
+    last command. At 10 Hz trajectory 0 (a: 0, 0.15, 0.3 from 1.0 s) has the command at
+    0.3 for 1.2 s; trajectory 1 (a: 0.05 at 1.3 s) arrives at 1.15 s and takes over at 1.2
+    s. The arm lagged: the state at 1.15 s has a at 0.02 moving at 0.6 /s, so 0.05 at 1.2
+    s, where trajectory 1 wants it: nothing over. Taking the arm to follow its command
+    (no state to read) the segment runs from 0.3 to 0.05 in one period: -2.5 /s, over 2."""
+    bag = _lagging_bag(tmp_path)
     args = [str(bag), *_files(tmp_path), "--json", "--controller", "jtc", "--update-rate", "10"]
     assert limit_check.main(args) == 0
     assert json.loads(capsys.readouterr().out)["counts"]["velocity"] == 0
@@ -305,3 +318,22 @@ def test_the_measured_state_is_moved_on_at_its_velocity_and_trusted_only_while_f
     position, velocity = still.at(1200 * MS)
     np.testing.assert_allclose(position, [0.1, 0.0])
     assert velocity is None
+
+
+def test_from_the_desired_state_a_take_over_starts_from_the_command_whatever_is_logged(
+    tmp_path,
+):
+    """A controller that interpolates from its desired state reads no state: the bag above,
+    whose lagging arm makes trajectory 1 meet it exactly, is counted from the command
+    (0.3 at the take-over, at rest after its last point): -2.5 /s into 0.05, over 2."""
+    trajectories, states = limit_check.read_trajectories(
+        _lagging_bag(tmp_path), TRAJECTORY, STATES, None
+    )
+    files = _files(tmp_path)
+    limits = limits_from_files(["a", "b"], None, Path(files[1]), Path(files[3]))
+    received = limit_check.arrivals(trajectories, "jtc")
+    measured, _ = sampled(received, limits, "jtc", 10.0, states)
+    desired, _ = sampled(received, limits, "jtc", 10.0, states, from_desired=True)
+    assert [f.kind for f in measured if f.kind == "velocity"] == []
+    (velocity,) = [f for f in desired if f.kind == "velocity"]
+    assert velocity.value == pytest.approx(-2.5)

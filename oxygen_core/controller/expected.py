@@ -25,10 +25,6 @@ from oxygen_core.controller import jtc
 from oxygen_core.controller.shaping import Shaped
 
 State = tuple[np.ndarray, np.ndarray]  # position, velocity
-# The difference the command's velocity is taken over (central; forward at a take-over):
-# far below a control period, far above float64's resolution of the chains' times (seconds
-# since their first take-over).
-VELOCITY_STEP_S = 1e-4
 
 
 @dataclasses.dataclass
@@ -93,9 +89,8 @@ class ExpectedCommand:
     def _state(self, chain: _Chain, at_ns: int) -> State | None:
         t = self._seconds(at_ns)
         for spline in reversed(chain.splines):
-            if t >= spline.before:  # the velocity within the spline's time: from its take-over
-                low, high = max(t - VELOCITY_STEP_S, spline.before), t + VELOCITY_STEP_S
-                return spline.at(t), (spline.at(high) - spline.at(low)) / (high - low)
+            if t >= spline.before:
+                return spline.at(t), spline.velocity(t)
         return None
 
     def _seconds(self, ns: int) -> float:

@@ -15,6 +15,16 @@ joint_trajectory_controller_parameters.yaml, doc = .../doc/trajectory.rst):
   (`state_interfaces: [position, velocity]`, as arms' configurations list it; jtc 623-628).
   Without one, and for accelerations always, the state's derivatives are zero where the
   points carry them (traj 58-70): the segment from the state then starts at rest;
+- with `interpolate_from_desired_state: true` (yaml 86-100: "useful if hardware states are
+  not following commands ... necessary if you have a reference trajectory that you send
+  over multiple messages") it starts instead from the last command, placed at the last
+  update's time: `last_commanded_state_` is the previous update's command, the sample one
+  period ahead with its velocities, and `last_commanded_time_` that update's time (jtc
+  300-307, 452-453); before any update has commanded, the take-over's own time (302-305)
+  and the state read at activation (1208). The model, updated once a control tick where
+  the real controllers update every 2 ms, takes that rule's limit: the trajectory starts
+  from the running command's value and velocity at the take-over
+  (`TrajectoryExecutor.desired`), not from a sample 20 ms stale;
 - a zero stamp is the time of that update (traj 125-134); otherwise point k is due at
   stamp + time_from_start[k]. Before point 0 the command moves from the measured state to
   it; once point 0 is due it follows the points, so a trajectory whose first points are
@@ -71,6 +81,7 @@ class JtcParams:
     period: float  # 1 / update_rate, seconds: each update commands the sample this far ahead
     allow_partial_joints_goal: bool = False
     allow_nonzero_velocity_at_trajectory_end: bool = False
+    interpolate_from_desired_state: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,12 +104,13 @@ Knot = tuple[float, np.ndarray, np.ndarray | None, np.ndarray | None]
 class Spline:
     """What the controller samples after a take-over: the state before point 0, then the
     points, each segment as the fields they carry allow. "jtc" starts from the measured
-    state at the take-over; "jtc_replacement" from its last command, without derivatives
-    (linear segments throughout)."""
+    state at the take-over (or its last command, `interpolate_from_desired_state`);
+    "jtc_replacement" from its last command, without derivatives (linear segments
+    throughout)."""
 
     before: float  # when the command leaves `state`
     state: np.ndarray  # (D,) positions then
-    state_velocity: np.ndarray | None  # (D,) measured then; None: no velocity interface
+    state_velocity: np.ndarray | None  # (D,) then; None: no velocity interface
     times: np.ndarray  # (K,) absolute
     positions: np.ndarray  # (K, D)
     velocities: np.ndarray | None
@@ -110,6 +122,14 @@ class Spline:
             return self.positions[-1].copy()
         k = int(np.searchsorted(self.times, t, side="right")) - 1  # -1: before point 0
         return _interpolate(self._knot(k), self._knot(k + 1), t)
+
+    def velocity(self, t: float) -> np.ndarray:
+        """The velocity at t >= `before`, as the sample's velocities (traj 109-254): zero
+        after the last point, where the command holds it."""
+        if t >= self.times[-1]:
+            return np.zeros_like(self.positions[-1])
+        k = int(np.searchsorted(self.times, t, side="right")) - 1
+        return _derivative(self._knot(k), self._knot(k + 1), t)
 
     def _knot(self, k: int) -> Knot:
         """Point k; k = -1 is the state before, whose derivatives are the measured velocity
@@ -158,6 +178,32 @@ def _interpolate(a: Knot, b: Knot, t: float) -> np.ndarray:
     )
 
 
+def _derivative(a: Knot, b: Knot, t: float) -> np.ndarray:
+    """The velocity of the segment a -> b at t (`_interpolate`'s polynomials differentiated)."""
+    (t0, p0, v0, a0), (t1, p1, v1, a1) = a, b
+    h = t1 - t0
+    s = (t - t0) / h
+    if v0 is None or v1 is None:
+        return (p1 - p0) / h
+    s2 = s * s
+    if a0 is None or a1 is None:
+        return (
+            (6 * s2 - 6 * s) * p0 / h
+            + (1 - 4 * s + 3 * s2) * v0
+            + (6 * s - 6 * s2) * p1 / h
+            + (3 * s2 - 2 * s) * v1
+        )
+    s3, s4 = s2 * s, s2 * s2
+    return (
+        (-30 * s2 + 60 * s3 - 30 * s4) * p0 / h
+        + (1 - 18 * s2 + 32 * s3 - 15 * s4) * v0
+        + (2 * s - 9 * s2 + 12 * s3 - 5 * s4) * h * a0 / 2
+        + (30 * s2 - 60 * s3 + 30 * s4) * p1 / h
+        + (-12 * s2 + 28 * s3 - 15 * s4) * v1
+        + (3 * s2 - 8 * s3 + 5 * s4) * h * a1 / 2
+    )
+
+
 def take_over(
     goal: Goal,
     t: float,
@@ -166,8 +212,9 @@ def take_over(
     measured_velocity: np.ndarray | None = None,
 ) -> Spline:
     """The goal as the controller runs it from its update at t: joints it does not name at
-    `commanded` (fill_partial_goal), a zero stamp at t, the measured state before point 0
-    (`measured_velocity` None: a controller without a velocity state interface)."""
+    `commanded` (fill_partial_goal), a zero stamp at t, the state before point 0 at
+    `measured` (`measured_velocity` None: a controller without a velocity state interface;
+    with `interpolate_from_desired_state`, the command's own state)."""
     positions = goal.positions.copy()
     positions[:, ~goal.named] = commanded[~goal.named]
     start = t if goal.start == 0.0 else goal.start

@@ -156,18 +156,23 @@ def for_release(
     limits: JointLimits | None,
     earliest_ns: int | None = None,
     commanded: Callable[[int], list[tuple[np.ndarray, np.ndarray]]] | None = None,
+    from_desired: bool = False,
 ) -> Shaped | str:
     """What the controller gets of a frame's `release` (the node's frame and the in-process
     loop both send this): `met`'s trajectory, screened from every state the robot may be
     in at each instant it may take the trajectory over, from `earliest_ns` (None: only
     `arrival_ns`) to `arrival_ns` (the latest): where the `running` chunk has it then, the
     `measured` (position, velocity), and where the controller's command has it then
-    (`commanded(at_ns)`: `expected.ExpectedCommand.states`; None: not modelled)."""
+    (`commanded(at_ns)`: `expected.ExpectedCommand.states`; None: not modelled).
+    from_desired: the controller starts from its command (`interpolate_from_desired_state`),
+    so the measured state is a start only when the node knows no command then."""
     starts: list[Start] = []
     for at_ns in arrivals(arrival_ns if earliest_ns is None else earliest_ns, arrival_ns):
         planned = planned_state(running, at_ns, period_s)
-        states = [measured] if planned is None else [planned, measured]
+        states = [] if planned is None else [planned]
         states += [] if commanded is None else commanded(at_ns)
+        if not from_desired or not states:
+            states.append(measured)
         starts += [(at_ns, *state) for state in states]
     return met(
         model,

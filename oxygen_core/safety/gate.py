@@ -34,6 +34,11 @@ The rows the gate lets through are float32 values (what the chunk and the trajec
 carry, and what the timeline keeps), checked as such: a clamped position rounds inwards,
 and a retimed chunk that rounding puts a hair over a rate bound is stretched 0.01 % more.
 
+With a `seam_share` the seam is eased first (oxygen_core.safety.seam: the new chunk's
+disagreement with the lead faded out within that share of each acceleration bound), after
+the jump is judged on the model's first point, and every later check judges the eased
+rows: easing must not hide a chunk computed for another pose.
+
 A shape, non-finite or jump finding always rejects: no retiming makes a chunk that was
 computed for another pose, or is not a chunk of this robot, safe. The verdict lists every
 kind of bound the model's chunk broke (the worst point of each; speeds are those of the
@@ -52,6 +57,7 @@ import numpy as np
 
 from oxygen_core.controller.shaping import Segments, grid_velocities, segment_peaks
 from oxygen_core.safety.limits import JointLimits
+from oxygen_core.safety.seam import ease
 
 Policy = Literal["clamp", "slow", "reject"]
 POLICIES: tuple[Policy, ...] = ("clamp", "slow", "reject")
@@ -102,16 +108,19 @@ class ChunkGate:
         period_s: float,
         max_stretch: float = 10.0,
         segments: Segments = "linear",
+        seam_share: float = 0.0,
     ) -> None:
-        """segments: how the controller moves between the points (module docstring)."""
+        """segments: how the controller moves between the points; seam_share: the share of
+        each acceleration bound a seam's easing may use, 0 for none (module docstring)."""
         if policy not in POLICIES:
             raise ValueError(f"unknown gate policy {policy!r}; choose {', '.join(POLICIES)}")
-        if not period_s > 0 or not max_stretch >= 1:
+        if not period_s > 0 or not max_stretch >= 1 or not 0 <= seam_share <= 1:
             raise ValueError(
-                f"gate needs period_s > 0 and max_stretch >= 1, got {period_s}, {max_stretch}"
+                "gate needs period_s > 0, max_stretch >= 1 and 0 <= seam_share <= 1, got "
+                f"{period_s}, {max_stretch}, {seam_share}"
             )
         self.limits, self.policy, self.segments = limits, policy, segments
-        self.period_s, self.max_stretch = period_s, max_stretch
+        self.period_s, self.max_stretch, self.seam_share = period_s, max_stretch, seam_share
 
     def check(
         self, positions: np.ndarray, state: np.ndarray, lead: np.ndarray | None = None
@@ -126,6 +135,10 @@ class ChunkGate:
         early = self._shape(positions, state, lead) or self._start(positions, state, lead)
         if early is not None:
             return Verdict("rejected", None, (early,))
+        if self.seam_share > 0:
+            positions = ease(
+                positions, lead, self.limits.acceleration, self.period_s, self.seam_share
+            )
         clipped = _sent(positions, self.limits.lower, self.limits.upper)
         findings = tuple(f for f in (self._position(positions),) if f is not None)
         findings += self._speed(clipped, lead)

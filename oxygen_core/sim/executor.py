@@ -6,7 +6,8 @@ would run them with ros2_control's joint_trajectory_controller. Two models of it
 - `controller="jtc"` (the default): the controller as released for Jazzy and Kilted (rules
   and sources in `oxygen_core.controller.jtc`): a message replaces what ran at the first
   update after it arrives, starting from the measured joints (`command(t, measured)`, and
-  their velocities with a velocity state interface), a zero stamp meaning that update;
+  their velocities with a velocity state interface), or from its last command with
+  `interpolate_from_desired_state`, a zero stamp meaning that update;
   segments are linear, cubic or quintic by what the points carry; each update commands
   the sample one period ahead;
 - `controller="jtc_replacement"`: the ROS 1 controller's trajectory replacement, as
@@ -283,11 +284,15 @@ class TrajectoryExecutor:
     def _spline(
         self, goal: Goal, t: float, measured: np.ndarray | None, velocity: np.ndarray | None
     ) -> tuple[Spline, np.ndarray, int, LimitViolations]:
-        if measured is None:
+        if self.jtc.interpolate_from_desired_state:
+            state, velocity = self.desired(t)
+            spline = take_over(goal, t, state, self._last, velocity)
+        elif measured is None:
             raise ValueError(
                 "controller 'jtc' starts from the measured joints: command(t, measured)"
             )
-        spline = take_over(goal, t, measured, self._last, velocity)
+        else:
+            spline = take_over(goal, t, measured, self._last, velocity)
         times, points = spline.times, spline.positions
         skip = min(int(np.searchsorted(times, t, side="left")), len(times) - 1)
         after = int(np.searchsorted(times, t, side="right"))
@@ -295,6 +300,17 @@ class TrajectoryExecutor:
         knots = np.vstack([spline.at(t), points[after:]])
         counted = self._count(points[skip:], knot_times, knots)
         return spline, spline.at(t + self._lead), skip, counted
+
+    def desired(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """Where the command is at t and how fast it moves, which a controller with
+        `interpolate_from_desired_state` starts a trajectory taken over at t from: the
+        running trajectory's value (the last command when none runs, at rest). Upstream
+        places the previous update's command (its sample one period ahead) at that update's
+        time, 2 ms back at the real controllers' 500 Hz; sampled once a control tick, the
+        model takes that period's limit, the command itself at t (oxygen_core.controller.jtc)."""
+        if self._run is None:
+            return self._last.copy(), np.zeros_like(self._last)
+        return self._run.at(t), self._run.velocity(t)
 
     def _count(
         self, points: np.ndarray, knot_times: np.ndarray, knots: np.ndarray

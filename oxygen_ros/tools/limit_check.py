@@ -30,7 +30,8 @@ of joints over (the worst joint is what a finding names):
 
 With `--controller jtc` (or jtc_replacement) the count is of what that controller would
 command instead, update by update, the segment from the state at each arrival included
-(oxygen_ros.tools.limit_sampling); jump is then not counted.
+(oxygen_ros.tools.limit_sampling; from the running command where the params say the
+controllers interpolate from their desired state); jump is then not counted.
 
 A message on the reset topic (`--reset-topic`, by default the simulator's /sim/episode,
 one per finished episode, when the bag has it) says the robot was moved between two
@@ -287,18 +288,27 @@ def _arrival(traj: Commanded, controller: str) -> Arrival:
     )
 
 
-def resolved_topics(params: Path | None) -> tuple[list[str], str]:
-    """(trajectory topics, joint state topic) as the node with these params resolves them:
-    one per controller where the commands are split over controllers."""
+@dataclasses.dataclass(frozen=True)
+class Wiring:
+    """The node's controller outputs as its params resolve them."""
+
+    trajectory_topics: list[str]  # one per controller where the commands are split
+    joint_state_topic: str
+    from_desired: bool  # the controllers start each trajectory from their last command
+
+
+def resolved(params: Path | None) -> Wiring:
+    """The wiring of the node with these params (None: the node's defaults)."""
     if params is None:
-        return [DEFAULT_TOPICS[0]], DEFAULT_TOPICS[1]
+        return Wiring([DEFAULT_TOPICS[0]], DEFAULT_TOPICS[1], False)
     from oxygen_ros.tools.configure import load_settings  # starts an rclpy context
 
-    _, names = load_settings(params)
+    settings, names = load_settings(params)
     trajectories = list(names.per_stream(topics.JOINT_TRAJECTORY).values())
     if not trajectories:
         raise ValueError(f"{params}: the node publishes no joint_trajectory with these params")
-    return trajectories, names.joint_state
+    desired = settings.node.interpolate_from_desired_state
+    return Wiring(trajectories, names.joint_state, desired)
 
 
 # --------------------------------------------------------------------------- output
@@ -398,17 +408,14 @@ def _run(args: argparse.Namespace) -> list[tuple[str, Summary, JointLimits]]:
     """(topic, summary, limits) of every trajectory topic checked."""
     if not args.bag.exists():
         raise ValueError(f"bag {args.bag} does not exist")
-    if (args.topic is None or args.joint_state_topic is None) and args.params is not None:
-        trajectory_topics, state_topic = resolved_topics(args.params)
-    else:
-        trajectory_topics, state_topic = resolved_topics(None)
-    trajectory_topics = args.topic or trajectory_topics
-    state_topic = args.joint_state_topic or state_topic
-    return [_run_topic(args, topic, state_topic) for topic in trajectory_topics]
+    wiring = resolved(args.params)
+    state_topic = args.joint_state_topic or wiring.joint_state_topic
+    trajectory_topics = args.topic or wiring.trajectory_topics
+    return [_run_topic(args, t, state_topic, wiring) for t in trajectory_topics]
 
 
 def _run_topic(
-    args: argparse.Namespace, topic: str, state_topic: str
+    args: argparse.Namespace, topic: str, state_topic: str, wiring: Wiring
 ) -> tuple[str, Summary, JointLimits]:
     trajectories, states = read_trajectories(args.bag, topic, state_topic, args.reset_topic or None)
     joints = list(dict.fromkeys(n for t in trajectories for n in t.joint_names))
@@ -423,7 +430,9 @@ def _run_topic(
     if not args.update_rate > 0:
         raise ValueError(f"--update-rate must be > 0, got {args.update_rate}")
     received = arrivals(trajectories, args.controller)
-    samples, updates = sampled(received, limits, args.controller, args.update_rate, states)
+    samples, updates = sampled(
+        received, limits, args.controller, args.update_rate, states, wiring.from_desired
+    )
     summary = Summary.of(trajectories, samples, args.top)
     return topic, dataclasses.replace(summary, points=updates), limits
 

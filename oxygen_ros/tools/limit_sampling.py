@@ -23,7 +23,9 @@ tracking error, which the controller, not the sender, turns into a command (the 
 plans each trajectory from the measured state as the controller will run it). Without
 such a state (none logged, or none within STATE_MAX_AGE_S, or one that lacks a joint of
 the topic) the arm is taken to follow its command: the state at an update is the previous
-command, its velocity the last step's. Each run of trajectories between two resets
+command, its velocity the last step's. A controller that interpolates from its desired
+state (`interpolate_from_desired_state`, which the node's params name) reads no state: it
+takes each trajectory over from its running command. Each run of trajectories between two resets
 (see limit_check) starts with its first trajectory that is not a hold (stamped zero),
 from the arm at rest at the joint state logged last before that trajectory (its first
 point when the bag has no joint state naming every joint): there is no previous command
@@ -111,17 +113,23 @@ def sampled(
     controller: Controller,
     rate_hz: float,
     states: Sequence[JointSample] = (),
+    from_desired: bool = False,
 ) -> tuple[list[Finding], int]:
     """The samples over a limit, and how many updates were sampled (module docstring).
-    states: the bag's joint states, from which "jtc" takes trajectories over."""
+    states: the bag's joint states, from which "jtc" takes trajectories over, unless it
+    interpolates `from_desired` (its last command)."""
     dt_ns = round(NS_PER_S / rate_hz)
     runs = _runs(arrivals)
-    measured = MeasuredStates(states if controller == "jtc" else (), limits.names)
+    read = controller == "jtc" and not from_desired
+    measured = MeasuredStates(states if read else (), limits.names)
+    jtc = None
+    if controller == "jtc":
+        jtc = JtcParams(dt_ns / NS_PER_S, interpolate_from_desired_state=from_desired)
     found: list[Finding] = []
     updates = 0
     for k, run in enumerate(runs):
         stop_ns = runs[k + 1][0].arrival_ns if k + 1 < len(runs) else None
-        run_found, run_updates = _run(run, stop_ns, limits, controller, dt_ns, measured)
+        run_found, run_updates = _run(run, stop_ns, limits, controller, jtc, dt_ns, measured)
         found += run_found
         updates += run_updates
     return found, updates
@@ -143,6 +151,7 @@ def _run(
     stop_ns: int | None,
     limits: JointLimits,
     controller: Controller,
+    jtc: JtcParams | None,
     dt_ns: int,
     measured: MeasuredStates,
 ) -> tuple[list[Finding], int]:
@@ -152,7 +161,6 @@ def _run(
     command = _start(run[0], limits.names)
     velocity = np.zeros_like(command)
     bounds = (np.stack([limits.lower, limits.upper], axis=1), limits.velocity)
-    jtc = JtcParams(dt) if controller == "jtc" else None
     executor = TrajectoryExecutor(
         command, tuple(limits.names), bounds, controller=controller, jtc=jtc
     )
