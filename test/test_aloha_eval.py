@@ -21,6 +21,7 @@ pytest.importorskip("gym_aloha")
 from oxygen_core.aloha.env import AlohaEnv  # noqa: E402
 from oxygen_core.aloha.episode import (  # noqa: E402
     ACTION_NAMES,
+    FROM_DESIRED,
     position_limits,
     to_controller,
     to_env,
@@ -46,6 +47,7 @@ def test_the_sim_params_wire_the_robot_as_config_aloha_yaml_with_the_sims_ranges
     wiring = (
         "camera_topics", "joint_state_topic", "joint_names", "action_names",
         "controller_model", "controller_names", "controllers", "control_rate_hz",
+        "interpolate_from_desired_state", "gate_seam_easing",
     )  # fmt: skip
     assert {k: sim[k] for k in wiring} == {k: robot[k] for k in wiring}
     ranges = position_limits(AlohaEnv("transfer_cube").physics)
@@ -54,6 +56,20 @@ def test_the_sim_params_wire_the_robot_as_config_aloha_yaml_with_the_sims_ranges
         assert (mine["min_position"], mine["max_position"]) == pytest.approx((low, high))
         bounds = ("max_velocity", "max_acceleration", "max_jump")
         assert {k: mine[k] for k in bounds} == {k: theirs[k] for k in bounds}
+
+
+def test_the_sim_runs_the_controllers_as_their_config_sets_them_and_the_node_knows():
+    """Where each trajectory starts is the controllers' parameter: the sim's model, the
+    ros2_control file and the node's params say the same."""
+    config = yaml.safe_load((ROOT / "config/ros2_control/aloha_controllers.yaml").read_text())
+    robot = _params("aloha.yaml")
+    flags = {
+        config[robot["controllers"][name]["topic"].split("/")[1]]["ros__parameters"][
+            "interpolate_from_desired_state"
+        ]
+        for name in robot["controller_names"]
+    }
+    assert flags == {FROM_DESIRED} == {robot["interpolate_from_desired_state"]}
 
 
 def test_the_node_is_switched_off_around_every_reset_and_a_baseline_is_not():

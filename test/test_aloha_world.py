@@ -31,6 +31,7 @@ from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 from oxygen_core.aloha.episode import (  # noqa: E402
     ACTION_NAMES,
     CONTROLLERS,
+    FROM_DESIRED,
     PERIOD_NS,
     PUBLISHED_NAMES,
     STATE_NAMES,
@@ -143,7 +144,8 @@ def test_a_one_point_trajectory_for_one_arm_moves_that_arm_only(world):
 
 def test_the_controllers_run_jtc_and_refuse_a_trajectory_already_past(world):
     episode = world.episode("insertion", SEED, "external", START_NS)
-    assert all(e.jtc == JtcParams(PERIOD_NS / NS) for e in episode.executors.values())
+    params = JtcParams(PERIOD_NS / NS, interpolate_from_desired_state=FROM_DESIRED)
+    assert all(e.jtc == params for e in episode.executors.values())
     now = START_NS + NS
     late = Trajectory(("right_gripper",), START_NS / NS, [0.5], [[0.0]])
     refused = episode.accept(late, now)

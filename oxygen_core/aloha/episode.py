@@ -5,14 +5,14 @@ env step per 20 ms tick (50 Hz, gym_aloha/constants.py DT).
 The robot is the one config/aloha.yaml drives: a joint_trajectory_controller per arm and
 per gripper (config/ros2_control/aloha_controllers.yaml), each here a `TrajectoryExecutor`
 under "jtc" updated once a tick (`JtcParams(0.02)`; the real ones update at 500 Hz) and
-starting a trajectory from the measured positions and velocities (their state
-interfaces). A command is a `Trajectory` that names one controller's joints, which that
+starting a trajectory from its last command (`interpolate_from_desired_state`,
+`FROM_DESIRED`). A command is a `Trajectory` that names one controller's joints, which that
 controller takes as it would the message on its topic, or every joint, split over the four
 with one stamp and one set of times as the node splits a chunk
 (oxygen_core.controller.split): the sim-run policies send theirs so, since the sim's loop
 carries one message per command. Any other joint set is refused (`Refused` "joint_names")
-and changes nothing. Each tick, every controller's command for its joints, from the
-measured joints, makes up the 14 targets of one `AlohaEnv.step`.
+and changes nothing. Each tick, every controller's command for its joints
+makes up the 14 targets of one `AlohaEnv.step`.
 
 Units are those of a real ALOHA as the node's aloha robot preset and config/aloha.yaml take
 them (oxygen_core/robot_io.py; openpi's examples/aloha_real), so the node drives the sim as
@@ -91,6 +91,11 @@ from oxygen_core.train.records import Dart, DartNoise
 from oxygen_core.worlds import EXTERNAL, Lines, Refused, SimActs, Tally
 
 PERIOD_NS = round(DT * NS_PER_S)  # 20 ms: one env step, one controller update
+# The controllers' interpolate_from_desired_state (config/ros2_control/aloha_controllers.yaml,
+# and the node's parameter of that name in config/aloha.yaml): a gripper squeezing the cube
+# lags its command by up to its range, and from the measured state every trajectory would
+# start by letting go.
+FROM_DESIRED = True
 CAMERAS = ("top", "left_wrist", "right_wrist")  # the aloha preset's image slots, in order
 SIM_POLICIES = ("expert", "hold", "random", "blind")
 STATE_NAMES = tuple(f"{s}_{j}" for s in SIDES for j in (*ARM_JOINT_NAMES, "left_finger"))
@@ -406,7 +411,7 @@ class AlohaEpisode:
                 p.controller.joints,
                 (limits[list(p.columns)], np.full(len(p.columns), np.inf)),
                 controller="jtc",
-                jtc=JtcParams(PERIOD_NS / NS_PER_S),
+                jtc=JtcParams(PERIOD_NS / NS_PER_S, interpolate_from_desired_state=FROM_DESIRED),
             )
             for p in PARTS
         }
