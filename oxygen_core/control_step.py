@@ -26,8 +26,10 @@ the robot's clock (the node clock, bag time in replay, step * period in process)
    reported with its reason.
 5. `skipped(tick_ns)`: a frame that sends nothing (an input outage, an overrun): the
    watchdog.
-6. `held()` (any thread): a hold went out; `stop(positions, velocities, age_s)` is the
-   hold's trajectory from the measured state.
+6. `held()` (any thread): a hold went out; `stop(positions, velocities, age_s, now_ns)` is
+   the hold's trajectory from the measured state, or, for a controller that starts from
+   its command, from where the command is; that hold, once out, is the command the next
+   chunk is screened and eased from (`forget()` when the robot may have been moved).
 
 The watchdog holds the robot once per outage: when no chunk goes out and the running
 chunk's last row comes before the next frame's chunk could arrive (the next tick plus one
@@ -172,8 +174,10 @@ class ControlStep:
         self.expected = (
             ExpectedCommand((0, self._lead_ns)) if controller == "jtc" and gate else None
         )
-        self._lock = threading.Lock()  # the hold state below: written from any thread
+        self._lock = threading.Lock()  # the hold state and `expected`: used from any thread
         self._held = False  # a hold went out: the next frame meets no running chunk
+        self._hold: tuple[Shaped, int, tuple[np.ndarray, np.ndarray]] | None = None  # the
+        # last stop from the command (from_desired): its trajectory, instant and start
         self._standing = False  # a hold went out and no chunk since: the outage has its hold
         self._measured: Measured | None = None  # the last frame's, where a hold falls back
         self._last_stamps: tuple[int, int] | None = None  # (row0_ns, tick_ns) last sent
@@ -184,16 +188,21 @@ class ControlStep:
         return None if self._guard is None else self._guard.tally
 
     def reset(self) -> None:
-        """Forget the running chunk (the robot may be anywhere when frames start again)."""
+        """Forget the running chunk and the command (the robot may be anywhere when frames
+        start again, or someone may have moved it)."""
         self.timeline.reset()
-        if self.expected is not None:
-            self.expected.forget()
+        with self._lock:
+            if self.expected is not None:
+                self.expected.forget()
 
     def begin(self) -> None:
-        """Before a frame: after a hold, hand over from nothing."""
+        """Before a frame: after a hold, hand over from nothing (a controller that starts
+        from its command keeps the hold as its command)."""
         with self._lock:
             held, self._held = self._held, False
-        if held:
+        if held and self._from_desired:
+            self.timeline.reset()
+        elif held:
             self.reset()
 
     def act(
@@ -224,6 +233,7 @@ class ControlStep:
             notes.append(_clipped(action, release))
         verdict, hold = None, None
         if self._guard is not None:
+            release = self._command_lead(release)
             screened = self._guard.screen(release, acted.measured.positions)
             verdict, release = screened.verdict, screened.release
             notes += [
@@ -256,7 +266,10 @@ class ControlStep:
             self._standing = False
         self.timeline.commit(release, latency_s)
         if self.expected is not None and decision.trajectory is not None:
-            self.expected.sent(decision.trajectory, decision.published_ns, self._measured.state())
+            with self._lock:
+                self.expected.sent(
+                    decision.trajectory, decision.published_ns, self._measured.state()
+                )
         return self._stamp_order(release.row0_ns, release.running.tick_ns)
 
     def skipped(self, tick_ns: int, reason: str) -> str | None:
@@ -267,10 +280,14 @@ class ControlStep:
     def held(self, standing: bool = True) -> None:
         """A hold was decided (any thread): the next frame starts afresh. standing: it
         reached the controller, so the robot stands and this outage has its hold (False: it
-        was not sent, e.g. in a dry run, and the watchdog may ask again)."""
+        was not sent, e.g. in a dry run, and the watchdog may ask again); a stop from the
+        command that went out is the controller's command from then on."""
         with self._lock:
             self._held = True
             self._standing = self._standing or standing
+            hold, self._hold = self._hold, None
+            if standing and hold is not None and self.expected is not None:
+                self.expected.sent(*hold)
 
     @property
     def standing(self) -> bool:
@@ -293,9 +310,13 @@ class ControlStep:
         last frame measured the robot, without velocities; None when no frame did either.
         A controller that starts from its command (`from_desired`) stops from where the
         command is `lead_s` after `now_ns` (robot clock), when the node knows it."""
-        command = self._command(now_ns)
-        if command is not None:
-            return shaping.stop(*command, self._limits, self._period_s, 0.0)
+        with self._lock:
+            command = self._command(now_ns)
+            if command is not None:
+                stop = shaping.stop(*command, self._limits, self._period_s, 0.0)
+                self._hold = (stop, now_ns, command)
+                return stop
+            self._hold = None
         if positions is None:
             last = self._measured
             if last is None:
@@ -316,6 +337,25 @@ class ControlStep:
             return expected[0]
         return shaping.planned_state(self.timeline.running, at_ns, self._period_s)
 
+    def _commanded(self, at_ns: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The expected command's states at `at_ns` (`for_release`'s, any thread safe)."""
+        with self._lock:
+            return self.expected.states(at_ns)
+
+    def _command_lead(self, release: Release) -> Release:
+        """Under `from_desired` with nothing running, the release's lead from the command
+        (after a hold: where it left the controller), so the gate eases and judges the seam
+        the controller will run, not one from the measured joints."""
+        if not self._from_desired or release.lead is not None or self.expected is None:
+            return release
+        period_ns = round(self._period_s * NS_PER_S)
+        with self._lock:
+            rows = [self.expected.states(release.row0_ns - k * period_ns) for k in (2, 1)]
+        if not all(rows):
+            return release
+        lead = np.stack([states[0][0] for states in rows]).astype(np.float32)
+        return dataclasses.replace(release, lead=lead)
+
     def _watchdog(self, tick_ns: int, reason: str) -> str | None:
         last = self.timeline.last_row_ns()
         if self.standing or last is None or last >= tick_ns + 2 * self._frame_ns:
@@ -334,7 +374,7 @@ class ControlStep:
             earliest_ns=published_ns,
             measured=acted.measured.state(),
             limits=self._limits,
-            commanded=None if self.expected is None else self.expected.states,
+            commanded=None if self.expected is None else self._commanded,
             from_desired=self._from_desired,
         )
 

@@ -60,7 +60,7 @@ from oxygen_ros.convert import (
 )
 from oxygen_ros.diagnostics import NodeStats
 from oxygen_ros.inputs import JOINT_STATE, SKIP_REASONS, FrameAssembler, Skip
-from oxygen_ros.motion import MotionAuthority, Outgoing
+from oxygen_ros.motion import RESUME_HOLD, MotionAuthority, Outgoing
 from oxygen_ros.params import ChunkLayout, NodeConfig
 from oxygen_ros.throttle import KeyedThrottle
 from oxygen_ros.topics import FrameLogger
@@ -192,6 +192,8 @@ class FrameLoop:
             stop = stop_chunk_msg(names, len(names), control_period_s=self._cfg.control_period_s)
             messages.append((topics.COMMAND_CHUNK, stop, None))
         if self._cfg.joint_trajectory:
+            if reason == RESUME_HOLD:  # the robot may have been moved while dark
+                self._step.reset()
             positions = self._assembler.measured_positions(names)
             velocities = self._assembler.measured_velocities(names)
             now_ns = None if self._now_ns is None else self._now_ns()

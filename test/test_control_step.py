@@ -170,7 +170,9 @@ def test_from_the_desired_state_the_hold_stops_from_the_controllers_command():
     # Chunk 0 goes out at 0 (rows 0.00.. due from 20 ms, 0.5 rad/s); at 50 ms the arm
     # measures 0.3 rad away at rest (a gripper squeezing what it holds). A controller that
     # starts from its command stops from where the command is then, moving on at 0.5 rad/s.
-    gate = ChunkGate(limits(), "slow", PERIOD_S)
+    fast = np.full(2, 1e3)  # wide bounds: chunk 1 (from 1.0) goes through after the hold
+    wide = JointLimits(("a", "b"), -fast, fast, fast, 1e3 * fast, fast, "test")
+    gate = ChunkGate(wide, "slow", PERIOD_S)
     desired = step(controller="jtc", lead_s=0.0, gate=gate, from_desired=True)
     run(desired, 0, at(0.0, 0.0))
     ((command, speed),) = desired.expected.states(50 * MS)
@@ -179,7 +181,16 @@ def test_from_the_desired_state_the_hold_stops_from_the_controllers_command():
     # Three periods of constant deceleration from 0.5 rad/s: 0.5 x 0.06 / 2 = 0.015 on.
     assert hold.times.tolist() == pytest.approx([3 * PERIOD_S])
     np.testing.assert_allclose(hold.positions, [command + 0.015])
+    # Once out, the hold is the controller's command: the next chunk, with nothing running,
+    # is eased and judged from where the hold left the command, not from the measured 0.3.
+    desired.held()
+    end = hold.positions[-1]
+    for states in (desired.expected.states(150 * MS), desired.expected.states(180 * MS)):
+        assert [p.tolist() for p, _ in states] == [end.tolist()] * len(states) and states
+    decision = run(desired, 200, at(0.3, 0.0))
+    np.testing.assert_allclose(decision.release.lead, [end, end], rtol=1e-6)
     # The measured state's controller, or no clock: the stop from the measured joints.
+    desired.reset()
     assert desired.stop(np.full(2, 0.3), np.zeros(2)).positions.tolist() == [[0.3, 0.3]]
     measured = step(controller="jtc", lead_s=0.0, gate=gate)
     run(measured, 0, at(0.0, 0.0))
