@@ -29,7 +29,7 @@ the robot's clock (the node clock, bag time in replay, step * period in process)
 6. `held()` (any thread): a hold went out; `stop(positions, velocities, age_s, now_ns)` is
    the hold's trajectory from the measured state, or, for a controller that starts from
    its command, from where the command is; that hold, once out, is the command the next
-   chunk is screened and eased from (`forget()` when the robot may have been moved).
+   chunk is screened and eased from (`reset()` when the robot may have been moved).
 
 The watchdog holds the robot once per outage: when no chunk goes out and the running
 chunk's last row comes before the next frame's chunk could arrive (the next tick plus one

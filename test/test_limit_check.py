@@ -108,9 +108,10 @@ def test_known_violations_are_counted_exactly_and_the_worst_named(tmp_path, caps
 def test_a_reset_starts_the_next_trajectory_afresh(tmp_path, capsys):
     """The same bag with a reset between the trajectories: no seam step (8 /s) and no seam
     accelerations; what lies inside trajectory 1 is counted as before, and '' for
-    --reset-topic ignores the reset."""
+    --reset-topic ignores the reset. (A sim that does not settle: trajectory 1 is logged
+    90 ms after the reset.)"""
     bag = str(_bag(tmp_path, reset=True))
-    assert limit_check.main([bag, *_files(tmp_path), "--json"]) == 0
+    assert limit_check.main([bag, *_files(tmp_path), "--json", "--reset-settle-s", "0"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["counts"] == {"position": 1, "velocity": 1, "acceleration": 1, "jump": 1}
     assert [(f["point"], f["value"]) for f in report["worst"]["acceleration"]] == [
@@ -119,6 +120,29 @@ def test_a_reset_starts_the_next_trajectory_afresh(tmp_path, capsys):
     assert limit_check.main([bag, *_files(tmp_path), "--json", "--reset-topic", ""]) == 0
     counts = json.loads(capsys.readouterr().out)["counts"]
     assert counts == {"position": 1, "velocity": 2, "acceleration": 3, "jump": 1}
+
+
+def test_a_trajectory_stamped_before_a_reset_and_logged_after_it_is_not_counted(tmp_path):
+    """Computed for the episode before and still in flight at the reset, the sim drops it
+    (previous_episode): a step to 0.9 stamped 1.1 s, logged after the reset at 1.11 s; and
+    all it logs while it settles (given 0.1 s: the trajectory at 1.2 s too)."""
+    bag = tmp_path / "bag"
+    with BagWriter(bag, split_s=None) as writer:
+        _trajectory(writer, 1000 * MS, ("a", "b"), [[0.0, 0.0], [0.1, 0.0], [0.2, 0.0]])
+        writer.write_ros(limit_check.RESET_TOPIC, 1110 * MS, String(data="reset"))
+        stale = trajectory_msg(
+            ("a", "b"), np.array([[0.9, 0.0]]), [0.0], stamp=ns_to_stamp(1100 * MS)
+        )
+        writer.write_ros(TRAJECTORY, 1115 * MS, stale)
+        _trajectory(writer, 1200 * MS, ("a", "b"), [[0.0, 0.0], [0.05, 0.0], [0.1, 0.0]])
+    reset = limit_check.RESET_TOPIC
+    trajectories, _ = limit_check.read_trajectories(bag, TRAJECTORY, STATES, reset, 0.0)
+    assert [t.stamp_ns for t in trajectories] == [1000 * MS, 1200 * MS]
+    assert trajectories[1].after_reset
+    every, _ = limit_check.read_trajectories(bag, TRAJECTORY, STATES, None)
+    assert len(every) == 3
+    settled, _ = limit_check.read_trajectories(bag, TRAJECTORY, STATES, reset, 0.1)
+    assert [t.stamp_ns for t in settled] == [1000 * MS]
 
 
 def test_the_table_and_the_fail_flag(tmp_path, capsys):

@@ -37,7 +37,9 @@ A message on the reset topic (`--reset-topic`, by default the simulator's /sim/e
 one per finished episode, when the bag has it) says the robot was moved between two
 trajectories (an episode reset puts the arm home): the first trajectory logged after it
 has no previous command, so its first step and seam are not measured from the episode
-before.
+before. What the sim dropped is not counted at all (`previous_episode`): a trajectory
+logged within `--reset-settle-s` after a reset (the sim's reset_settle_s, while it held the
+node switched off), or stamped before the reset (computed for the episode before).
 
 A value counts when it exceeds its limit by more than 1e-9 (float noise on a limit is
 not a violation; oxygen_ros.tools.limit_findings). The exit code is 0 whatever the counts
@@ -66,6 +68,7 @@ from oxygen_ros.convert import stamp_to_ns
 from oxygen_ros.tools.bagio import BagReadError, from_cdr, read_bag
 from oxygen_ros.tools.limit_findings import Finding, outside, over
 from oxygen_ros.tools.limit_sampling import Arrival, JointSample, sampled
+from oxygen_ros.tools.sim.loop import RESET_SETTLE_S
 
 KINDS = ("position", "velocity", "acceleration", "jump")
 DEFAULT_TOPICS = ("/oxygen/joint_trajectory", "/joint_states")  # the node's defaults
@@ -205,29 +208,43 @@ class Summary:
 
 
 def read_trajectories(
-    bag: Path, topic: str, state_topic: str, reset_topic: str | None = None
+    bag: Path,
+    topic: str,
+    state_topic: str,
+    reset_topic: str | None = None,
+    settle_s: float = RESET_SETTLE_S,
 ) -> tuple[list[Commanded], list[JointSample]]:
     """The trajectories on `topic` in log-time order, each with the latest joint state
     stamped at or before its stamp and whether a message on `reset_topic` came since the
-    trajectory before; and every joint state. ValueError when the topic has none."""
+    trajectory before; and every joint state. What the sim dropped after a reset is left
+    out: one logged within `settle_s` of it or stamped before it (module docstring).
+    ValueError when the topic has none."""
     trajectories: list[Commanded] = []
     states: list[JointSample] = []
-    reset = False
+    reset, reset_ns = False, None
     for message in read_bag(bag, [topic, state_topic, reset_topic]):
         if message.topic == reset_topic:
-            reset = True
+            reset, reset_ns = True, message.time_ns
             continue
         msg = from_cdr(message.data, message.msgtype)
         stamp = stamp_to_ns(msg.header.stamp) or message.time_ns  # zero: "now"
         if message.topic == state_topic:
             states.append(_sample(msg, stamp))
-        elif msg.points:
+        elif msg.points and not _dropped(stamp, message.time_ns, reset_ns, settle_s):
             commanded = _commanded(len(trajectories), msg, stamp, states, reset)
             trajectories.append(_arrived(commanded, msg, message.time_ns))
             reset = False
     if not trajectories:
         raise ValueError(f"bag {bag} has no JointTrajectory with points on {topic}")
     return trajectories, states
+
+
+def _dropped(stamp_ns: int, arrival_ns: int, reset_ns: int | None, settle_s: float) -> bool:
+    """Whether the sim dropped a trajectory after the last reset (`reset_ns`; None: none yet)
+    as previous_episode."""
+    if reset_ns is None:
+        return False
+    return stamp_ns < reset_ns or arrival_ns < reset_ns + round(settle_s * NS_PER_S)
 
 
 def _sample(msg: Any, stamp: int) -> JointSample:
@@ -364,6 +381,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(default {RESET_TOPIC}, the simulator's episode outcomes; '' for none)",
     )
     parser.add_argument(
+        "--reset-settle-s",
+        type=float,
+        default=RESET_SETTLE_S,
+        help="the sim's reset_settle_s: what it logged that long after a reset, the sim "
+        f"dropped (default {RESET_SETTLE_S})",
+    )
+    parser.add_argument(
         "--controller",
         choices=("points", *CONTROLLERS),
         default="points",
@@ -417,7 +441,9 @@ def _run(args: argparse.Namespace) -> list[tuple[str, Summary, JointLimits]]:
 def _run_topic(
     args: argparse.Namespace, topic: str, state_topic: str, wiring: Wiring
 ) -> tuple[str, Summary, JointLimits]:
-    trajectories, states = read_trajectories(args.bag, topic, state_topic, args.reset_topic or None)
+    trajectories, states = read_trajectories(
+        args.bag, topic, state_topic, args.reset_topic or None, args.reset_settle_s
+    )
     joints = list(dict.fromkeys(n for t in trajectories for n in t.joint_names))
     for t in trajectories:
         if sorted(t.joint_names) != sorted(joints):

@@ -57,6 +57,10 @@ from oxygen_ros.convert import ns_to_stamp, stamp_to_ns
 from oxygen_ros.tools.sim.lockstep import LockstepMarks, lockstep_due
 from oxygen_ros.tools.sim.worlds import Binding, binding
 
+# Sim seconds a reset's bracket lasts by default (the sim node's reset_settle_s): what
+# arrives meanwhile is dropped as previous_episode (oxygen-bag limit-check leaves it out).
+RESET_SETTLE_S = 0.5
+
 _INSTRUCTION_PERIOD_NS = NS_PER_S
 _INBOX_MAX = 16  # commands waiting for the next tick; a policy sends about one a frame
 _GRID_PROBE_S = 0.5  # lockstep: how long a tick waits for a frame while the grid is unknown

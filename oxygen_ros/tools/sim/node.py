@@ -44,7 +44,7 @@ from oxygen_ros.msg import EngineStats
 from oxygen_ros.ros_args import ParamDoc
 from oxygen_ros.spin import Hosted, run_node
 from oxygen_ros.tools.commands import world_argument, world_prog
-from oxygen_ros.tools.sim.loop import SimConfig, SimLoop, episode_order
+from oxygen_ros.tools.sim.loop import RESET_SETTLE_S, SimConfig, SimLoop, episode_order
 from oxygen_ros.tools.sim.worlds import ALOHA, METAWORLD, TABLETOP, Binding, binding
 from oxygen_ros.tools.sim_host import HOST_PARAMETERS, SimHost, hosted, topic_parameters
 
@@ -82,7 +82,7 @@ def parameters(world: Binding) -> tuple[ParamDoc, ...]:
         ),
         ParamDoc(
             "reset_settle_s",
-            0.5,
+            RESET_SETTLE_S,
             "With policy_enable_service: sim seconds the new world's sensors go out, the "
             "world still, before the policy is switched on.",
         ),
