@@ -378,3 +378,47 @@ def test_from_the_desired_state_the_measured_state_is_screened_only_without_a_co
     # No command known (nothing sent since the last hold): the measured state is the start.
     command.clear()
     assert isinstance(shaping.for_release("jtc", release, from_desired=True, **common), str)
+
+
+def test_segment_range_is_exact():
+    # From 0 at 3 /s to 0.1 at rest over 0.1 s: p(s) = 0.3 s - 0.3 s^2 + 0.1 s^3 (b = 0.3 -
+    # 0.6, c = -0.2 + 0.3), whose velocity 0.3 - 0.6 s + 0.3 s^2 is zero only at s = 1: no
+    # overshoot. At 6 /s: 0.6 s - 0.9 s^2 + 0.4 s^3, zero velocity at s = 0.5 and 1:
+    # 0.125 at s = 0.5, past the end's 0.1. Sampled densely, the same.
+    for speed, top in ((3.0, 0.1), (6.0, 0.125)):
+        lowest, highest = shaping.segment_range(
+            np.zeros(1), np.full(1, speed), np.full(1, 0.1), np.zeros(1), 0.1
+        )
+        assert (lowest[0], highest[0]) == pytest.approx((0.0, top))
+    # A row too close to the range's bound for a fast start: met moves the first point on.
+    p0, v0, p1, v1 = np.array([0.2, -1.0]), np.array([2.0, -4.0]), np.array([[0.3, -1.2]]), 0.0
+    s = np.linspace(0, 1, 10001)[:, None]
+    h, step = 0.1, p1[0] - p0
+    b, c = 3 * step - 2 * h * v0 - h * v1, -2 * step + h * v0 + h * v1
+    curve = p0 + h * v0 * s + b * s * s + c * s**3
+    lowest, highest = shaping.segment_range(p0, v0, p1, np.zeros((1, 2)), h)
+    np.testing.assert_allclose(lowest[0], curve.min(axis=0), atol=1e-9)
+    np.testing.assert_allclose(highest[0], curve.max(axis=0), atol=1e-9)
+
+
+def test_a_first_segment_that_would_overshoot_the_position_range_is_not_taken():
+    # Rows at the upper bound 1.0, at rest, the first 0.1 s after the take-over. From 0.9
+    # at 3 rad/s the cubic to row 0 reaches 1.0 just as it stops: taken. From 0.9 at 6
+    # rad/s it rises to 1.025 (segment_range above), and later rows give the start's
+    # velocity longer to carry it further: none is met, though every segment is within the
+    # velocity and acceleration limits.
+    rows = np.full((4, 1), 1.0)
+    release = Release(0, rows, 0, False, RunningChunk(rows, 0, 0), True, None)
+    limits = _limits(1e3, velocity=100.0, joints=1, lower=-1.0, upper=1.0)
+    common = dict(running=None, period_s=PERIOD, arrival_ns=-100 * MS, limits=limits)
+    slow = shaping.for_release(
+        "jtc", release, measured=(np.full(1, 0.9), np.full(1, 3.0)), **common
+    )
+    assert slow.dropped == 0
+    fast = shaping.for_release(
+        "jtc", release, measured=(np.full(1, 0.9), np.full(1, 6.0)), **common
+    )
+    assert fast.startswith("every row is too far")
+    # A start already past the bound (a measured gripper) may stay there, not go further.
+    past = shaping.for_release("jtc", release, measured=(np.full(1, 1.05), np.zeros(1)), **common)
+    assert past.dropped == 0

@@ -46,7 +46,9 @@ controller stops in one update.
 
 `segment_peaks` gives the exact largest velocity and acceleration of each cubic segment
 the controller runs, for the gate and for screening the segment from the state at arrival
-to the first point (`for_release`). That state is uncertain: where the running chunk has
+to the first point (`for_release`), and `segment_range` its lowest and highest position:
+a start moving fast towards a row at a range bound overshoots it on the cubic, which no
+bound on the rows shows. That state is uncertain: where the running chunk has
 the robot then (`planned_state`), where it was last measured if it lags its plan (a
 rate-limited or pressed arm), or where the controller's command has it while it still runs
 the first segment of the trajectory before (`expected.ExpectedCommand`); the segment must
@@ -231,11 +233,29 @@ def met(
     reached = np.ones(rows_kept, bool)
     for at_ns, start, velocity in starts:
         lead_s = (shaped.stamp_ns - at_ns) / NS_PER_S + np.arange(rows_kept) * period_s
-        peaks = segment_peaks(start, velocity, p[:rows_kept], v[:rows_kept], lead_s)
-        reached &= np.all(_over(*peaks, limits) <= 1, axis=1)
+        ends = (start, velocity, p[:rows_kept], v[:rows_kept], lead_s)
+        peaks = segment_peaks(*ends)
+        reached &= np.all(_over(*peaks, limits) <= 1, axis=1) & _in_range(*ends, limits)
     if not reached.any():
         return "every row is too far from the state at arrival to reach within the joint limits"
     return _from_point(shaped, int(np.argmax(reached)), period_s)
+
+
+def _in_range(
+    start: np.ndarray,
+    velocity: np.ndarray,
+    rows: np.ndarray,
+    row_velocities: np.ndarray,
+    duration_s: np.ndarray,
+    limits: JointLimits,
+) -> np.ndarray:
+    """[N] whether the segment from (start, velocity) to each row stays in the position
+    range: a start moving fast towards a row at a bound overshoots it on a cubic. Past
+    where a start already lies outside the range (a squeezed gripper, a measured joint)
+    it may not go further."""
+    lowest, highest = segment_range(start, velocity, rows, row_velocities, duration_s)
+    low, high = np.minimum(limits.lower, start), np.maximum(limits.upper, start)
+    return np.all((lowest >= low) & (highest <= high), axis=1)
 
 
 def _over(velocity: np.ndarray, acceleration: np.ndarray, limits: JointLimits) -> np.ndarray:
@@ -390,3 +410,30 @@ def segment_peaks(
     at_vertex = np.where(inside, np.abs(v0 + b * vertex + c * vertex * vertex), 0.0)
     velocity = np.maximum(np.maximum(np.abs(v0), np.abs(v1)), at_vertex)
     return velocity, acceleration
+
+
+def segment_range(
+    p0: np.ndarray,
+    v0: np.ndarray,
+    p1: np.ndarray,
+    v1: np.ndarray,
+    duration_s: float | np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The lowest and highest position of each cubic Hermite segment from (p0, v0) to
+    (p1, v1) over `duration_s` (shaped as `segment_peaks`): at an end or where the velocity,
+    a quadratic in time (linear when the cubic term vanishes), is zero inside. Every
+    candidate is a point of the segment, so one that is not an extreme changes nothing."""
+    h = np.asarray(duration_s, np.float64)
+    h = h[:, None] if h.ndim else h
+    p0, p1 = np.asarray(p0, np.float64), np.asarray(p1, np.float64)
+    step = p1 - p0
+    b = 3 * step - 2 * h * v0 - h * v1  # p(s) = p0 + h v0 s + b s^2 + c s^3, s in [0, 1]
+    c = -2 * step + h * v0 + h * v1
+    lowest, highest = np.minimum(p0, p1), np.maximum(p0, p1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        root = np.sqrt(np.maximum(b * b - 3 * c * h * v0, 0.0))
+        for s in ((-b + root) / (3 * c), (-b - root) / (3 * c), -h * v0 / (2 * b)):
+            s = np.where(np.isfinite(s) & (s > 0) & (s < 1), s, 0.0)
+            at = p0 + h * v0 * s + b * s * s + c * s * s * s
+            lowest, highest = np.minimum(lowest, at), np.maximum(highest, at)
+    return lowest, highest
