@@ -252,10 +252,12 @@ def _in_range(
     """[N] whether the segment from (start, velocity) to each row stays in the position
     range: a start moving fast towards a row at a bound overshoots it on a cubic. Past
     where a start already lies outside the range (a squeezed gripper, a measured joint)
-    it may not go further."""
+    it may not go further. A setpoint joint is not screened: its servo moves it to each
+    value at its own rate, whatever the command's path between them."""
     lowest, highest = segment_range(start, velocity, rows, row_velocities, duration_s)
     low, high = np.minimum(limits.lower, start), np.maximum(limits.upper, start)
-    return np.all((lowest >= low) & (highest <= high), axis=1)
+    inside = (lowest >= low) & (highest <= high)
+    return np.all(inside | setpoints(limits), axis=1)
 
 
 def _over(velocity: np.ndarray, acceleration: np.ndarray, limits: JointLimits) -> np.ndarray:
